@@ -1,0 +1,168 @@
+/**
+ * Typed errors shared by every layer. Each class has a stable `code` and a brand, so
+ * `instanceof` and {@link isHostgateError} work across two copies of the package.
+ */
+
+const kBrand = Symbol.for('hostgate.error');
+
+export type HostgateErrorCode =
+  | 'HOSTGATE_QUEUE_FULL'
+  | 'HOSTGATE_QUEUE_TIMEOUT'
+  | 'HOSTGATE_HOLD_TIMEOUT'
+  | 'HOSTGATE_CLIENT_DISCONNECTED'
+  | 'HOSTGATE_UNKNOWN_HOST'
+  | 'HOSTGATE_TOO_MANY_HOSTS';
+
+export class HostgateError extends Error {
+  /** Stable machine-readable code; branch on this rather than on the message. */
+  readonly code: HostgateErrorCode;
+  /** Partner (gate) name, or the origin for per-origin gates, when the error concerns one. */
+  readonly partner: string | undefined;
+  readonly [kBrand] = true;
+
+  constructor(
+    code: HostgateErrorCode,
+    message: string,
+    partner?: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.partner = partner;
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (!isHostgateError(value)) return false;
+    const code = (this as { readonly CODE?: string }).CODE;
+    return code === undefined || value.code === code;
+  }
+}
+
+export function isHostgateError(value: unknown): value is HostgateError {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    (value as { [kBrand]?: unknown })[kBrand] === true
+  );
+}
+
+/** A gate refused a caller without serving it; `retryAfterMs` says when trying again is sensible. */
+export abstract class ShedError extends HostgateError {
+  /** Honest estimate, in ms, of when a retry could be served (queue length × observed hold time). */
+  readonly retryAfterMs: number;
+  constructor(
+    code: HostgateErrorCode,
+    message: string,
+    partner: string | undefined,
+    retryAfterMs: number,
+  ) {
+    super(code, message, partner);
+    this.retryAfterMs = retryAfterMs;
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (!isShedError(value)) return false;
+    const code = (this as { readonly CODE?: string }).CODE;
+    return code === undefined || value.code === code;
+  }
+}
+
+/** True for errors that mean "refused to protect the partner; try again later" (503 material). */
+export function isShedError(value: unknown): value is ShedError {
+  return isHostgateError(value) && typeof (value as ShedError).retryAfterMs === 'number';
+}
+
+/** The gate's queue was full: rejected at once, without waiting and without any timer. */
+export class QueueFullError extends ShedError {
+  static readonly CODE = 'HOSTGATE_QUEUE_FULL';
+  constructor(partner: string | undefined, queued: number, retryAfterMs: number) {
+    super(
+      'HOSTGATE_QUEUE_FULL',
+      `queue for ${label(partner)} is full (${queued} waiting); retry after ${seconds(retryAfterMs)}`,
+      partner,
+      retryAfterMs,
+    );
+  }
+}
+
+/** The caller waited its whole wait deadline without getting a permit. */
+export class QueueTimeoutError extends ShedError {
+  static readonly CODE = 'HOSTGATE_QUEUE_TIMEOUT';
+  constructor(partner: string | undefined, waitedMs: number, retryAfterMs: number) {
+    super(
+      'HOSTGATE_QUEUE_TIMEOUT',
+      `no permit for ${label(partner)} within ${Math.round(waitedMs)} ms; retry after ${seconds(retryAfterMs)}`,
+      partner,
+      retryAfterMs,
+    );
+  }
+}
+
+/** Too many distinct unknown hosts are busy at once; the per-origin map is at its bound. */
+export class TooManyHostsError extends ShedError {
+  static readonly CODE = 'HOSTGATE_TOO_MANY_HOSTS';
+  constructor(origin: string, maxHosts: number, retryAfterMs: number) {
+    super(
+      'HOSTGATE_TOO_MANY_HOSTS',
+      `cannot open a gate for ${origin}: all ${maxHosts} per-origin gates are busy (maxHosts); retry after ${seconds(retryAfterMs)}`,
+      origin,
+      retryAfterMs,
+    );
+  }
+}
+
+/** A permit was held longer than `maxHold` (an unread body, a stuck stream); its request was aborted. */
+export class PermitHoldTimeoutError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_HOLD_TIMEOUT';
+  readonly heldMs: number;
+  constructor(partner: string | undefined, heldMs: number) {
+    super(
+      'HOSTGATE_HOLD_TIMEOUT',
+      `request to ${label(partner)} held its permit for ${Math.round(heldMs)} ms (maxHold) and was aborted; read or cancel response bodies`,
+      partner,
+    );
+    this.heldMs = heldMs;
+  }
+}
+
+/** The inbound client went away before its response finished. Not a server error. */
+export class ClientDisconnectedError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_CLIENT_DISCONNECTED';
+  constructor() {
+    super('HOSTGATE_CLIENT_DISCONNECTED', 'the client disconnected before the response finished');
+  }
+}
+
+/** `unknownHosts: 'reject'` and a host that matches no partner rule. */
+export class UnknownHostError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_UNKNOWN_HOST';
+  constructor(origin: string) {
+    super(
+      'HOSTGATE_UNKNOWN_HOST',
+      `${origin} matches no partner rule and unknownHosts is 'reject'; add it to a partner's hosts`,
+      origin,
+    );
+  }
+}
+
+/**
+ * The shed error behind `err`, if any: the error itself, or one found along its `cause`
+ * chain (fetch rejects with `TypeError('fetch failed')` whose `cause` is ours).
+ */
+export function findShedError(err: unknown): ShedError | undefined {
+  let current = err;
+  for (let depth = 0; depth < 8 && current != null; depth++) {
+    if (isShedError(current)) return current;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+function label(partner: string | undefined): string {
+  return partner === undefined ? 'this gate' : partner;
+}
+
+function seconds(ms: number): string {
+  return ms < 1000 ? `${Math.ceil(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}

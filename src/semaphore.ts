@@ -1,0 +1,541 @@
+import { performance } from 'node:perf_hooks';
+import { PermitHoldTimeoutError, QueueFullError, QueueTimeoutError } from './errors.js';
+import { DurationHistogram, type DurationSummary } from './histogram.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  durationMs,
+  nonNegativeInteger,
+  optionalSignal,
+  optionalString,
+  positiveInteger,
+} from './options.js';
+
+/**
+ * Default wait deadline: 1 s. A wait is worth it only while it is shorter than the call it
+ * waits for and well inside a user's patience; Netflix's LifoBlockingLimiter uses the same
+ * 1 s backlog timeout. Longer waits turn overload into a timeout storm (see the seed text).
+ */
+export const DEFAULT_QUEUE_TIMEOUT_MS = 1000;
+/**
+ * Default queue bound: 10 waiters per permit. A waiter at position q is served after about
+ * q / limit hold times; past 10 it would be served only if calls took under a tenth of the
+ * wait deadline, so deeper waiters mostly wait only to time out while holding memory.
+ */
+export const DEFAULT_QUEUE_PER_PERMIT = 10;
+/** `retryAfterMs` is clamped to [1 ms, 60 s]: a hint past a minute is a guess, not an estimate. */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+export interface SemaphoreOptions {
+  /** Permits: the real, known concurrency cap this gate stands for. A positive integer. */
+  limit: number;
+  /** Waiters beyond the held permits; 0 sheds at once when full. Default `10 × limit`. */
+  maxQueue?: number;
+  /** Wait deadline in ms (per call override: `acquire({ timeout })`). Default 1000. */
+  queueTimeout?: number;
+  /**
+   * Longest a permit may be held, in ms. Past it the permit's `onHoldTimeout` hook runs
+   * (the HTTP layers abort the request there) and the permit returns to the gate. Unset: no bound
+   * at this level; the HTTP layers always set one.
+   */
+  maxHold?: number;
+  /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
+  name?: string;
+  /** Clock in ms; defaults to `performance.now`. Inject one to test without global fake timers. */
+  now?: () => number;
+}
+
+export interface AcquireOptions {
+  /** Aborting it while waiting rejects with `signal.reason` and frees the queue slot at once. */
+  signal?: AbortSignal | undefined;
+  /** This call's wait deadline in ms, instead of the gate's `queueTimeout`. */
+  timeout?: number | undefined;
+}
+
+export interface SemaphoreStats {
+  name: string | undefined;
+  limit: number;
+  held: number;
+  /** `limit - held`, never negative: `held + available === limit` while `held <= limit`. */
+  available: number;
+  queued: number;
+  maxQueue: number;
+  queueTimeout: number;
+  acquired: number;
+  released: number;
+  rejectedQueueFull: number;
+  rejectedQueueTimeout: number;
+  abortedWaiting: number;
+  /** Permits the gate took back after `maxHold`. */
+  holdTimeouts: number;
+  /** `release()` calls on a permit already released: counted, never an extra permit. */
+  doubleReleases: number;
+  /** Time from `acquire()` to grant, over every granted permit (0 for an immediate grant). */
+  wait: DurationSummary;
+  /** Time from grant to release. */
+  hold: DurationSummary;
+}
+
+const HELD = 0;
+const RELEASED = 1;
+const EXPIRED = 2;
+
+// Internal entry points, bound in Semaphore's static block so that #private state stays private.
+let releasePermit: (gate: Semaphore, permit: Permit) => void;
+let abortWaiter: (gate: Semaphore, waiter: Waiter) => void;
+let expireWaiter: (gate: Semaphore, waiter: Waiter) => void;
+
+/**
+ * One granted slot of a gate. Release it exactly once — or bind it to a scope with
+ * `using permit = await gate.acquire()`; a second `release()` is a counted no-op.
+ */
+export class Permit implements Disposable {
+  /** The gate this permit belongs to. */
+  readonly gate: Semaphore;
+  /** Clock reading (ms) when the permit was granted. */
+  readonly acquiredAt: number;
+  /**
+   * Runs once if the permit outlives the gate's `maxHold`, just before the gate takes it back.
+   * The holder must stop using the resource here (abort the request).
+   */
+  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined = undefined;
+  /** @internal holders list, oldest first */
+  prev: Permit | undefined = undefined;
+  /** @internal */
+  next: Permit | undefined = undefined;
+  /** @internal */
+  state = HELD;
+
+  constructor(gate: Semaphore, acquiredAt: number) {
+    this.gate = gate;
+    this.acquiredAt = acquiredAt;
+  }
+
+  /** Whether the slot has gone back to the gate (released, or taken back after `maxHold`). */
+  get released(): boolean {
+    return this.state !== HELD;
+  }
+
+  /** Returns the slot to the gate. Idempotent: later calls change nothing. */
+  release(): void {
+    releasePermit(this.gate, this);
+  }
+
+  [Symbol.dispose](): void {
+    releasePermit(this.gate, this);
+  }
+}
+
+/** A parked `acquire()`: a node in the FIFO queue and, with the default deadline, the deadline list. */
+class Waiter {
+  prev: Waiter | undefined = undefined;
+  next: Waiter | undefined = undefined;
+  dPrev: Waiter | undefined = undefined;
+  dNext: Waiter | undefined = undefined;
+  queued = true;
+  timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  constructor(
+    readonly gate: Semaphore,
+    readonly resolve: (permit: Permit) => void,
+    readonly reject: (reason: unknown) => void,
+    readonly signal: AbortSignal | undefined,
+    readonly enqueuedAt: number,
+    readonly deadline: number,
+  ) {}
+
+  /** EventListener object: no closure per waiter. */
+  handleEvent(): void {
+    abortWaiter(this.gate, this);
+  }
+}
+
+function onWaiterTimer(waiter: Waiter): void {
+  waiter.timer = undefined;
+  expireWaiter(waiter.gate, waiter);
+}
+
+const SEMAPHORE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'name', 'now'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout'] as const;
+
+/**
+ * A counting semaphore with a bounded FIFO queue, wait deadlines, abort, and permits that
+ * return exactly once.
+ *
+ * Invariant, at every instant: `held + available === limit` while `held <= limit`; every
+ * granted permit is released exactly once. New arrivals never overtake waiters.
+ *
+ * @example
+ * const gate = new Semaphore({ limit: 20, maxQueue: 200, queueTimeout: 250, name: 'db' });
+ * const rows = await gate.run(() => db.query(sql), { signal: req.signal });
+ */
+export class Semaphore {
+  #limit: number;
+  readonly #maxQueue: number;
+  readonly #queueTimeout: number;
+  readonly #maxHold: number | undefined;
+  readonly #name: string | undefined;
+  readonly #now: () => number;
+
+  #held = 0;
+  #queued = 0;
+  #head: Waiter | undefined = undefined;
+  #tail: Waiter | undefined = undefined;
+  // Waiters with the gate's own deadline, in FIFO order: their deadlines are monotonic,
+  // so one timer at the head of this list serves them all.
+  #dHead: Waiter | undefined = undefined;
+  #dTail: Waiter | undefined = undefined;
+  #deadlineTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  // Holders in grant order; with one maxHold per gate their expiries are monotonic too.
+  #oldest: Permit | undefined = undefined;
+  #newest: Permit | undefined = undefined;
+  #holdTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+
+  #acquired = 0;
+  #released = 0;
+  #rejectedQueueFull = 0;
+  #rejectedQueueTimeout = 0;
+  #abortedWaiting = 0;
+  #holdTimeouts = 0;
+  #doubleReleases = 0;
+  #holdEstimate: number | undefined = undefined;
+  readonly #waitHistogram = new DurationHistogram();
+  readonly #holdHistogram = new DurationHistogram();
+
+  static {
+    releasePermit = (gate, permit) => gate.#release(permit);
+    abortWaiter = (gate, waiter) => gate.#abort(waiter);
+    expireWaiter = (gate, waiter) => gate.#expire(waiter);
+  }
+
+  constructor(options: SemaphoreOptions) {
+    checkObject('Semaphore options', options);
+    checkKnownKeys('Semaphore', options, SEMAPHORE_KEYS);
+    this.#limit = positiveInteger('limit', options.limit);
+    this.#maxQueue =
+      options.maxQueue === undefined
+        ? this.#limit * DEFAULT_QUEUE_PER_PERMIT
+        : nonNegativeInteger('maxQueue', options.maxQueue);
+    this.#queueTimeout =
+      options.queueTimeout === undefined
+        ? DEFAULT_QUEUE_TIMEOUT_MS
+        : durationMs('queueTimeout', options.queueTimeout);
+    this.#maxHold =
+      options.maxHold === undefined ? undefined : durationMs('maxHold', options.maxHold);
+    this.#name = optionalString('name', options.name);
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw new TypeError('now must be a function returning milliseconds');
+    }
+    this.#now = options.now ?? performance.now.bind(performance);
+  }
+
+  get name(): string | undefined {
+    return this.#name;
+  }
+  get limit(): number {
+    return this.#limit;
+  }
+  get held(): number {
+    return this.#held;
+  }
+  get available(): number {
+    return this.#held < this.#limit ? this.#limit - this.#held : 0;
+  }
+  get queued(): number {
+    return this.#queued;
+  }
+  get maxHold(): number | undefined {
+    return this.#maxHold;
+  }
+
+  /**
+   * Waits for a permit. Rejects with `QueueFullError` at once when the queue is full, with
+   * `QueueTimeoutError` at the deadline, and with `signal.reason` when the signal aborts.
+   */
+  acquire(options?: AcquireOptions): Promise<Permit> {
+    let signal: AbortSignal | undefined;
+    let timeout = this.#queueTimeout;
+    let ownDeadline = false;
+    if (options !== undefined) {
+      checkObject('acquire options', options);
+      checkKnownKeys('acquire', options, ACQUIRE_KEYS);
+      signal = optionalSignal('signal', options.signal);
+      if (options.timeout !== undefined && options.timeout !== this.#queueTimeout) {
+        timeout = durationMs('timeout', options.timeout);
+        ownDeadline = true;
+      }
+      if (signal?.aborted) return Promise.reject(signal.reason);
+    }
+    if (this.#head === undefined && this.#held < this.#limit) {
+      return Promise.resolve(this.#grant(0));
+    }
+    if (this.#queued >= this.#maxQueue) {
+      this.#rejectedQueueFull++;
+      return Promise.reject(
+        new QueueFullError(this.#name, this.#queued, this.#retryAfter(this.#queued + 1)),
+      );
+    }
+    const now = this.#now();
+    let resolve!: (permit: Permit) => void;
+    let reject!: (reason: unknown) => void;
+    const promise = new Promise<Permit>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const waiter = new Waiter(this, resolve, reject, signal, now, now + timeout);
+    this.#enqueue(waiter, ownDeadline, timeout);
+    if (signal === undefined) return promise;
+    // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
+    // caller resumed goes straight back to the next waiter, and the caller sees the abort.
+    return promise.then((permit) => {
+      if (!signal.aborted) return permit;
+      permit.release();
+      throw signal.reason;
+    });
+  }
+
+  /** A permit if one is free and nobody is waiting (no barging); otherwise `undefined`. */
+  tryAcquire(): Permit | undefined {
+    if (this.#head === undefined && this.#held < this.#limit) return this.#grant(0);
+    return undefined;
+  }
+
+  /**
+   * Acquires, runs `fn`, and releases on every exit path. The permit is returned when `fn`
+   * settles, not when the signal aborts: `fn` gets the signal and should stop on it.
+   */
+  async run<T>(
+    fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
+    options?: AcquireOptions,
+  ): Promise<T> {
+    const permit = await this.acquire(options);
+    try {
+      return await fn(options?.signal);
+    } finally {
+      permit.release();
+    }
+  }
+
+  /**
+   * Changes the limit at run time. Growing grants to waiters at once; shrinking grants
+   * nothing new until `held < limit`.
+   */
+  setLimit(limit: number): void {
+    this.#limit = positiveInteger('limit', limit);
+    this.#drain();
+  }
+
+  /** Permits held right now, oldest first (for leak reports). */
+  holders(): Permit[] {
+    const out: Permit[] = [];
+    for (let p = this.#oldest; p !== undefined; p = p.next) out.push(p);
+    return out;
+  }
+
+  /** An honest estimate (ms) of when a caller arriving now could be served. */
+  retryAfterMs(): number {
+    return this.#retryAfter(this.#queued + 1);
+  }
+
+  stats(): SemaphoreStats {
+    return {
+      name: this.#name,
+      limit: this.#limit,
+      held: this.#held,
+      available: this.available,
+      queued: this.#queued,
+      maxQueue: this.#maxQueue,
+      queueTimeout: this.#queueTimeout,
+      acquired: this.#acquired,
+      released: this.#released,
+      rejectedQueueFull: this.#rejectedQueueFull,
+      rejectedQueueTimeout: this.#rejectedQueueTimeout,
+      abortedWaiting: this.#abortedWaiting,
+      holdTimeouts: this.#holdTimeouts,
+      doubleReleases: this.#doubleReleases,
+      wait: this.#waitHistogram.summary(),
+      hold: this.#holdHistogram.summary(),
+    };
+  }
+
+  #grant(waitedMs: number): Permit {
+    this.#held++;
+    this.#acquired++;
+    this.#waitHistogram.record(waitedMs);
+    const permit = new Permit(this, this.#now());
+    const newest = this.#newest;
+    if (newest === undefined) {
+      this.#oldest = permit;
+    } else {
+      newest.next = permit;
+      permit.prev = newest;
+    }
+    this.#newest = permit;
+    if (this.#maxHold !== undefined && this.#holdTimer === undefined) {
+      this.#armHoldTimer(this.#maxHold);
+    }
+    return permit;
+  }
+
+  #release(permit: Permit): void {
+    if (permit.state !== HELD) {
+      // After a maxHold take-back the holder's own release is expected, not a bug.
+      if (permit.state === RELEASED) this.#doubleReleases++;
+      return;
+    }
+    permit.state = RELEASED;
+    this.#unlinkHolder(permit);
+    this.#held--;
+    this.#released++;
+    const heldMs = this.#now() - permit.acquiredAt;
+    this.#holdHistogram.record(heldMs);
+    const estimate = this.#holdEstimate;
+    this.#holdEstimate = estimate === undefined ? heldMs : estimate + (heldMs - estimate) * 0.1;
+    this.#drain();
+  }
+
+  #unlinkHolder(permit: Permit): void {
+    const { prev, next } = permit;
+    if (prev === undefined) this.#oldest = next;
+    else prev.next = next;
+    if (next === undefined) this.#newest = prev;
+    else next.prev = prev;
+    permit.prev = permit.next = undefined;
+  }
+
+  /** Grants to waiters, oldest first, while permits are free. */
+  #drain(): void {
+    while (this.#head !== undefined && this.#held < this.#limit) {
+      const waiter = this.#head;
+      this.#dequeue(waiter);
+      waiter.resolve(this.#grant(this.#now() - waiter.enqueuedAt));
+    }
+  }
+
+  #enqueue(waiter: Waiter, ownDeadline: boolean, timeout: number): void {
+    this.#queued++;
+    const tail = this.#tail;
+    if (tail === undefined) this.#head = waiter;
+    else {
+      tail.next = waiter;
+      waiter.prev = tail;
+    }
+    this.#tail = waiter;
+    if (ownDeadline) {
+      waiter.timer = setTimeout(onWaiterTimer, timeout, waiter);
+    } else {
+      const dTail = this.#dTail;
+      if (dTail === undefined) this.#dHead = waiter;
+      else {
+        dTail.dNext = waiter;
+        waiter.dPrev = dTail;
+      }
+      this.#dTail = waiter;
+      if (this.#deadlineTimer === undefined) this.#armDeadlineTimer(timeout);
+    }
+    waiter.signal?.addEventListener('abort', waiter, { once: true });
+  }
+
+  /** Takes a waiter out of every list and detaches its signal and timer. */
+  #dequeue(waiter: Waiter): void {
+    waiter.queued = false;
+    this.#queued--;
+    const { prev, next } = waiter;
+    if (prev === undefined) this.#head = next;
+    else prev.next = next;
+    if (next === undefined) this.#tail = prev;
+    else next.prev = prev;
+    if (waiter.timer !== undefined) {
+      clearTimeout(waiter.timer);
+      waiter.timer = undefined;
+    } else {
+      const { dPrev, dNext } = waiter;
+      if (dPrev === undefined) this.#dHead = dNext;
+      else dPrev.dNext = dNext;
+      if (dNext === undefined) this.#dTail = dPrev;
+      else dNext.dPrev = dPrev;
+      if (this.#dHead === undefined && this.#deadlineTimer !== undefined) {
+        clearTimeout(this.#deadlineTimer);
+        this.#deadlineTimer = undefined;
+      }
+    }
+    waiter.signal?.removeEventListener('abort', waiter);
+  }
+
+  #abort(waiter: Waiter): void {
+    if (!waiter.queued) return;
+    this.#dequeue(waiter);
+    this.#abortedWaiting++;
+    waiter.reject(waiter.signal?.reason);
+    // A cancelled head must never strand a free permit (golang/sync#10).
+    this.#drain();
+  }
+
+  #expire(waiter: Waiter): void {
+    if (!waiter.queued) return;
+    this.#dequeue(waiter);
+    this.#rejectedQueueTimeout++;
+    const waited = this.#now() - waiter.enqueuedAt;
+    waiter.reject(new QueueTimeoutError(this.#name, waited, this.#retryAfter(this.#queued + 1)));
+  }
+
+  #armDeadlineTimer(delayMs: number): void {
+    this.#deadlineTimer = setTimeout(this.#onDeadlineTimer, Math.max(1, Math.ceil(delayMs)));
+  }
+
+  readonly #onDeadlineTimer = (): void => {
+    this.#deadlineTimer = undefined;
+    const now = this.#now();
+    let head = this.#dHead;
+    while (head !== undefined && head.deadline <= now) {
+      this.#expire(head);
+      head = this.#dHead;
+    }
+    if (head !== undefined && this.#deadlineTimer === undefined) {
+      this.#armDeadlineTimer(head.deadline - now);
+    }
+  };
+
+  #armHoldTimer(delayMs: number): void {
+    // Unref'd: a held permit belongs to work that keeps the process alive by itself.
+    this.#holdTimer = setTimeout(this.#onHoldTimer, Math.max(1, Math.ceil(delayMs)));
+    this.#holdTimer.unref?.();
+  }
+
+  readonly #onHoldTimer = (): void => {
+    this.#holdTimer = undefined;
+    const maxHold = this.#maxHold!;
+    const now = this.#now();
+    let oldest = this.#oldest;
+    while (oldest !== undefined && oldest.acquiredAt + maxHold <= now) {
+      this.#takeBack(oldest, now - oldest.acquiredAt);
+      oldest = this.#oldest;
+    }
+    if (oldest !== undefined && this.#holdTimer === undefined) {
+      this.#armHoldTimer(oldest.acquiredAt + maxHold - now);
+    }
+  };
+
+  /** maxHold passed: tell the holder to stop, then take the slot back whatever it did. */
+  #takeBack(permit: Permit, heldMs: number): void {
+    this.#holdTimeouts++;
+    const hook = permit.onHoldTimeout;
+    permit.onHoldTimeout = undefined;
+    if (hook !== undefined) {
+      try {
+        hook(new PermitHoldTimeoutError(this.#name, heldMs));
+      } catch {
+        // The permit comes back regardless; a throwing hook must not strand it.
+      }
+    }
+    if (permit.state === HELD) {
+      this.#release(permit);
+      permit.state = EXPIRED;
+    }
+  }
+
+  #retryAfter(position: number): number {
+    const hold = this.#holdEstimate ?? this.#queueTimeout;
+    const ms = Math.ceil((position / this.#limit) * hold);
+    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, ms));
+  }
+}
