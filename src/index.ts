@@ -1,3 +1,4 @@
+export { limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
   findShedError,
@@ -13,6 +14,15 @@ export {
   UnknownHostError,
 } from './errors.js';
 export type { DurationSummary } from './histogram.js';
+export {
+  DEFAULT_MAX_HOLD_MS,
+  DEFAULT_MAX_HOSTS,
+  DEFAULT_UNKNOWN_HOST_GATE,
+  type GateOptions,
+  HostLimiter,
+  type HostLimiterOptions,
+  type PartnerRule,
+} from './host-limiter.js';
 export {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,

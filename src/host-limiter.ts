@@ -1,0 +1,252 @@
+import { TooManyHostsError, UnknownHostError } from './errors.js';
+import { checkKnownKeys, checkObject, describe, positiveInteger } from './options.js';
+import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
+import { Semaphore, type SemaphoreStats } from './semaphore.js';
+
+/**
+ * Default `maxHold`: 60 s. Long enough for any ordinary API call, a large download
+ * included; short enough that an unread response body returns its permit within a minute.
+ */
+export const DEFAULT_MAX_HOLD_MS = 60_000;
+/**
+ * Default gate for hosts no partner rule names: 10 concurrent requests, 100 waiting, 1 s.
+ * Conservative on purpose: an unnamed partner is still protected, and shows up in stats
+ * under its origin so the missing rule is visible.
+ */
+export const DEFAULT_UNKNOWN_HOST_GATE = Object.freeze({
+  limit: 10,
+  maxQueue: 100,
+  queueTimeout: 1000,
+});
+/**
+ * Default `maxHosts`: 256 per-origin gates. Far more distinct unknown origins than a service
+ * with named partners talks to at once, and a hard stop for URLs an attacker can influence.
+ */
+export const DEFAULT_MAX_HOSTS = 256;
+
+export interface GateOptions {
+  /** The partner's real concurrency cap. */
+  limit: number;
+  /** Waiters beyond the held permits (default 10 × limit). */
+  maxQueue?: number;
+  /** Wait deadline in ms (default 1000). */
+  queueTimeout?: number;
+  /** Longest a request may hold its permit, in ms (default 60 000). */
+  maxHold?: number;
+}
+
+export interface PartnerRule extends GateOptions {
+  /** Partner name: the stats key and the `partner` field of errors. */
+  name: string;
+  /** Origins (`https://api.x.com:8443`), hostnames (`api.x.com`) or wildcards (`*.x.com`). */
+  hosts: string[];
+}
+
+export interface HostLimiterOptions {
+  partners?: PartnerRule[];
+  /**
+   * Hosts that match no rule: a per-origin gate with these options (default
+   * {@link DEFAULT_UNKNOWN_HOST_GATE}), `'reject'` (an allow-list) or `'unlimited'` (opt-out).
+   */
+  unknownHosts?: GateOptions | 'reject' | 'unlimited';
+  /** Bound on per-origin gates for unknown hosts (default 256); idle ones are evicted. */
+  maxHosts?: number;
+}
+
+const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts'] as const;
+const RULE_KEYS = ['name', 'hosts', 'limit', 'maxQueue', 'queueTimeout', 'maxHold'] as const;
+const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold'] as const;
+/** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
+const RESOLVED_CACHE_MAX = 4096;
+
+type UnknownPolicy = GateOptions | 'reject' | 'unlimited';
+type Resolution = Semaphore | string; // a partner gate, or the origin key of an unknown host
+
+/**
+ * Maps outbound URLs to one gate per partner (or per unknown origin).
+ *
+ * @example
+ * const limiter = new HostLimiter({
+ *   partners: [{ name: 'billing', hosts: ['api.billing.example', '*.billing.example'], limit: 20 }],
+ *   unknownHosts: 'reject',
+ * });
+ */
+export class HostLimiter {
+  readonly #partners = new Map<string, Semaphore>();
+  readonly #origins = new Map<string, Semaphore>();
+  readonly #hosts = new Map<string, Semaphore>();
+  readonly #wildcards: { suffix: string; gate: Semaphore }[] = [];
+  readonly #unknown: UnknownPolicy;
+  readonly #maxHosts: number;
+  readonly #perOrigin = new Map<string, Semaphore>();
+  readonly #resolved = new Map<string, Resolution>();
+
+  constructor(options: HostLimiterOptions = {}) {
+    checkObject('HostLimiter options', options);
+    checkKnownKeys('HostLimiter', options, LIMITER_KEYS);
+    const partners = options.partners ?? [];
+    if (!Array.isArray(partners)) {
+      throw new TypeError(`partners must be an array of rules, got ${describe(partners)}`);
+    }
+    const seen = new Map<string, string>(); // pattern key -> partner name
+    for (const [index, rule] of partners.entries()) this.#addRule(rule, index, seen);
+    this.#wildcards.sort((a, b) => b.suffix.length - a.suffix.length);
+    this.#unknown = parseUnknownHosts(options.unknownHosts);
+    this.#maxHosts =
+      options.maxHosts === undefined
+        ? DEFAULT_MAX_HOSTS
+        : positiveInteger('maxHosts', options.maxHosts);
+  }
+
+  /**
+   * The gate for a URL or origin: its partner's, or a per-origin gate for an unknown host;
+   * `undefined` when `unknownHosts` is `'unlimited'`. Throws `TypeError` for a malformed or
+   * non-http(s) URL, `UnknownHostError` under `'reject'`, and `TooManyHostsError` when every
+   * per-origin gate is busy. Acquire in the same tick: an idle per-origin gate may be evicted.
+   */
+  gateFor(target: string | URL): Semaphore | undefined {
+    const cached = typeof target === 'string' ? this.#resolved.get(target) : undefined;
+    if (cached instanceof Semaphore) return cached;
+    if (cached !== undefined) return this.#originGate(cached);
+    const url = parseTarget(target);
+    const key = originKey(url);
+    const resolution = this.#match(key, url.hostname) ?? key;
+    if (typeof target === 'string' && target.length <= 512 && isOriginOnly(target, url)) {
+      if (this.#resolved.size >= RESOLVED_CACHE_MAX) this.#resolved.clear();
+      this.#resolved.set(target, resolution);
+    }
+    return resolution instanceof Semaphore ? resolution : this.#originGate(resolution);
+  }
+
+  /** A partner's gate by name (for `setLimit`, dashboards). */
+  gate(partner: string): Semaphore | undefined {
+    return this.#partners.get(partner);
+  }
+
+  /** Every live gate: partners by name, then per-origin gates by origin. */
+  gates(): Map<string, Semaphore> {
+    return new Map([...this.#partners, ...this.#perOrigin]);
+  }
+
+  stats(): Record<string, SemaphoreStats> {
+    const out: Record<string, SemaphoreStats> = {};
+    for (const [key, gate] of this.gates()) out[key] = gate.stats();
+    return out;
+  }
+
+  #addRule(rule: PartnerRule, index: number, seen: Map<string, string>): void {
+    checkObject(`partners[${index}]`, rule);
+    const where =
+      typeof rule.name === 'string' && rule.name !== ''
+        ? `partner ${JSON.stringify(rule.name)}`
+        : `partners[${index}]`;
+    if (typeof rule.name !== 'string' || rule.name === '') {
+      throw new TypeError(`${where}: name must be a non-empty string, got ${describe(rule.name)}`);
+    }
+    checkKnownKeys(where, rule, RULE_KEYS);
+    if (this.#partners.has(rule.name))
+      throw new TypeError(`${where}: the name is used by another rule`);
+    if (!Array.isArray(rule.hosts) || rule.hosts.length === 0) {
+      throw new TypeError(`${where}: hosts must be a non-empty array, got ${describe(rule.hosts)}`);
+    }
+    const gate = makeGate(where, rule, rule.name);
+    for (const text of rule.hosts) {
+      const pattern = parseHostPattern(where, text);
+      const key = patternKey(pattern);
+      const other = seen.get(key);
+      if (other !== undefined) {
+        throw new TypeError(
+          `${where}: host ${JSON.stringify(pattern.text)} is already claimed by partner ${JSON.stringify(other)}`,
+        );
+      }
+      seen.set(key, rule.name);
+      if (pattern.kind === 'origin') this.#origins.set(pattern.key, gate);
+      else if (pattern.kind === 'host') this.#hosts.set(pattern.host, gate);
+      else this.#wildcards.push({ suffix: pattern.suffix, gate });
+    }
+    this.#partners.set(rule.name, gate);
+  }
+
+  /** Most specific first: exact origin, then hostname, then the longest wildcard suffix. */
+  #match(key: string, hostname: string): Semaphore | undefined {
+    const byOrigin = this.#origins.get(key);
+    if (byOrigin !== undefined) return byOrigin;
+    const host = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+    const byHost = this.#hosts.get(host);
+    if (byHost !== undefined) return byHost;
+    for (const { suffix, gate } of this.#wildcards) {
+      if (host.endsWith(suffix)) return gate;
+    }
+    return undefined;
+  }
+
+  #originGate(key: string): Semaphore | undefined {
+    const unknown = this.#unknown;
+    if (unknown === 'unlimited') return undefined;
+    if (unknown === 'reject') throw new UnknownHostError(key);
+    const existing = this.#perOrigin.get(key);
+    if (existing !== undefined) return existing;
+    if (this.#perOrigin.size >= this.#maxHosts && !this.#evictIdle()) {
+      throw new TooManyHostsError(key, this.#maxHosts, this.#soonestRetry());
+    }
+    const gate = makeGate('unknownHosts', unknown, key);
+    this.#perOrigin.set(key, gate);
+    return gate;
+  }
+
+  /** Drops the oldest idle per-origin gate; false when every gate is busy. */
+  #evictIdle(): boolean {
+    for (const [key, gate] of this.#perOrigin) {
+      if (gate.held === 0 && gate.queued === 0) {
+        this.#perOrigin.delete(key);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  #soonestRetry(): number {
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const gate of this.#perOrigin.values()) soonest = Math.min(soonest, gate.retryAfterMs());
+    return Number.isFinite(soonest) ? soonest : 1000;
+  }
+}
+
+function patternKey(pattern: HostPattern): string {
+  if (pattern.kind === 'origin') return pattern.key;
+  if (pattern.kind === 'host') return pattern.host;
+  return `*${pattern.suffix}`;
+}
+
+function isOriginOnly(text: string, url: URL): boolean {
+  return url.pathname === '/' && !url.search && !url.hash && !text.endsWith('/');
+}
+
+function makeGate(where: string, options: GateOptions, name: string): Semaphore {
+  try {
+    return new Semaphore({
+      limit: options.limit,
+      maxQueue: options.maxQueue,
+      queueTimeout: options.queueTimeout,
+      maxHold: options.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      name,
+    });
+  } catch (error) {
+    throw new TypeError(`${where}: ${(error as Error).message}`);
+  }
+}
+
+function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPolicy {
+  if (value === 'reject' || value === 'unlimited') return value;
+  if (value === undefined) return DEFAULT_UNKNOWN_HOST_GATE;
+  if (typeof value === 'string') {
+    throw new TypeError(
+      `unknownHosts must be gate options, 'reject' or 'unlimited', got ${describe(value)}`,
+    );
+  }
+  checkObject('unknownHosts', value);
+  checkKnownKeys('unknownHosts', value, GATE_KEYS);
+  makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
+  const { limit, maxQueue, queueTimeout, maxHold } = value;
+  return { limit, maxQueue, queueTimeout, maxHold };
+}

@@ -1,0 +1,154 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A partner API on 127.0.0.1:0 that counts its own concurrent requests: the test oracle.
+ *
+ * Routes (query parameters):
+ * - `/ok?delay=ms&size=bytes` — answers 200 after `delay`, with a body of `size` bytes.
+ * - `/held` — waits until the test calls `release()` (event-driven, no sleeps), then 200.
+ * - `/status?code=503&retryAfter=1` — answers that status.
+ * - `/stall` — sends headers and a first chunk, then never finishes (until the client leaves).
+ * - `/reset` — sends headers and a chunk, then destroys the socket.
+ * - `/redirect?to=/ok&hops=2` — 302 chains.
+ */
+export interface Partner {
+  url: string;
+  origin: string;
+  /** Requests in progress now (from arrival until the response finished or the socket closed). */
+  readonly active: number;
+  /** The most requests the partner ever saw at once. */
+  readonly peak: number;
+  /** Requests that arrived. */
+  readonly arrived: number;
+  /** Requests the client closed before the partner finished answering. */
+  readonly closedEarly: number;
+  /** Resolves once `active` reaches `n` (or immediately). */
+  waitForActive(n: number): Promise<void>;
+  /** Resolves once `arrived` reaches `n`. */
+  waitForArrived(n: number): Promise<void>;
+  /** Resolves once `closedEarly` reaches `n`. */
+  waitForClosedEarly(n: number): Promise<void>;
+  /** Lets `count` (default: all) requests parked on `/held` answer. */
+  release(count?: number): void;
+  resetPeak(): void;
+  close(): Promise<void>;
+}
+
+export async function startPartner(): Promise<Partner> {
+  let active = 0;
+  let peak = 0;
+  let arrived = 0;
+  let closedEarly = 0;
+  const held: (() => void)[] = [];
+  let waiters: { check: () => boolean; resolve: () => void }[] = [];
+  const notify = () => {
+    waiters = waiters.filter((w) => {
+      if (!w.check()) return true;
+      w.resolve();
+      return false;
+    });
+  };
+  const waitFor = (check: () => boolean) =>
+    check() ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ check, resolve }));
+
+  const server = http.createServer((req, res) => {
+    active++;
+    arrived++;
+    if (active > peak) peak = active;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      active--;
+      if (!res.writableFinished) closedEarly++;
+      notify();
+    };
+    res.on('close', finish);
+    notify();
+    const url = new URL(req.url ?? '/', 'http://partner');
+    const q = url.searchParams;
+    req.resume();
+    const answer = () => {
+      const size = Number(q.get('size') ?? 2);
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': size });
+      res.end('x'.repeat(size));
+    };
+    switch (url.pathname) {
+      case '/ok': {
+        const delay = Number(q.get('delay') ?? 0);
+        if (delay > 0) setTimeout(answer, delay);
+        else answer();
+        return;
+      }
+      case '/held':
+        held.push(answer);
+        return;
+      case '/status': {
+        const code = Number(q.get('code') ?? 500);
+        const headers: http.OutgoingHttpHeaders = { 'content-type': 'text/plain' };
+        const retryAfter = q.get('retryAfter');
+        if (retryAfter !== null) headers['retry-after'] = retryAfter;
+        res.writeHead(code, headers);
+        res.end(`status ${code}`);
+        return;
+      }
+      case '/stall':
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('first chunk');
+        return;
+      case '/reset':
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 1000 });
+        res.write('partial', () => res.socket?.destroy());
+        return;
+      case '/redirect': {
+        const hops = Number(q.get('hops') ?? 1);
+        const to = q.get('to') ?? '/ok';
+        const location = hops > 1 ? `/redirect?to=${encodeURIComponent(to)}&hops=${hops - 1}` : to;
+        res.writeHead(302, { location, 'content-length': 0 });
+        res.end();
+        return;
+      }
+      default:
+        res.writeHead(404);
+        res.end();
+    }
+  });
+  server.keepAliveTimeout = 5000;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
+
+  return {
+    url: origin,
+    origin,
+    get active() {
+      return active;
+    },
+    get peak() {
+      return peak;
+    },
+    get arrived() {
+      return arrived;
+    },
+    get closedEarly() {
+      return closedEarly;
+    },
+    waitForActive: (n) => waitFor(() => active >= n),
+    waitForArrived: (n) => waitFor(() => arrived >= n),
+    waitForClosedEarly: (n) => waitFor(() => closedEarly >= n),
+    release(count = held.length) {
+      for (const answer of held.splice(0, count)) answer();
+    },
+    resetPeak() {
+      peak = active;
+    },
+    async close() {
+      for (const answer of held.splice(0)) answer();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
