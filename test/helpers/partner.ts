@@ -32,6 +32,8 @@ export interface Partner {
   waitForClosedEarly(n: number): Promise<void>;
   /** Lets `count` (default: all) requests parked on `/held` answer. */
   release(count?: number): void;
+  /** Answers every parked `/held` request, and every later one at once. */
+  openHeld(): void;
   resetPeak(): void;
   close(): Promise<void>;
 }
@@ -42,6 +44,7 @@ export async function startPartner(): Promise<Partner> {
   let arrived = 0;
   let closedEarly = 0;
   const held: (() => void)[] = [];
+  let heldOpen = false;
   let waiters: { check: () => boolean; resolve: () => void }[] = [];
   const notify = () => {
     waiters = waiters.filter((w) => {
@@ -83,7 +86,8 @@ export async function startPartner(): Promise<Partner> {
         return;
       }
       case '/held':
-        held.push(answer);
+        if (heldOpen) answer();
+        else held.push(answer);
         return;
       case '/status': {
         const code = Number(q.get('code') ?? 500);
@@ -141,6 +145,10 @@ export async function startPartner(): Promise<Partner> {
     waitForClosedEarly: (n) => waitFor(() => closedEarly >= n),
     release(count = held.length) {
       for (const answer of held.splice(0, count)) answer();
+    },
+    openHeld() {
+      heldOpen = true;
+      for (const answer of held.splice(0)) answer();
     },
     resetPeak() {
       peak = active;
