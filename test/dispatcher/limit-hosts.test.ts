@@ -95,7 +95,11 @@ describe('limitHosts: the partner never sees more than the cap', () => {
     [
       'undici.stream',
       (url, dispatcher) =>
-        stream(url, { dispatcher }, () => new Writable({ write: (_c, _e, cb) => cb() })),
+        stream(
+          url,
+          { dispatcher, method: 'GET' },
+          () => new Writable({ write: (_c, _e, cb) => cb() }),
+        ),
     ],
   ];
 
