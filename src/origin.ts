@@ -56,10 +56,19 @@ export function parseHostPattern(where: string, text: unknown): HostPattern {
     } catch (error) {
       throw new TypeError(`${where}: ${(error as Error).message}`);
     }
-    if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash || url.username) {
+    if (
+      (url.pathname !== '/' && url.pathname !== '') ||
+      url.search ||
+      url.hash ||
+      url.username ||
+      url.password
+    ) {
       throw new TypeError(
         `${where}: host ${JSON.stringify(raw)} must be an origin (scheme://host[:port]) without path, query or credentials`,
       );
+    }
+    if (hasEmptyLabel(url.hostname)) {
+      throw new TypeError(`${where}: host ${JSON.stringify(raw)} has an empty label`);
     }
     return { kind: 'origin', key: originKey(url), text: raw };
   }
@@ -85,7 +94,17 @@ export function parseHostPattern(where: string, text: unknown): HostPattern {
       `${where}: host ${JSON.stringify(raw)} must be a bare hostname; to name a port, give an origin like https://${name}`,
     );
   }
+  if (hasEmptyLabel(url.hostname)) {
+    throw new TypeError(
+      `${where}: host ${JSON.stringify(raw)} has an empty label; for x.com and its subdomains list both "x.com" and "*.x.com"`,
+    );
+  }
   const host = bareHostname(url.hostname);
   if (wildcard) return { kind: 'wildcard', suffix: `.${host}`, text: raw };
   return { kind: 'host', host, text: raw };
+}
+
+/** An empty label (".x.com", "x..com") names no reachable host: a rule that never matches. */
+function hasEmptyLabel(hostname: string): boolean {
+  return hostname.startsWith('.') || hostname.includes('..');
 }
