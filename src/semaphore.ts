@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { PermitHoldTimeoutError, QueueFullError, QueueTimeoutError } from './errors.js';
 import { DurationHistogram, type DurationSummary } from './histogram.js';
 import {
@@ -150,7 +149,8 @@ class Waiter {
 }
 
 function onWaiterTimer(waiter: Waiter): void {
-  waiter.timer = undefined;
+  // Keep `waiter.timer` set: #dequeue tells an own-deadline waiter by it (clearing a fired
+  // timer is a no-op); unset, it would unlink the gate's deadline list instead.
   expireWaiter(waiter.gate, waiter);
 }
 
@@ -225,7 +225,9 @@ export class Semaphore {
     if (options.now !== undefined && typeof options.now !== 'function') {
       throw new TypeError('now must be a function returning milliseconds');
     }
-    this.#now = options.now ?? performance.now.bind(performance);
+    // The global, looked up per call: fake timers (vitest, sinon) replace globalThis.performance,
+    // and the clock must run on the same time as the setTimeout deadlines it is compared with.
+    this.#now = options.now ?? (() => performance.now());
   }
 
   get name(): string | undefined {
@@ -510,7 +512,10 @@ export class Semaphore {
       this.#takeBack(oldest, now - oldest.acquiredAt);
       oldest = this.#oldest;
     }
-    if (oldest !== undefined && this.#holdTimer === undefined) {
+    if (oldest !== undefined) {
+      // A take-back may have granted to a waiter (or the hook acquired), arming the timer for
+      // that new permit; the oldest holder expires first.
+      if (this.#holdTimer !== undefined) clearTimeout(this.#holdTimer);
       this.#armHoldTimer(oldest.acquiredAt + maxHold - now);
     }
   };
