@@ -1,0 +1,29 @@
+/**
+ * `hostgate/express`: Express 4 and 5 integration.
+ *
+ * - `outbound()` gives every request `req.outbound` (`signal`, `fetch`, `request`): outbound
+ *   calls through the partner gates, cancelled when the client goes away.
+ * - `shed()` turns shed errors into `503` + `Retry-After` + `application/problem+json`.
+ * - `admit()` caps concurrently handled inbound requests with a bounded queue.
+ */
+export { type AdmitMiddleware, type AdmitOptions, admit } from './admit.js';
+export {
+  DEFAULT_PER_REQUEST_MAX_QUEUE,
+  DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS,
+  type Outbound,
+  type OutboundFetchInit,
+  type OutboundMiddleware,
+  type OutboundOptions,
+  type OutboundRequestOptions,
+  outbound,
+  type PerRequestOptions,
+} from './outbound.js';
+export {
+  defaultProblem,
+  type ErrorMiddleware,
+  findClientDisconnected,
+  type ProblemDetails,
+  retryAfterSeconds,
+  type ShedOptions,
+  shed,
+} from './shed.js';

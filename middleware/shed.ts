@@ -1,0 +1,160 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ClientDisconnectedError, findShedError, type ShedError } from '../src/index.js';
+import { checkKnownKeys, checkObject, describe } from '../src/options.js';
+
+/** An RFC 9457 problem details object. */
+export interface ProblemDetails {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  [extension: string]: unknown;
+}
+
+export interface ShedOptions {
+  /** Status for shed errors (default 503). */
+  status?: number;
+  /** Builds the `application/problem+json` body (default {@link defaultProblem}). */
+  problem?: (error: ShedError, req: IncomingMessage, status: number) => ProblemDetails;
+  /**
+   * Called when a request failed because its client went away (`ClientDisconnectedError`).
+   * Nothing is written and nothing is logged as a server error; hook your debug counter here.
+   */
+  onDisconnect?: (error: ClientDisconnectedError, req: IncomingMessage) => void;
+}
+
+export type ErrorMiddleware = (
+  err: unknown,
+  req: IncomingMessage,
+  res: ServerResponse,
+  next: (err?: unknown) => void,
+) => void;
+
+const SHED_KEYS = ['status', 'problem', 'onDisconnect'] as const;
+
+const TITLES: Record<string, string> = {
+  HOSTGATE_QUEUE_FULL: 'Capacity queue is full',
+  HOSTGATE_QUEUE_TIMEOUT: 'Waited too long for capacity',
+  HOSTGATE_TOO_MANY_HOSTS: 'Too many upstream hosts busy',
+};
+
+/**
+ * The default problem body: `type` is a stable URN per error code, `detail` the error's
+ * message, `partner` the gate that shed the request, `retryAfter` the same seconds as the header.
+ */
+export function defaultProblem(
+  error: ShedError,
+  _req: IncomingMessage,
+  status = 503,
+): ProblemDetails {
+  const slug = error.code
+    .replace(/^HOSTGATE_/, '')
+    .toLowerCase()
+    .replaceAll('_', '-');
+  return {
+    type: `urn:hostgate:problem:${slug}`,
+    title: TITLES[error.code] ?? 'Service at capacity',
+    status,
+    detail: error.message,
+    partner: error.partner ?? null,
+    retryAfter: retryAfterSeconds(error.retryAfterMs),
+  };
+}
+
+/** `Retry-After` in whole seconds: `ceil(ms / 1000)`, at least 1. */
+export function retryAfterSeconds(ms: number): number {
+  return Number.isFinite(ms) ? Math.max(1, Math.ceil(ms / 1000)) : 1;
+}
+
+/** The `ClientDisconnectedError` behind `err`, if any (itself or along its `cause` chain). */
+export function findClientDisconnected(err: unknown): ClientDisconnectedError | undefined {
+  let current = err;
+  for (let depth = 0; depth < 8 && current != null; depth++) {
+    if (current instanceof ClientDisconnectedError) return current;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+interface Resolved {
+  status: number;
+  problem: NonNullable<ShedOptions['problem']>;
+  onDisconnect: ShedOptions['onDisconnect'];
+}
+
+function resolve(
+  where: string,
+  options: ShedOptions | undefined,
+  known: readonly string[],
+): Resolved {
+  const o = options ?? {};
+  checkObject(`${where} options`, o);
+  checkKnownKeys(where, o, known);
+  const status = o.status ?? 503;
+  if (!Number.isInteger(status) || status < 400 || status > 599) {
+    throw new TypeError(
+      `${where}: status must be an HTTP error status (400-599), got ${describe(status)}`,
+    );
+  }
+  for (const key of ['problem', 'onDisconnect'] as const) {
+    if (o[key] !== undefined && typeof o[key] !== 'function') {
+      throw new TypeError(`${where}: ${key} must be a function, got ${describe(o[key])}`);
+    }
+  }
+  return { status, problem: o.problem ?? defaultProblem, onDisconnect: o.onDisconnect };
+}
+
+/** Writes the shed response. The caller has checked that headers are not sent yet. */
+function writeShed(
+  error: ShedError,
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: Resolved,
+): void {
+  const body = JSON.stringify(options.problem(error, req, options.status));
+  res.statusCode = options.status;
+  res.setHeader('content-type', 'application/problem+json');
+  res.setHeader('retry-after', String(retryAfterSeconds(error.retryAfterMs)));
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  res.end(body);
+}
+
+/** The client is gone: nothing can or should be written. */
+function isGone(res: ServerResponse): boolean {
+  return res.destroyed || res.socket?.destroyed === true;
+}
+
+/**
+ * Express error handler, mounted after your routes: a shed error (`QueueFullError`,
+ * `QueueTimeoutError`, `TooManyHostsError`, also as the `cause` of fetch's `TypeError`)
+ * becomes `503` + `Retry-After` + an RFC 9457 `application/problem+json` body. A
+ * `ClientDisconnectedError` ends quietly: nothing is written to the gone socket and nothing is
+ * passed on as a server error. Everything else goes to `next(err)` untouched.
+ *
+ * @example
+ * app.use(shed());
+ */
+export function shed(options?: ShedOptions): ErrorMiddleware {
+  const resolved = resolve('shed', options, SHED_KEYS);
+  return function shedErrors(err, req, res, next) {
+    const gone = findClientDisconnected(err);
+    if (gone !== undefined) {
+      resolved.onDisconnect?.(gone, req);
+      // Normally the socket is already gone. If it is not (the error came from elsewhere),
+      // close it rather than send a made-up status: the request was cancelled.
+      if (!res.writableEnded && !isGone(res)) res.destroy();
+      return;
+    }
+    const shedError = findShedError(err);
+    if (shedError === undefined || res.headersSent) {
+      next(err);
+      return;
+    }
+    if (isGone(res)) return;
+    writeShed(shedError, req, res, resolved);
+  };
+}
+
+/** @internal shared with admit() */
+export const internal = { resolve, writeShed, isGone };
