@@ -32,4 +32,6 @@ export {
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type WaitTarget,
+  type WaitTicket,
 } from './semaphore.js';

@@ -81,7 +81,7 @@ const EXPIRED = 2;
 
 // Internal entry points, bound in Semaphore's static block so that #private state stays private.
 let releasePermit: (gate: Semaphore, permit: Permit) => void;
-let abortWaiter: (gate: Semaphore, waiter: Waiter) => void;
+let abortWaiter: (gate: Semaphore, waiter: Waiter, reason: unknown) => void;
 let expireWaiter: (gate: Semaphore, waiter: Waiter) => void;
 
 /**
@@ -125,8 +125,29 @@ export class Permit implements Disposable {
   }
 }
 
-/** A parked `acquire()`: a node in the FIFO queue and, with the default deadline, the deadline list. */
-class Waiter {
+/**
+ * The receiving end of {@link Semaphore.wait}: told synchronously of its grant or rejection.
+ * For integration layers on hot paths, where a promise, an AbortSignal and a listener per
+ * waiter cost more than the request they guard.
+ */
+export interface WaitTarget {
+  /** A permit is yours. Called from inside the gate: keep it short and do not block. */
+  granted(permit: Permit): void;
+  /** Shed (`QueueFullError`, `QueueTimeoutError`) or cancelled (the reason given to `cancel`). */
+  rejected(reason: unknown): void;
+}
+
+/** A queued {@link Semaphore.wait}. */
+export interface WaitTicket {
+  /** Leaves the queue at once and rejects the target with `reason`; no-op once settled. */
+  cancel(reason: unknown): void;
+}
+
+/**
+ * A parked waiter: a node in the FIFO queue and, with the default deadline, the deadline list.
+ * It settles a promise (`acquire`) or tells a {@link WaitTarget} (`wait`).
+ */
+class Waiter implements WaitTicket {
   prev: Waiter | undefined = undefined;
   next: Waiter | undefined = undefined;
   dPrev: Waiter | undefined = undefined;
@@ -135,16 +156,31 @@ class Waiter {
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   constructor(
     readonly gate: Semaphore,
-    readonly resolve: (permit: Permit) => void,
-    readonly reject: (reason: unknown) => void,
+    readonly target: WaitTarget | undefined,
+    readonly resolve: ((permit: Permit) => void) | undefined,
+    readonly reject: ((reason: unknown) => void) | undefined,
     readonly signal: AbortSignal | undefined,
     readonly enqueuedAt: number,
     readonly deadline: number,
   ) {}
 
+  granted(permit: Permit): void {
+    if (this.target !== undefined) this.target.granted(permit);
+    else this.resolve!(permit);
+  }
+
+  rejected(reason: unknown): void {
+    if (this.target !== undefined) this.target.rejected(reason);
+    else this.reject!(reason);
+  }
+
+  cancel(reason: unknown): void {
+    abortWaiter(this.gate, this, reason);
+  }
+
   /** EventListener object: no closure per waiter. */
   handleEvent(): void {
-    abortWaiter(this.gate, this);
+    abortWaiter(this.gate, this, this.signal?.reason);
   }
 }
 
@@ -198,12 +234,13 @@ export class Semaphore {
   #holdTimeouts = 0;
   #doubleReleases = 0;
   #holdEstimate: number | undefined = undefined;
+  #draining = false;
   readonly #waitHistogram = new DurationHistogram();
   readonly #holdHistogram = new DurationHistogram();
 
   static {
     releasePermit = (gate, permit) => gate.#release(permit);
-    abortWaiter = (gate, waiter) => gate.#abort(waiter);
+    abortWaiter = (gate, waiter, reason) => gate.#abort(waiter, reason);
     expireWaiter = (gate, waiter) => gate.#expire(waiter);
   }
 
@@ -283,7 +320,7 @@ export class Semaphore {
       resolve = res;
       reject = rej;
     });
-    const waiter = new Waiter(this, resolve, reject, signal, now, now + timeout);
+    const waiter = new Waiter(this, undefined, resolve, reject, signal, now, now + timeout);
     this.#enqueue(waiter, ownDeadline, timeout);
     if (signal === undefined) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
@@ -299,6 +336,30 @@ export class Semaphore {
   tryAcquire(): Permit | undefined {
     if (this.#head === undefined && this.#held < this.#limit) return this.#grant(0);
     return undefined;
+  }
+
+  /**
+   * Callback form of {@link acquire} for integration layers: no promise and no AbortSignal.
+   * The target hears synchronously — `granted` now if a permit is free, `rejected` now if the
+   * queue is full — or later, when a permit frees or the deadline passes. Returns a ticket
+   * to cancel while queued, or `undefined` when already settled.
+   */
+  wait(target: WaitTarget, timeout?: number): WaitTicket | undefined {
+    if (this.#head === undefined && this.#held < this.#limit) {
+      target.granted(this.#grant(0));
+      return undefined;
+    }
+    if (this.#queued >= this.#maxQueue) {
+      this.#rejectedQueueFull++;
+      target.rejected(new QueueFullError(this.#name, this.#queued, this.#retryAfter(this.#queued + 1)));
+      return undefined;
+    }
+    const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
+    const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
+    const now = this.#now();
+    const waiter = new Waiter(this, target, undefined, undefined, undefined, now, now + wait);
+    this.#enqueue(waiter, ownDeadline, wait);
+    return waiter;
   }
 
   /**
@@ -404,12 +465,22 @@ export class Semaphore {
     permit.prev = permit.next = undefined;
   }
 
-  /** Grants to waiters, oldest first, while permits are free. */
+  /**
+   * Grants to waiters, oldest first, while permits are free. A WaitTarget runs inside this
+   * loop and may release (and so drain) again: the inner call returns at once and this loop
+   * picks up its work, so a chain of synchronous failures cannot grow the stack.
+   */
   #drain(): void {
-    while (this.#head !== undefined && this.#held < this.#limit) {
-      const waiter = this.#head;
-      this.#dequeue(waiter);
-      waiter.resolve(this.#grant(this.#now() - waiter.enqueuedAt));
+    if (this.#draining) return;
+    this.#draining = true;
+    try {
+      while (this.#head !== undefined && this.#held < this.#limit) {
+        const waiter = this.#head;
+        this.#dequeue(waiter);
+        waiter.granted(this.#grant(this.#now() - waiter.enqueuedAt));
+      }
+    } finally {
+      this.#draining = false;
     }
   }
 
@@ -463,11 +534,11 @@ export class Semaphore {
     waiter.signal?.removeEventListener('abort', waiter);
   }
 
-  #abort(waiter: Waiter): void {
+  #abort(waiter: Waiter, reason: unknown): void {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
     this.#abortedWaiting++;
-    waiter.reject(waiter.signal?.reason);
+    waiter.rejected(reason);
     // A cancelled head must never strand a free permit (golang/sync#10).
     this.#drain();
   }
@@ -477,7 +548,7 @@ export class Semaphore {
     this.#dequeue(waiter);
     this.#rejectedQueueTimeout++;
     const waited = this.#now() - waiter.enqueuedAt;
-    waiter.reject(new QueueTimeoutError(this.#name, waited, this.#retryAfter(this.#queued + 1)));
+    waiter.rejected(new QueueTimeoutError(this.#name, waited, this.#retryAfter(this.#queued + 1)));
   }
 
   #armDeadlineTimer(delayMs: number): void {

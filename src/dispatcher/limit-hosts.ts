@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { HostLimiter, type HostLimiterOptions } from '../host-limiter.js';
+import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
 
 /**
@@ -36,7 +37,13 @@ export function limitHosts(
         return false;
       }
       if (gate === undefined) return dispatch(opts, handler);
-      const limited = new LimitHandler(dispatch, opts, handler);
+      // undici hands interceptors a handler with both APIs when its caller spoke the callback
+      // one (request, stream, fetch do): keep to that API and undici converts nothing.
+      const legacy = handler as LegacyHandler;
+      const limited =
+        typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
+          ? new LegacyLimitHandler(dispatch, opts, legacy)
+          : new LimitHandler(dispatch, opts, handler);
       const permit = gate.tryAcquire();
       return permit === undefined ? limited.wait(gate) : limited.dispatchWith(permit);
     };

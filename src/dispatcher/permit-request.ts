@@ -1,0 +1,104 @@
+import type { Dispatcher } from 'undici';
+import type { PermitHoldTimeoutError } from '../errors.js';
+import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../semaphore.js';
+
+/**
+ * One request's claim on its gate, shared by both handler APIs: take a permit (at once or
+ * after waiting), dispatch, and give the permit back exactly once however the request ends.
+ *
+ * An abort that arrives before the inner request has started (while queued or connecting)
+ * is kept and applied as soon as it starts; while queued it cancels the wait at once.
+ */
+export abstract class PermitRequest implements WaitTarget {
+  protected readonly dispatch: Dispatcher.Dispatch;
+  protected readonly opts: Dispatcher.DispatchOptions;
+  protected permit: Permit | undefined = undefined;
+  protected isAborted = false;
+  protected abortReason: unknown = null;
+  /** The caller was handed our abort before dispatch (the waiting path). */
+  protected startedEarly = false;
+  #ticket: WaitTicket | undefined = undefined;
+  #failed = false;
+
+  constructor(dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions) {
+    this.dispatch = dispatch;
+    this.opts = opts;
+  }
+
+  /** Hands the caller a way to abort before dispatch (fetch passes dispatchers no signal). */
+  protected abstract startEarly(): void;
+  /** Tells the caller its request failed before the inner dispatcher saw it. */
+  protected abstract failCaller(reason: unknown): void;
+  /** Aborts the inner request, if it has started; true when it had. */
+  protected abstract abortInner(reason: unknown): boolean;
+
+  /** Fast path: a permit was free. */
+  dispatchWith(permit: Permit): boolean {
+    this.#hold(permit);
+    return this.#dispatchInner();
+  }
+
+  /** Waiting path: the caller can abort first, then we take our place in the queue. */
+  wait(gate: Semaphore): boolean {
+    this.startedEarly = true;
+    this.startEarly();
+    if (this.isAborted) this.#fail(this.abortReason);
+    else this.#ticket = gate.wait(this);
+    return true;
+  }
+
+  /** WaitTarget: a permit freed up (called synchronously from inside the gate). */
+  granted(permit: Permit): void {
+    this.#ticket = undefined;
+    this.#hold(permit);
+    this.#dispatchInner();
+  }
+
+  /** WaitTarget: shed, timed out, or cancelled by our own abort. */
+  rejected(reason: unknown): void {
+    this.#ticket = undefined;
+    this.#fail(reason);
+  }
+
+  abort(reason: unknown): void {
+    if (this.isAborted) return;
+    this.isAborted = true;
+    this.abortReason = reason;
+    if (this.abortInner(reason)) return;
+    this.#ticket?.cancel(reason);
+    // Dispatched but not started yet: applied when the inner request starts.
+  }
+
+  /** Returns the permit; every exit path calls this, and only the first call does anything. */
+  protected release(): void {
+    const permit = this.permit;
+    if (permit !== undefined) {
+      this.permit = undefined;
+      permit.onHoldTimeout = undefined;
+      permit.release();
+    }
+  }
+
+  #hold(permit: Permit): void {
+    this.permit = permit;
+    if (permit.gate.maxHold !== undefined) {
+      permit.onHoldTimeout = (error: PermitHoldTimeoutError) => this.abort(error);
+    }
+  }
+
+  #dispatchInner(): boolean {
+    try {
+      return this.dispatch(this.opts, this as unknown as Dispatcher.DispatchHandler);
+    } catch (error) {
+      this.#fail(error);
+      return false;
+    }
+  }
+
+  #fail(reason: unknown): void {
+    if (this.#failed) return;
+    this.#failed = true;
+    this.release();
+    this.failCaller(reason);
+  }
+}
