@@ -13,6 +13,7 @@ export {
   TooManyHostsError,
   UnknownHostError,
 } from './errors.js';
+export { type FetchFunction, limitFetch } from './fetch.js';
 export type { DurationSummary } from './histogram.js';
 export {
   DEFAULT_MAX_HOLD_MS,
