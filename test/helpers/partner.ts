@@ -12,6 +12,8 @@ import type { AddressInfo } from 'node:net';
  * - `/stall` — sends headers and a first chunk, then never finishes (until the client leaves).
  * - `/reset` — sends headers and a chunk, then destroys the socket.
  * - `/redirect?to=/ok&hops=2` — 302 chains.
+ * - `/flaky?id=k&fails=2&code=503&retryAfter=0&delay=ms` — the first `fails` requests naming
+ *   `id` answer `code` (with `Retry-After` when given), later ones 200; each after `delay` ms.
  */
 export interface Partner {
   url: string;
@@ -44,6 +46,7 @@ export async function startPartner(): Promise<Partner> {
   let arrived = 0;
   let closedEarly = 0;
   const held: (() => void)[] = [];
+  const flakyCounts = new Map<string, number>();
   let heldOpen = false;
   let waiters: { check: () => boolean; resolve: () => void }[] = [];
   const notify = () => {
@@ -112,6 +115,23 @@ export async function startPartner(): Promise<Partner> {
         const location = hops > 1 ? `/redirect?to=${encodeURIComponent(to)}&hops=${hops - 1}` : to;
         res.writeHead(302, { location, 'content-length': 0 });
         res.end();
+        return;
+      }
+      case '/flaky': {
+        const id = q.get('id') ?? '';
+        const seen = (flakyCounts.get(id) ?? 0) + 1;
+        flakyCounts.set(id, seen);
+        const fail = () => {
+          const headers: http.OutgoingHttpHeaders = { 'content-type': 'text/plain' };
+          const retryAfter = q.get('retryAfter');
+          if (retryAfter !== null) headers['retry-after'] = retryAfter;
+          res.writeHead(Number(q.get('code') ?? 503), headers);
+          res.end('try again');
+        };
+        const reply = seen <= Number(q.get('fails') ?? 1) ? fail : answer;
+        const delay = Number(q.get('delay') ?? 0);
+        if (delay > 0) setTimeout(reply, delay);
+        else reply();
         return;
       }
       default:
