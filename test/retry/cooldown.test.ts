@@ -1,12 +1,15 @@
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { findShedError, HostLimiter, isShedError, limitHosts } from '../../src/index.js';
 import {
   createRetrier,
+  findShedError,
+  HostLimiter,
+  isShedError,
+  limitHosts,
   PartnerCooldownError,
   type RetrierOptions,
   type RetryEvent,
-} from '../../src/retry/index.js';
+} from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 
 // Two real partners behind one limiter; the retrier's clock is manual.

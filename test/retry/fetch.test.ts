@@ -1,12 +1,13 @@
 import nock from 'nock';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
+  createRetrier,
   HostLimiter,
   type HostLimiterOptions,
   limitFetch,
   QueueFullError,
+  type RetrierOptions,
 } from '../../src/index.js';
-import { createRetrier, type RetrierOptions } from '../../src/retry/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
 
 // Partner answers are scripted with nock underneath limitFetch, over Node's global fetch.

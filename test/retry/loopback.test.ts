@@ -1,7 +1,13 @@
 import { Agent, type Dispatcher, interceptors, request, fetch as undiciFetch } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { HostLimiter, limitFetch, limitHosts, type Semaphore } from '../../src/index.js';
-import { createRetrier, type RetrierOptions } from '../../src/retry/index.js';
+import {
+  createRetrier,
+  HostLimiter,
+  limitFetch,
+  limitHosts,
+  type RetrierOptions,
+  type Semaphore,
+} from '../../src/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 

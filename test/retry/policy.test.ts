@@ -1,17 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import {
-  PermitHoldTimeoutError,
-  QueueFullError,
-  QueueTimeoutError,
-  TooManyHostsError,
-} from '../../src/index.js';
-import { isRetryableError } from '../../src/retry/classify.js';
-import {
   createRetrier,
   DEFAULT_BASE_DELAY_MS,
   DEFAULT_MAX_DELAY_MS,
+  PermitHoldTimeoutError,
+  QueueFullError,
+  QueueTimeoutError,
   type RetrierOptions,
-} from '../../src/retry/index.js';
+  TooManyHostsError,
+} from '../../src/index.js';
+import { isRetryableError } from '../../src/retry/classify.js';
 import { backoffDelay, resolvePolicy } from '../../src/retry/policy.js';
 
 const fetchFailed = (cause?: unknown) => new TypeError('fetch failed', { cause });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseRetryAfter } from '../../src/retry/index.js';
+import { parseRetryAfter } from '../../src/index.js';
 
 const NOW = Date.UTC(2030, 0, 15, 12, 0, 0); // a whole second, as HTTP-dates are
 

@@ -1,6 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { QueueFullError } from '../../src/index.js';
-import { createRetrier, type RetryEvent, retry } from '../../src/retry/index.js';
+import { createRetrier, QueueFullError, type RetryEvent, retry } from '../../src/index.js';
 
 // The low-level form, with scripted answers and no I/O: safe under vitest's fake timers.
 const url = 'https://api.billing.example/invoices';
