@@ -11,7 +11,8 @@ export type HostgateErrorCode =
   | 'HOSTGATE_HOLD_TIMEOUT'
   | 'HOSTGATE_CLIENT_DISCONNECTED'
   | 'HOSTGATE_UNKNOWN_HOST'
-  | 'HOSTGATE_TOO_MANY_HOSTS';
+  | 'HOSTGATE_TOO_MANY_HOSTS'
+  | 'HOSTGATE_PARTNER_COOLDOWN';
 
 export class HostgateError extends Error {
   /** Stable machine-readable code; branch on this rather than on the message. */
@@ -107,6 +108,22 @@ export class TooManyHostsError extends ShedError {
       'HOSTGATE_TOO_MANY_HOSTS',
       `cannot open a gate for ${origin}: all ${maxHosts} per-origin gates are busy (maxHosts); retry after ${seconds(retryAfterMs)}`,
       origin,
+      retryAfterMs,
+    );
+  }
+}
+
+/**
+ * A partner answered 429/503 with `Retry-After` and its cooldown has not ended: the call was
+ * shed before dispatch, so that the partner is not hit by every caller at once.
+ */
+export class PartnerCooldownError extends ShedError {
+  static readonly CODE = 'HOSTGATE_PARTNER_COOLDOWN';
+  constructor(partner: string, retryAfterMs: number) {
+    super(
+      'HOSTGATE_PARTNER_COOLDOWN',
+      `${partner} asked callers to back off (Retry-After); retry after ${seconds(retryAfterMs)}`,
+      partner,
       retryAfterMs,
     );
   }

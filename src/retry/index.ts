@@ -1,4 +1,4 @@
-export { PartnerCooldownError } from './cooldown-error.js';
+export { PartnerCooldownError } from '../errors.js';
 export type { RetryStats } from './partner-state.js';
 export {
   type CooldownOptions,

@@ -1,8 +1,8 @@
+import { PartnerCooldownError } from '../errors.js';
 import type { HostLimiter } from '../host-limiter.js';
 import { checkObject, describe } from '../options.js';
 import type { Semaphore } from '../semaphore.js';
 import { noteAnswer, type RetryEnv, retryAttempts } from './attempts.js';
-import { PartnerCooldownError } from './cooldown-error.js';
 import { PartnerState, type RetryStats } from './partner-state.js';
 import { checkPolicyKeys, type RetryPolicy, resolvePolicy } from './policy.js';
 import { type CallFacts, describeFetchCall, hasHeader } from './request.js';
