@@ -1,3 +1,10 @@
+import {
+  type AcquireSite,
+  captureAcquireSite,
+  channels,
+  type PermitRequestInfo,
+  type ReleaseReason,
+} from './diagnostics.js';
 import { PermitHoldTimeoutError, QueueFullError, QueueTimeoutError } from './errors.js';
 import { DurationHistogram, type DurationSummary } from './histogram.js';
 import {
@@ -40,6 +47,11 @@ export interface SemaphoreOptions {
   maxHold?: number;
   /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
   name?: string;
+  /**
+   * A permit held longer than this (ms) is a leak suspect (`leakSuspects`, `detectLeaks`).
+   * Default: half of `maxHold`; unset with no `maxHold`.
+   */
+  leakWarnAfter?: number;
   /** Clock in ms; defaults to `performance.now`. Inject one to test without global fake timers. */
   now?: () => number;
 }
@@ -65,6 +77,8 @@ export interface SemaphoreStats {
   rejectedQueueFull: number;
   rejectedQueueTimeout: number;
   abortedWaiting: number;
+  /** Permits released because their request was aborted in flight (`release('aborted')`). */
+  abortedInFlight: number;
   /** Permits the gate took back after `maxHold`. */
   holdTimeouts: number;
   /** `release()` calls on a permit already released: counted, never an extra permit. */
@@ -80,7 +94,7 @@ const RELEASED = 1;
 const EXPIRED = 2;
 
 // Internal entry points, bound in Semaphore's static block so that #private state stays private.
-let releasePermit: (gate: Semaphore, permit: Permit) => void;
+let releasePermit: (gate: Semaphore, permit: Permit, reason: ReleaseReason) => void;
 let abortWaiter: (gate: Semaphore, waiter: Waiter, reason: unknown) => void;
 let expireWaiter: (gate: Semaphore, waiter: Waiter) => void;
 
@@ -98,6 +112,10 @@ export class Permit implements Disposable {
    * The holder must stop using the resource here (abort the request).
    */
   onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined = undefined;
+  /** What the permit is for, set by the HTTP layers: method, origin and path for leak reports. */
+  request: PermitRequestInfo | undefined = undefined;
+  /** Where it was asked for; captured only while `gate.traceAcquires` is on (a leak detector). */
+  acquiredFrom: AcquireSite | undefined = undefined;
   /** @internal holders list, oldest first */
   prev: Permit | undefined = undefined;
   /** @internal */
@@ -115,13 +133,16 @@ export class Permit implements Disposable {
     return this.state !== HELD;
   }
 
-  /** Returns the slot to the gate. Idempotent: later calls change nothing. */
-  release(): void {
-    releasePermit(this.gate, this);
+  /**
+   * Returns the slot to the gate. Idempotent: later calls change nothing. Pass `'aborted'` when
+   * the request was cancelled by its caller (a client disconnect): counted as `abortedInFlight`.
+   */
+  release(how?: 'released' | 'aborted'): void {
+    releasePermit(this.gate, this, how ?? 'released');
   }
 
   [Symbol.dispose](): void {
-    releasePermit(this.gate, this);
+    releasePermit(this.gate, this, 'released');
   }
 }
 
@@ -154,6 +175,7 @@ class Waiter implements WaitTicket {
   dNext: Waiter | undefined = undefined;
   queued = true;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  site: AcquireSite | undefined = undefined;
   constructor(
     readonly gate: Semaphore,
     readonly target: WaitTarget | undefined,
@@ -190,7 +212,23 @@ function onWaiterTimer(waiter: Waiter): void {
   expireWaiter(waiter.gate, waiter);
 }
 
-const SEMAPHORE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'name', 'now'] as const;
+const SEMAPHORE_KEYS = [
+  'limit',
+  'maxQueue',
+  'queueTimeout',
+  'maxHold',
+  'name',
+  'leakWarnAfter',
+  'now',
+] as const;
+const {
+  acquire: acquireChannel,
+  release: releaseChannel,
+  shed: shedChannel,
+  waitAborted: waitAbortedChannel,
+  holdTimeout: holdTimeoutChannel,
+  doubleRelease: doubleReleaseChannel,
+} = channels;
 const ACQUIRE_KEYS = ['signal', 'timeout'] as const;
 
 /**
@@ -231,15 +269,21 @@ export class Semaphore {
   #rejectedQueueFull = 0;
   #rejectedQueueTimeout = 0;
   #abortedWaiting = 0;
+  #abortedInFlight = 0;
   #holdTimeouts = 0;
   #doubleReleases = 0;
   #holdEstimate: number | undefined = undefined;
   #draining = false;
+  #leakWarnAfter: number | undefined;
+  #traceAcquires = false;
+  #lastProgressAt: number;
+  /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
+  #expiring: Permit | undefined = undefined;
   readonly #waitHistogram = new DurationHistogram();
   readonly #holdHistogram = new DurationHistogram();
 
   static {
-    releasePermit = (gate, permit) => gate.#release(permit);
+    releasePermit = (gate, permit, reason) => gate.#release(permit, reason);
     abortWaiter = (gate, waiter, reason) => gate.#abort(waiter, reason);
     expireWaiter = (gate, waiter) => gate.#expire(waiter);
   }
@@ -259,12 +303,17 @@ export class Semaphore {
     this.#maxHold =
       options.maxHold === undefined ? undefined : durationMs('maxHold', options.maxHold);
     this.#name = optionalString('name', options.name);
+    this.#leakWarnAfter =
+      options.leakWarnAfter === undefined
+        ? undefined
+        : durationMs('leakWarnAfter', options.leakWarnAfter);
     if (options.now !== undefined && typeof options.now !== 'function') {
       throw new TypeError('now must be a function returning milliseconds');
     }
     // The global, looked up per call: fake timers (vitest, sinon) replace globalThis.performance,
     // and the clock must run on the same time as the setTimeout deadlines it is compared with.
     this.#now = options.now ?? (() => performance.now());
+    this.#lastProgressAt = this.#now();
   }
 
   get name(): string | undefined {
@@ -284,6 +333,40 @@ export class Semaphore {
   }
   get maxHold(): number | undefined {
     return this.#maxHold;
+  }
+
+  /** Hold time (ms) past which a permit is a leak suspect: the option, else `maxHold / 2`. */
+  get leakWarnAfter(): number | undefined {
+    return this.#leakWarnAfter ?? (this.#maxHold === undefined ? undefined : this.#maxHold / 2);
+  }
+  set leakWarnAfter(ms: number | undefined) {
+    this.#leakWarnAfter = ms === undefined ? undefined : durationMs('leakWarnAfter', ms);
+  }
+
+  /** Capture a stack per acquire into `permit.acquiredFrom` (a leak detector turns it on). */
+  get traceAcquires(): boolean {
+    return this.#traceAcquires;
+  }
+  set traceAcquires(on: boolean) {
+    this.#traceAcquires = on === true;
+  }
+
+  /**
+   * Clock reading (ms, the gate's clock) of the last sign of life from its holders: a grant, a
+   * release, or response bytes (`noteProgress`). Exhausted and quiet for long is a leak's signature.
+   */
+  get lastProgressAt(): number {
+    return this.#lastProgressAt;
+  }
+
+  /** A holder's request made progress (response headers or bytes arrived). */
+  noteProgress(): void {
+    this.#lastProgressAt = this.#now();
+  }
+
+  /** The gate's clock (ms): `performance.now()` unless `now` was injected. */
+  now(): number {
+    return this.#now();
   }
 
   /**
@@ -307,12 +390,7 @@ export class Semaphore {
     if (this.#head === undefined && this.#held < this.#limit) {
       return Promise.resolve(this.#grant(0));
     }
-    if (this.#queued >= this.#maxQueue) {
-      this.#rejectedQueueFull++;
-      return Promise.reject(
-        new QueueFullError(this.#name, this.#queued, this.#retryAfter(this.#queued + 1)),
-      );
-    }
+    if (this.#queued >= this.#maxQueue) return Promise.reject(this.#queueFull());
     const now = this.#now();
     let resolve!: (permit: Permit) => void;
     let reject!: (reason: unknown) => void;
@@ -321,6 +399,7 @@ export class Semaphore {
       reject = rej;
     });
     const waiter = new Waiter(this, undefined, resolve, reject, signal, now, now + timeout);
+    if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
     if (signal === undefined) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
@@ -350,14 +429,14 @@ export class Semaphore {
       return undefined;
     }
     if (this.#queued >= this.#maxQueue) {
-      this.#rejectedQueueFull++;
-      target.rejected(new QueueFullError(this.#name, this.#queued, this.#retryAfter(this.#queued + 1)));
+      target.rejected(this.#queueFull());
       return undefined;
     }
     const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
     const now = this.#now();
     const waiter = new Waiter(this, target, undefined, undefined, undefined, now, now + wait);
+    if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
     return waiter;
   }
@@ -413,6 +492,7 @@ export class Semaphore {
       rejectedQueueFull: this.#rejectedQueueFull,
       rejectedQueueTimeout: this.#rejectedQueueTimeout,
       abortedWaiting: this.#abortedWaiting,
+      abortedInFlight: this.#abortedInFlight,
       holdTimeouts: this.#holdTimeouts,
       doubleReleases: this.#doubleReleases,
       wait: this.#waitHistogram.summary(),
@@ -420,11 +500,13 @@ export class Semaphore {
     };
   }
 
-  #grant(waitedMs: number): Permit {
+  #grant(waitedMs: number, site?: AcquireSite): Permit {
     this.#held++;
     this.#acquired++;
     this.#waitHistogram.record(waitedMs);
     const permit = new Permit(this, this.#now());
+    this.#lastProgressAt = permit.acquiredAt;
+    if (this.#traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
     const newest = this.#newest;
     if (newest === undefined) {
       this.#oldest = permit;
@@ -436,24 +518,50 @@ export class Semaphore {
     if (this.#maxHold !== undefined && this.#holdTimer === undefined) {
       this.#armHoldTimer(this.#maxHold);
     }
+    if (acquireChannel.hasSubscribers) {
+      acquireChannel.publish({ gate: this, partner: this.#name, permit, waitedMs });
+    }
     return permit;
   }
 
-  #release(permit: Permit): void {
+  #release(permit: Permit, how: ReleaseReason): void {
     if (permit.state !== HELD) {
       // After a maxHold take-back the holder's own release is expected, not a bug.
-      if (permit.state === RELEASED) this.#doubleReleases++;
+      if (permit.state === RELEASED) {
+        this.#doubleReleases++;
+        if (doubleReleaseChannel.hasSubscribers) {
+          doubleReleaseChannel.publish({ gate: this, partner: this.#name, permit });
+        }
+      }
       return;
     }
     permit.state = RELEASED;
     this.#unlinkHolder(permit);
     this.#held--;
     this.#released++;
-    const heldMs = this.#now() - permit.acquiredAt;
+    const now = this.#now();
+    this.#lastProgressAt = now;
+    const heldMs = now - permit.acquiredAt;
     this.#holdHistogram.record(heldMs);
     const estimate = this.#holdEstimate;
     this.#holdEstimate = estimate === undefined ? heldMs : estimate + (heldMs - estimate) * 0.1;
+    // The holder aborting from inside the maxHold hook is the take-back, not a client abort.
+    const reason = permit === this.#expiring ? 'hold_timeout' : how;
+    if (reason === 'aborted') this.#abortedInFlight++;
+    if (releaseChannel.hasSubscribers) {
+      releaseChannel.publish({ gate: this, partner: this.#name, permit, heldMs, reason });
+    }
     this.#drain();
+  }
+
+  #queueFull(): QueueFullError {
+    this.#rejectedQueueFull++;
+    const queued = this.#queued;
+    const error = new QueueFullError(this.#name, queued, this.#retryAfter(queued + 1));
+    if (shedChannel.hasSubscribers) {
+      shedChannel.publish({ gate: this, partner: this.#name, reason: 'queue_full', error, queued });
+    }
+    return error;
   }
 
   #unlinkHolder(permit: Permit): void {
@@ -477,7 +585,7 @@ export class Semaphore {
       while (this.#head !== undefined && this.#held < this.#limit) {
         const waiter = this.#head;
         this.#dequeue(waiter);
-        waiter.granted(this.#grant(this.#now() - waiter.enqueuedAt));
+        waiter.granted(this.#grant(this.#now() - waiter.enqueuedAt, waiter.site));
       }
     } finally {
       this.#draining = false;
@@ -538,6 +646,9 @@ export class Semaphore {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
     this.#abortedWaiting++;
+    if (waitAbortedChannel.hasSubscribers) {
+      waitAbortedChannel.publish({ gate: this, partner: this.#name, reason });
+    }
     waiter.rejected(reason);
     // A cancelled head must never strand a free permit (golang/sync#10).
     this.#drain();
@@ -548,7 +659,18 @@ export class Semaphore {
     this.#dequeue(waiter);
     this.#rejectedQueueTimeout++;
     const waited = this.#now() - waiter.enqueuedAt;
-    waiter.rejected(new QueueTimeoutError(this.#name, waited, this.#retryAfter(this.#queued + 1)));
+    const queued = this.#queued;
+    const error = new QueueTimeoutError(this.#name, waited, this.#retryAfter(queued + 1));
+    if (shedChannel.hasSubscribers) {
+      shedChannel.publish({
+        gate: this,
+        partner: this.#name,
+        reason: 'queue_timeout',
+        error,
+        queued,
+      });
+    }
+    waiter.rejected(error);
   }
 
   #armDeadlineTimer(delayMs: number): void {
@@ -596,17 +718,22 @@ export class Semaphore {
     this.#holdTimeouts++;
     const hook = permit.onHoldTimeout;
     permit.onHoldTimeout = undefined;
-    if (hook !== undefined) {
+    this.#expiring = permit;
+    if (hook !== undefined || holdTimeoutChannel.hasSubscribers) {
+      const error = new PermitHoldTimeoutError(this.#name, heldMs);
+      if (holdTimeoutChannel.hasSubscribers) {
+        holdTimeoutChannel.publish({ gate: this, partner: this.#name, permit, heldMs, error });
+      }
       try {
-        hook(new PermitHoldTimeoutError(this.#name, heldMs));
+        hook?.(error);
       } catch {
         // The permit comes back regardless; a throwing hook must not strand it.
       }
     }
-    if (permit.state === HELD) {
-      this.#release(permit);
-      permit.state = EXPIRED;
-    }
+    if (permit.state === HELD) this.#release(permit, 'hold_timeout');
+    // Released by the hook or here: either way the holder's later release() is no double release.
+    permit.state = EXPIRED;
+    this.#expiring = undefined;
   }
 
   #retryAfter(position: number): number {

@@ -1,0 +1,132 @@
+/**
+ * `node:diagnostics_channel` events, in the style of undici's own (`undici:request:create`, …):
+ * every gate publishes to these named channels, and only when someone subscribed
+ * (`channel.hasSubscribers`), so an unobserved gate pays one property check per event and
+ * allocates nothing. Channels are global by name: two copies of hostgate publish to the same ones.
+ *
+ * | channel                   | message                                                        |
+ * | ------------------------- | -------------------------------------------------------------- |
+ * | `hostgate:acquire`        | {@link AcquireMessage}: a permit was granted                   |
+ * | `hostgate:release`        | {@link ReleaseMessage}: a permit went back (reason says how)   |
+ * | `hostgate:shed`           | {@link ShedMessage}: a caller was refused (queue full/timeout)  |
+ * | `hostgate:wait-aborted`   | {@link WaitAbortedMessage}: a waiter's signal fired            |
+ * | `hostgate:hold-timeout`   | {@link HoldTimeoutMessage}: `maxHold` passed, permit taken back |
+ * | `hostgate:double-release` | {@link DoubleReleaseMessage}: `release()` on a released permit |
+ * | `hostgate:leak`           | {@link LeakMessage}: a leak detector's first report of a permit |
+ *
+ * Subscribers run synchronously inside the gate: keep them short, and do not acquire or
+ * release on the gate that published.
+ *
+ * @example
+ * import { subscribe } from 'node:diagnostics_channel';
+ * subscribe('hostgate:shed', (message) => {
+ *   const { partner, reason, queued } = message as ShedMessage;
+ *   log.warn({ partner, reason, queued }, 'shed');
+ * });
+ */
+
+import { channel } from 'node:diagnostics_channel';
+import type { PermitHoldTimeoutError, ShedError } from './errors.js';
+import type { LeakSuspect } from './metrics/leaks.js';
+import type { Permit, Semaphore } from './semaphore.js';
+
+/** What a permit was taken for: the HTTP layers attach it (`permit.request`) for leak reports. */
+export interface PermitRequestInfo {
+  /** HTTP method; `GET` when absent. */
+  readonly method?: string | undefined;
+  /** An origin (`https://api.x.com`) or a whole URL; the query is never reported. */
+  readonly origin?: string | URL | null | undefined;
+  /** Path (and query) under `origin`, when `origin` is only an origin (undici's dispatch options). */
+  readonly path?: string | null | undefined;
+}
+
+/** How a permit went back to its gate. */
+export type ReleaseReason =
+  /** Its holder released it: the request ended (or failed) on its own. */
+  | 'released'
+  /** Its holder released it because the request was aborted by the caller (client disconnect). */
+  | 'aborted'
+  /** The gate took it back after `maxHold`. */
+  | 'hold_timeout';
+
+/** Why a caller was shed: the `reason` label of `hostgate_shed_total`. */
+export type ShedReason = 'queue_full' | 'queue_timeout';
+
+interface GateMessage {
+  /** The gate that published. */
+  gate: Semaphore;
+  /** Its name: the partner, or the origin key of a per-origin gate. */
+  partner: string | undefined;
+}
+
+export interface AcquireMessage extends GateMessage {
+  permit: Permit;
+  /** Time spent queued, ms (0 for an immediate grant). */
+  waitedMs: number;
+}
+
+export interface ReleaseMessage extends GateMessage {
+  permit: Permit;
+  heldMs: number;
+  reason: ReleaseReason;
+}
+
+export interface ShedMessage extends GateMessage {
+  reason: ShedReason;
+  /** The `QueueFullError` or `QueueTimeoutError` the caller receives. */
+  error: ShedError;
+  /** Waiters still queued after this one left. */
+  queued: number;
+}
+
+export interface WaitAbortedMessage extends GateMessage {
+  /** The abort reason the waiter is rejected with. */
+  reason: unknown;
+}
+
+export interface HoldTimeoutMessage extends GateMessage {
+  permit: Permit;
+  heldMs: number;
+  error: PermitHoldTimeoutError;
+}
+
+export interface DoubleReleaseMessage extends GateMessage {
+  permit: Permit;
+}
+
+export interface LeakMessage {
+  suspect: LeakSuspect;
+}
+
+/** The channels, for subscribing by object rather than by name. */
+export const channels = Object.freeze({
+  acquire: channel('hostgate:acquire'),
+  release: channel('hostgate:release'),
+  shed: channel('hostgate:shed'),
+  waitAborted: channel('hostgate:wait-aborted'),
+  holdTimeout: channel('hostgate:hold-timeout'),
+  doubleRelease: channel('hostgate:double-release'),
+  leak: channel('hostgate:leak'),
+});
+
+/** Where a permit was asked for: a stack captured only while a leak detector watches the gate. */
+export interface AcquireSite {
+  /** Formatted lazily by V8 on first read. */
+  readonly stack?: string;
+}
+
+/** Frames kept: enough to get past undici's dispatch chain to the caller's own frames. */
+const SITE_FRAMES = 24;
+
+/**
+ * Captures the caller's stack without building an `Error` or formatting anything: V8 keeps the
+ * raw frames and formats them only if `stack` is read (a leak report).
+ */
+export function captureAcquireSite(): AcquireSite {
+  const site: { stack?: string } = {};
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = SITE_FRAMES;
+  Error.captureStackTrace(site, captureAcquireSite);
+  Error.stackTraceLimit = limit;
+  return site;
+}
