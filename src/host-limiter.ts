@@ -1,4 +1,5 @@
 import { TooManyHostsError, UnknownHostError } from './errors.js';
+import { type LeakSuspect, leakSuspects } from './metrics/leaks.js';
 import { checkKnownKeys, checkObject, describe, positiveInteger } from './options.js';
 import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
 import { Semaphore, type SemaphoreStats } from './semaphore.js';
@@ -126,6 +127,14 @@ export class HostLimiter {
   /** Every live gate: partners by name, then per-origin gates by origin. */
   gates(): Map<string, Semaphore> {
     return new Map([...this.#partners, ...this.#perOrigin]);
+  }
+
+  /**
+   * Permits held past their gate's `leakWarnAfter` (default half of `maxHold`): each with its
+   * partner, request and hold time, and where it was acquired while `detectLeaks` traces.
+   */
+  leaks(): LeakSuspect[] {
+    return leakSuspects(this);
   }
 
   stats(): Record<string, SemaphoreStats> {
