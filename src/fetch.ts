@@ -111,10 +111,12 @@ export function limitFetch<F extends FetchFunction>(
     // Everything up to the first await runs in the caller's tick: gateFor and the acquire must
     // share one tick (an idle per-origin gate may be evicted in between otherwise).
     const signal = callerSignal(input, init);
-    const gate: Semaphore | undefined = limiter.gateFor(targetOf(input));
+    const target = targetOf(input);
+    const gate: Semaphore | undefined = limiter.gateFor(target);
     if (gate === undefined) return inner(input, init);
     if (signal?.aborted) throw signal.reason;
     const permit = gate.tryAcquire() ?? (await gate.acquire({ signal }));
+    permit.request = { method: methodOf(input, init), origin: target }; // for leak reports
     return new LimitedCall(permit, signal).run(inner, input, init);
   }
   return limitedFetch as unknown as F;
@@ -138,6 +140,12 @@ function callerSignal(input: unknown, init: InitLike | undefined): AbortSignal |
     if (signal instanceof AbortSignal) return signal;
   }
   return undefined;
+}
+
+/** The method a fetch call uses: `init.method`, else the Request's; `undefined` means GET. */
+function methodOf(input: unknown, init: InitLike | undefined): string | undefined {
+  const method = init?.method ?? (input as { method?: unknown } | null)?.method;
+  return typeof method === 'string' ? method : undefined;
 }
 
 function ignore(): void {}
@@ -176,6 +184,7 @@ class LimitedCall {
       this.#finish();
       throw error;
     }
+    this.#permit.gate.noteProgress(); // the partner answered
     try {
       return this.#take(response);
     } catch (error) {
@@ -259,6 +268,7 @@ class LimitedCall {
       this.#finish(); // before close(): once the caller sees the end, the permit is back
       body.close();
     } else {
+      this.#permit.gate.noteProgress();
       body.enqueue(chunk.value);
     }
   }
@@ -275,7 +285,8 @@ class LimitedCall {
     this.#caller?.removeEventListener('abort', this);
     const permit = this.#permit;
     permit.onHoldTimeout = undefined;
-    permit.release(); // after a maxHold take-back: a no-op, not a double release
+    // After a maxHold take-back: a no-op, not a double release. Aborted means by the caller.
+    permit.release(this.#own.signal.aborted ? 'aborted' : 'released');
   }
 }
 

@@ -67,10 +67,12 @@ export class LegacyLimitHandler extends PermitRequest implements LegacyHandler {
     resume: () => void,
     statusText: string,
   ): boolean {
+    this.progressed();
     return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
   }
 
   onData(chunk: Buffer): boolean {
+    this.progressed();
     return this.#handler.onData?.(chunk) ?? true;
   }
 
@@ -80,7 +82,7 @@ export class LegacyLimitHandler extends PermitRequest implements LegacyHandler {
   }
 
   onError(error: Error): void {
-    this.release();
+    this.release(error);
     this.#handler.onError?.(error);
   }
 

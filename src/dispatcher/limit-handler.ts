@@ -88,11 +88,13 @@ export class LimitHandler extends PermitRequest implements Handler, Controller {
     headers: Headers,
     statusMessage?: string,
   ): void {
+    this.progressed();
     this.rawHeaders = controller?.rawHeaders ?? null;
     this.#handler.onResponseStart?.(this, statusCode, headers, statusMessage);
   }
 
   onResponseData(_controller: Controller, chunk: Buffer): void {
+    this.progressed();
     this.#handler.onResponseData?.(this, chunk);
   }
 
@@ -103,7 +105,7 @@ export class LimitHandler extends PermitRequest implements Handler, Controller {
   }
 
   onResponseError(_controller: Controller | undefined, error: unknown): void {
-    this.release();
+    this.release(error);
     this.#handler.onResponseError?.(this, error as Error);
   }
 }

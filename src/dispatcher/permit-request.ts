@@ -69,18 +69,27 @@ export abstract class PermitRequest implements WaitTarget {
     // Dispatched but not started yet: applied when the inner request starts.
   }
 
-  /** Returns the permit; every exit path calls this, and only the first call does anything. */
-  protected release(): void {
+  /**
+   * Returns the permit; every exit path calls this, and only the first call does anything.
+   * `error` is how the request failed: an abort by the caller is counted as one.
+   */
+  protected release(error?: unknown): void {
     const permit = this.permit;
     if (permit !== undefined) {
       this.permit = undefined;
       permit.onHoldTimeout = undefined;
-      permit.release();
+      permit.release(this.isAborted || isAbort(error) ? 'aborted' : 'released');
     }
+  }
+
+  /** Response headers or bytes arrived: the gate's stall clock moves (leak signature). */
+  protected progressed(): void {
+    this.permit?.gate.noteProgress();
   }
 
   #hold(permit: Permit): void {
     this.permit = permit;
+    permit.request = this.opts; // a reference: method, origin and path for leak reports
     if (permit.gate.maxHold !== undefined) {
       permit.onHoldTimeout = (error: PermitHoldTimeoutError) => this.abort(error);
     }
@@ -101,4 +110,20 @@ export abstract class PermitRequest implements WaitTarget {
     this.release();
     this.failCaller(reason);
   }
+}
+
+/**
+ * An error that means the caller cancelled: its signal's reason (`AbortError`, `TimeoutError`,
+ * hostgate's `ClientDisconnectedError`) or undici's `RequestAbortedError`. On the fast path the
+ * caller holds undici's own abort, so the error is all there is to tell it by.
+ */
+function isAbort(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { name, code } = error as { name?: unknown; code?: unknown };
+  return (
+    name === 'AbortError' ||
+    name === 'TimeoutError' ||
+    code === 'UND_ERR_ABORTED' ||
+    code === 'HOSTGATE_CLIENT_DISCONNECTED'
+  );
 }
