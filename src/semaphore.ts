@@ -89,6 +89,12 @@ export interface SemaphoreStats {
   hold: DurationSummary;
 }
 
+/** A {@link DurationHistogram} to read, not to record into. */
+export type DurationHistogramView = Pick<
+  DurationHistogram,
+  'count' | 'quantile' | 'cumulative' | 'summary'
+>;
+
 const HELD = 0;
 const RELEASED = 1;
 const EXPIRED = 2;
@@ -362,6 +368,16 @@ export class Semaphore {
   /** A holder's request made progress (response headers or bytes arrived). */
   noteProgress(): void {
     this.#lastProgressAt = this.#now();
+  }
+
+  /** Grant wait times (ms) as a histogram, read-only: exporters read `cumulative()` from it. */
+  get waitTimes(): DurationHistogramView {
+    return this.#waitHistogram;
+  }
+
+  /** Hold times (ms) as a histogram, read-only. */
+  get holdTimes(): DurationHistogramView {
+    return this.#holdHistogram;
   }
 
   /** The gate's clock (ms): `performance.now()` unless `now` was injected. */
