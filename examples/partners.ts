@@ -1,0 +1,86 @@
+/**
+ * Simulated partner APIs for the demo: real HTTP servers on 127.0.0.1 that enforce their own
+ * concurrency cap the way a real partner does — a request over the cap is refused with 503 —
+ * and record what they saw: peak concurrency, requests served, refused, and closed early
+ * (the caller went away before the answer was complete).
+ */
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface SimulatedPartnerOptions {
+  name: string;
+  /** The partner's real concurrency cap: one more concurrent request is refused with 503. */
+  cap: number;
+  /** Response time in ms, drawn uniformly from [min, max]. */
+  latencyMs: [number, number];
+}
+
+export interface PartnerCounts {
+  /** Requests in progress now. */
+  active: number;
+  /** Most requests in progress at once. */
+  peak: number;
+  /** Answered 200. */
+  served: number;
+  /** Refused with 503 because the cap was exceeded (hostgate should make this 0). */
+  refused: number;
+  /** The caller closed the request before the answer was complete. */
+  closedEarly: number;
+}
+
+export interface SimulatedPartner {
+  name: string;
+  cap: number;
+  url: string;
+  counts(): PartnerCounts;
+  close(): Promise<void>;
+}
+
+export async function startSimulatedPartner(
+  options: SimulatedPartnerOptions,
+): Promise<SimulatedPartner> {
+  const counts: PartnerCounts = { active: 0, peak: 0, served: 0, refused: 0, closedEarly: 0 };
+  const [min, max] = options.latencyMs;
+
+  const server = http.createServer((req, res) => {
+    req.resume();
+    counts.active++;
+    if (counts.active > counts.peak) counts.peak = counts.active;
+    res.once('close', () => {
+      counts.active--;
+      if (!res.writableFinished) counts.closedEarly++;
+    });
+    if (counts.active > options.cap) {
+      counts.refused++;
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+      res.end(JSON.stringify({ error: `${options.name}: over the cap of ${options.cap}` }));
+      return;
+    }
+    const timer = setTimeout(
+      () => {
+        const body = JSON.stringify({ partner: options.name, path: req.url, at: Date.now() });
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(body, () => counts.served++);
+      },
+      min + Math.random() * (max - min),
+    );
+    res.once('close', () => clearTimeout(timer));
+  });
+  server.keepAliveTimeout = 5000;
+  server.maxRequestsPerSocket = 0;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    name: options.name,
+    cap: options.cap,
+    url: `http://127.0.0.1:${port}`,
+    counts: () => ({ ...counts }),
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
