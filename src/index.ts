@@ -1,3 +1,17 @@
+export {
+  type AcquireMessage,
+  type AcquireSite,
+  channels,
+  type DoubleReleaseMessage,
+  type HoldTimeoutMessage,
+  type LeakMessage,
+  type PermitRequestInfo,
+  type ReleaseMessage,
+  type ReleaseReason,
+  type ShedMessage,
+  type ShedReason,
+  type WaitAbortedMessage,
+} from './diagnostics.js';
 export { limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
@@ -24,6 +38,26 @@ export {
   type HostLimiterOptions,
   type PartnerRule,
 } from './host-limiter.js';
+export {
+  type BucketCounts,
+  DEFAULT_MAX_ORIGIN_LABELS,
+  DEFAULT_STALL_AFTER_MS,
+  HOLD_BUCKETS_SECONDS,
+  MetricsCollector,
+  type MetricsCollectorOptions,
+  OTHER_ORIGINS,
+  type PartnerMetrics,
+  type RetryStatsSource,
+  WAIT_BUCKETS_SECONDS,
+} from './metrics/collector.js';
+export {
+  detectLeaks,
+  type GateSource,
+  LeakDetector,
+  type LeakDetectorOptions,
+  type LeakSuspect,
+  leakSuspects,
+} from './metrics/leaks.js';
 export {
   type CooldownOptions,
   createRetrier,
@@ -56,6 +90,7 @@ export {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
   DEFAULT_QUEUE_TIMEOUT_MS,
+  type DurationHistogramView,
   MAX_RETRY_AFTER_MS,
   Permit,
   Semaphore,

@@ -36,6 +36,8 @@ export interface LeakSuspect {
 /** Anything that lists gates by label: a `HostLimiter`. */
 export interface GateSource {
   gates(): Map<string, Semaphore>;
+  /** A partner's gate by name: tells partner gates from per-origin ones. */
+  gate?(name: string): Semaphore | undefined;
 }
 
 /** Permits held past their gate's `leakWarnAfter`, oldest first per gate. */

@@ -1,0 +1,404 @@
+/**
+ * Per-partner numbers for exporters and the status page, read from the gates on demand
+ * (a scrape, a page view): nothing runs between reads, and the gates pay nothing for it.
+ *
+ * Labels are bounded: a partner gate is labelled with its name; a per-origin gate with its
+ * origin key for the first `maxOriginLabels` origins ever seen, and `(other origins)` after
+ * that. Counters stay monotonic although per-origin gates come and go (the limiter evicts idle
+ * ones): each read adds every live gate's increase since the previous read to its label's total.
+ */
+
+import {
+  checkKnownKeys,
+  checkObject,
+  describe,
+  durationMs,
+  nonNegativeInteger,
+} from '../options.js';
+import { Semaphore } from '../semaphore.js';
+import { type GateSource, leakSuspects } from './leaks.js';
+
+/** Queue wait buckets (s): 0.1 ms catches immediate grants; the default wait deadline is 1 s. */
+export const WAIT_BUCKETS_SECONDS: readonly number[] = Object.freeze([
+  0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+]);
+/** Permit hold buckets (s): API calls from 1 ms up to past the default `maxHold` of 60 s. */
+export const HOLD_BUCKETS_SECONDS: readonly number[] = Object.freeze([
+  0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
+]);
+/** The label of per-origin gates past `maxOriginLabels` (the retry layer uses the same). */
+export const OTHER_ORIGINS = '(other origins)';
+/** Default `maxOriginLabels`: enough to name the few unknown hosts a service really calls. */
+export const DEFAULT_MAX_ORIGIN_LABELS = 20;
+/**
+ * Default `stallAfter`: 10 s. An exhausted gate whose holders got no response byte for that
+ * long is the seed's leak signature (permits at zero, partner idle), or a partner that hangs.
+ */
+export const DEFAULT_STALL_AFTER_MS = 10_000;
+/** Shed rate and p99 wait are measured over the reads of about the last minute. */
+const WINDOW_MS = 60_000;
+const SAMPLE_SPACING_MS = 1000;
+
+/** Anything with per-partner retry counts: hostgate's `Retrier` (`retrier.stats()`). */
+export interface RetryStatsSource {
+  stats(): Record<string, { retries: number }>;
+}
+
+export interface MetricsCollectorOptions {
+  /** Per-origin gates that get a label of their own (default 20); the rest share one. */
+  maxOriginLabels?: number;
+  /** Exhausted with no progress for this long (ms) marks a partner stalled (default 10 000). */
+  stallAfter?: number;
+  /** The retry layer's counters (`createRetrier(...)`), for `retries` per partner. */
+  retrier?: RetryStatsSource;
+  /** Clock in ms for rate windows (default `performance.now`). */
+  now?: () => number;
+}
+
+/** A histogram as Prometheus wants it: cumulative counts at `WAIT_/HOLD_BUCKETS_SECONDS`. */
+export interface BucketCounts {
+  /** Cumulative count at each bound (a sample is counted at its log bucket's upper edge, ≤19% off). */
+  buckets: number[];
+  count: number;
+  sumSeconds: number;
+}
+
+/** One row: a partner, an origin, or `(other origins)`. */
+export interface PartnerMetrics {
+  partner: string;
+  /** Live gates behind this row (0 when only counters remain, e.g. after an eviction). */
+  gates: number;
+  limit: number;
+  inUse: number;
+  available: number;
+  queued: number;
+  maxQueue: number;
+  acquired: number;
+  released: number;
+  shedQueueFull: number;
+  shedQueueTimeout: number;
+  abortedWaiting: number;
+  abortedInFlight: number;
+  holdTimeouts: number;
+  doubleReleases: number;
+  retries: number;
+  wait: BucketCounts;
+  hold: BucketCounts;
+  /** Span (s) of the window the two rates below cover: since the oldest read of the last minute. */
+  windowSeconds: number;
+  /** Shed calls (queue full + queue timeout) per second over the window. */
+  shedPerSecond: number;
+  /** p99 queue wait over the window, ms (interpolated in its bucket); `null` with no grants in it. */
+  waitP99Ms: number | null;
+  /** Permits held past their gate's `leakWarnAfter` now. */
+  leakSuspects: number;
+  /** Ms since the holders last showed progress (grant, release, response bytes); `null` if none held. */
+  quietMs: number | null;
+  /** Exhausted (no permit free) and quiet for `stallAfter`: the leak signature. */
+  stalled: boolean;
+}
+
+const COLLECTOR_KEYS = ['maxOriginLabels', 'stallAfter', 'retrier', 'now'] as const;
+
+// Counter vector layout, per gate and per label.
+const ACQUIRED = 0;
+const RELEASED = 1;
+const SHED_FULL = 2;
+const SHED_TIMEOUT = 3;
+const ABORTED_WAITING = 4;
+const ABORTED_IN_FLIGHT = 5;
+const HOLD_TIMEOUTS = 6;
+const DOUBLE_RELEASES = 7;
+const RETRIES = 8;
+const WAIT_COUNT = 9;
+const WAIT_SUM = 10;
+const HOLD_COUNT = 11;
+const HOLD_SUM = 12;
+const WAIT_BUCKETS = 13;
+const HOLD_BUCKETS = WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
+const VECTOR_LENGTH = HOLD_BUCKETS + HOLD_BUCKETS_SECONDS.length;
+const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
+const HOLD_BOUNDS_MS = HOLD_BUCKETS_SECONDS.map((s) => s * 1000);
+
+interface Sample {
+  at: number;
+  totals: Float64Array;
+}
+
+interface Row {
+  gates: Semaphore[];
+}
+
+/**
+ * Reads a limiter's gates into per-partner rows; one per exporter or status page (it keeps
+ * the running totals and the rate window of its own reads).
+ *
+ * @example
+ * const collector = new MetricsCollector(limiter, { retrier });
+ * for (const row of collector.collect()) console.log(row.partner, row.inUse, row.stalled);
+ */
+export class MetricsCollector {
+  readonly #source: GateSource;
+  readonly #maxOriginLabels: number;
+  readonly #stallAfter: number;
+  readonly #retrier: RetryStatsSource | undefined;
+  readonly #now: () => number;
+  /** Labels handed to per-origin gates so far (sticky, at most `maxOriginLabels`). */
+  readonly #originLabels = new Set<string>();
+  /** Each live gate's counters at the previous read. */
+  #lastByGate = new Map<Semaphore, Float64Array>();
+  /** Retry counts by retrier key at the previous read. */
+  #lastRetries = new Map<string, number>();
+  /** Running totals per label: only ever grow. */
+  readonly #totals = new Map<string, Float64Array>();
+  /** Totals per label at earlier reads, oldest first, for the window. */
+  readonly #samples = new Map<string, Sample[]>();
+
+  constructor(source: GateSource | Semaphore, options: MetricsCollectorOptions = {}) {
+    this.#source = gateSource(source);
+    checkObject('MetricsCollector options', options);
+    checkKnownKeys('MetricsCollector', options, COLLECTOR_KEYS);
+    this.#maxOriginLabels =
+      options.maxOriginLabels === undefined
+        ? DEFAULT_MAX_ORIGIN_LABELS
+        : nonNegativeInteger('maxOriginLabels', options.maxOriginLabels);
+    this.#stallAfter =
+      options.stallAfter === undefined
+        ? DEFAULT_STALL_AFTER_MS
+        : durationMs('stallAfter', options.stallAfter);
+    const retrier = options.retrier;
+    if (retrier !== undefined && typeof retrier?.stats !== 'function') {
+      throw new TypeError(
+        `retrier must have a stats() method (a Retrier), got ${describe(retrier)}`,
+      );
+    }
+    this.#retrier = retrier;
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw new TypeError('now must be a function returning milliseconds');
+    }
+    this.#now = options.now ?? (() => performance.now());
+    this.collect(); // the baseline the first window is measured from
+  }
+
+  /** The label for a gate key: a partner's name, an origin key, or `(other origins)`. */
+  labelFor(key: string, gate?: Semaphore): string {
+    const source = this.#source;
+    if (gate !== undefined && source.gate?.(key) === gate) return key;
+    if (gate === undefined && source.gate?.(key) !== undefined) return key;
+    if (key === OTHER_ORIGINS || this.#originLabels.has(key)) return key;
+    if (this.#originLabels.size < this.#maxOriginLabels) {
+      this.#originLabels.add(key);
+      return key;
+    }
+    return OTHER_ORIGINS;
+  }
+
+  /** Reads every gate now: one row per label, partners first. */
+  collect(): PartnerMetrics[] {
+    const now = this.#now();
+    const rows = new Map<string, Row>();
+    const lastByGate = new Map<Semaphore, Float64Array>();
+    for (const [key, gate] of this.#source.gates()) {
+      const label = this.labelFor(key, gate);
+      const current = readGate(gate);
+      this.#accumulate(label, current, this.#lastByGate.get(gate));
+      lastByGate.set(gate, current);
+      const row = rows.get(label);
+      if (row === undefined) rows.set(label, { gates: [gate] });
+      else row.gates.push(gate);
+    }
+    // Gates gone since the last read (evicted) are forgotten; their totals stay in their label.
+    this.#lastByGate = lastByGate;
+    this.#readRetries();
+
+    const suspects = new Map<string, number>();
+    for (const suspect of leakSuspects(this.#source)) {
+      const label = this.labelFor(suspect.partner, suspect.permit.gate);
+      suspects.set(label, (suspects.get(label) ?? 0) + 1);
+    }
+
+    const out: PartnerMetrics[] = [];
+    for (const [label, totals] of this.#totals) {
+      const gates = rows.get(label)?.gates ?? [];
+      const base = this.#sample(label, totals, now);
+      out.push(this.#row(label, gates, totals, base, now, suspects.get(label) ?? 0));
+    }
+    return out;
+  }
+
+  #totalsOf(label: string): Float64Array {
+    let totals = this.#totals.get(label);
+    if (totals === undefined) {
+      totals = new Float64Array(VECTOR_LENGTH);
+      this.#totals.set(label, totals);
+    }
+    return totals;
+  }
+
+  #accumulate(label: string, current: Float64Array, previous: Float64Array | undefined): void {
+    const totals = this.#totalsOf(label);
+    for (let i = 0; i < VECTOR_LENGTH; i++) {
+      if (i === RETRIES) continue;
+      totals[i]! += current[i]! - (previous?.[i] ?? 0);
+    }
+  }
+
+  #readRetries(): void {
+    const retrier = this.#retrier;
+    if (retrier === undefined) return;
+    const last = new Map<string, number>();
+    for (const [key, stats] of Object.entries(retrier.stats())) {
+      const count = stats.retries;
+      const before = this.#lastRetries.get(key) ?? 0;
+      // A key whose state was dropped and re-created (an evicted gate) starts again from 0.
+      const increase = count >= before ? count - before : count;
+      last.set(key, count);
+      if (increase === 0) continue; // no label taken for a key that never retried
+      this.#totalsOf(this.labelFor(key))[RETRIES]! += increase;
+    }
+    this.#lastRetries = last;
+  }
+
+  /** Keeps one sample per second for the window; returns the oldest one inside it. */
+  #sample(label: string, totals: Float64Array, now: number): Sample | undefined {
+    let samples = this.#samples.get(label);
+    if (samples === undefined) {
+      samples = [];
+      this.#samples.set(label, samples);
+    }
+    while (samples.length > 1 && now - samples[1]!.at >= WINDOW_MS) samples.shift();
+    const base = samples[0];
+    const newest = samples[samples.length - 1];
+    if (newest === undefined || now - newest.at >= SAMPLE_SPACING_MS) {
+      samples.push({ at: now, totals: totals.slice() });
+    }
+    return base;
+  }
+
+  #row(
+    label: string,
+    gates: Semaphore[],
+    totals: Float64Array,
+    base: Sample | undefined,
+    now: number,
+    leaks: number,
+  ): PartnerMetrics {
+    let limit = 0;
+    let inUse = 0;
+    let available = 0;
+    let queued = 0;
+    let maxQueue = 0;
+    let quietMs: number | null = null;
+    let stalled = false;
+    for (const gate of gates) {
+      limit += gate.limit;
+      inUse += gate.held;
+      available += gate.available;
+      queued += gate.queued;
+      maxQueue += gate.stats().maxQueue;
+      if (gate.held === 0) continue;
+      const quiet = gate.now() - gate.lastProgressAt;
+      quietMs = quietMs === null ? quiet : Math.max(quietMs, quiet);
+      if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
+    }
+    const windowMs = base === undefined ? 0 : now - base.at;
+    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]!;
+    return {
+      partner: label,
+      gates: gates.length,
+      limit,
+      inUse,
+      available,
+      queued,
+      maxQueue,
+      acquired: totals[ACQUIRED]!,
+      released: totals[RELEASED]!,
+      shedQueueFull: totals[SHED_FULL]!,
+      shedQueueTimeout: totals[SHED_TIMEOUT]!,
+      abortedWaiting: totals[ABORTED_WAITING]!,
+      abortedInFlight: totals[ABORTED_IN_FLIGHT]!,
+      holdTimeouts: totals[HOLD_TIMEOUTS]!,
+      doubleReleases: totals[DOUBLE_RELEASES]!,
+      retries: totals[RETRIES]!,
+      wait: bucketCounts(totals, WAIT_COUNT, WAIT_SUM, WAIT_BUCKETS, WAIT_BUCKETS_SECONDS.length),
+      hold: bucketCounts(totals, HOLD_COUNT, HOLD_SUM, HOLD_BUCKETS, HOLD_BUCKETS_SECONDS.length),
+      windowSeconds: windowMs / 1000,
+      shedPerSecond:
+        base === undefined || windowMs <= 0
+          ? 0
+          : (shed(totals) - shed(base.totals)) / (windowMs / 1000),
+      waitP99Ms: base === undefined ? null : windowQuantile(totals, base.totals, 0.99),
+      leakSuspects: leaks,
+      quietMs,
+      stalled,
+    };
+  }
+}
+
+function gateSource(source: GateSource | Semaphore): GateSource {
+  if (source instanceof Semaphore) {
+    const gates = new Map([[source.name ?? 'default', source]]);
+    return { gates: () => gates, gate: (name) => gates.get(name) };
+  }
+  if (typeof (source as GateSource | undefined)?.gates !== 'function') {
+    throw new TypeError(`expected a HostLimiter or a Semaphore, got ${describe(source)}`);
+  }
+  return source;
+}
+
+function readGate(gate: Semaphore): Float64Array {
+  const s = gate.stats();
+  const v = new Float64Array(VECTOR_LENGTH);
+  v[ACQUIRED] = s.acquired;
+  v[RELEASED] = s.released;
+  v[SHED_FULL] = s.rejectedQueueFull;
+  v[SHED_TIMEOUT] = s.rejectedQueueTimeout;
+  v[ABORTED_WAITING] = s.abortedWaiting;
+  v[ABORTED_IN_FLIGHT] = s.abortedInFlight;
+  v[HOLD_TIMEOUTS] = s.holdTimeouts;
+  v[DOUBLE_RELEASES] = s.doubleReleases;
+  v[WAIT_COUNT] = s.wait.count;
+  v[WAIT_SUM] = s.wait.sumMs / 1000;
+  v[HOLD_COUNT] = s.hold.count;
+  v[HOLD_SUM] = s.hold.sumMs / 1000;
+  v.set(gate.waitTimes.cumulative(WAIT_BOUNDS_MS), WAIT_BUCKETS);
+  v.set(gate.holdTimes.cumulative(HOLD_BOUNDS_MS), HOLD_BUCKETS);
+  return v;
+}
+
+function bucketCounts(
+  totals: Float64Array,
+  count: number,
+  sum: number,
+  first: number,
+  length: number,
+): BucketCounts {
+  return {
+    buckets: Array.from(totals.subarray(first, first + length)),
+    count: totals[count]!,
+    sumSeconds: totals[sum]!,
+  };
+}
+
+/**
+ * The q-quantile of queue waits between two reads, in ms, interpolated linearly inside its
+ * bucket as Prometheus' `histogram_quantile` does; past the last bound, that bound.
+ */
+function windowQuantile(now: Float64Array, base: Float64Array, q: number): number | null {
+  const count = now[WAIT_COUNT]! - base[WAIT_COUNT]!;
+  if (count <= 0) return null;
+  const rank = q * count;
+  let below = 0;
+  let lower = 0;
+  for (let i = 0; i < WAIT_BOUNDS_MS.length; i++) {
+    const upper = WAIT_BOUNDS_MS[i]!;
+    const seen = now[WAIT_BUCKETS + i]! - base[WAIT_BUCKETS + i]!;
+    if (seen >= rank) {
+      const inBucket = seen - below;
+      return inBucket <= 0 ? upper : lower + ((upper - lower) * (rank - below)) / inBucket;
+    }
+    below = seen;
+    lower = upper;
+  }
+  return WAIT_BOUNDS_MS[WAIT_BOUNDS_MS.length - 1]!;
+}
