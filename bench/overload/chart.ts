@@ -19,13 +19,13 @@ const COLORS: Record<ContenderKind, string> = {
   undici: '#8e44ad',
 };
 
-const W = 1080;
-const H = 400;
+const W = 1140;
+const H = 410;
 const PANEL_W = 300;
 const PANEL_H = 250;
-const TOP = 64;
-const LEFT = 70;
-const GAP = 60;
+const TOP = 76;
+const LEFT = 60;
+const GAP = 80;
 
 function esc(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
@@ -63,12 +63,12 @@ function panel(
       ((Math.log10(Math.max(lo, y)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) *
         PANEL_H;
   } else {
-    const raw = Math.max(...ys, 1);
-    const step = 10 ** Math.floor(Math.log10(raw));
-    const hi = Math.ceil((raw * 1.05) / step) * step;
-    const tickStep = hi / step > 5 ? step * 2 : step;
+    const raw = Math.max(...ys, 1) * 1.05;
+    // A "nice" step (1, 2, 2.5 or 5 × 10^k) giving at most 6 intervals.
+    const pow = 10 ** Math.floor(Math.log10(raw / 6));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * pow).find((st) => raw / st <= 6)!;
     ticks = [];
-    for (let t = 0; t <= hi + 1e-9; t += tickStep) ticks.push(t);
+    for (let t = 0; t < raw + step - 1e-9; t += step) ticks.push(t);
     const top = ticks[ticks.length - 1]!;
     py = (y: number) => y0 + PANEL_H - (y / top) * PANEL_H;
   }
@@ -115,8 +115,8 @@ export function renderChart(
 ): string {
   const xs = [...new Set(summaries.map((s) => s.permits))].sort((a, b) => a - b);
   const seedXs = SEED_ROWS.filter((r) => xs.includes(r.permits));
-  const series = (pick: (s: Summary) => number): Series[] =>
-    kinds.map((kind) => ({
+  const series = (pick: (s: Summary) => number, only = kinds): Series[] =>
+    only.map((kind) => ({
       label: shortLabel(kind),
       color: COLORS[kind],
       points: summaries
@@ -135,7 +135,7 @@ export function renderChart(
     ...kinds.map((k) => ({ label: shortLabel(k), color: COLORS[k], dashed: false })),
   ]
     .map((item, i) => {
-      const x = LEFT + i * 190;
+      const x = LEFT + i * 210;
       const y = H - 14;
       return `<line x1="${x}" x2="${x + 26}" y1="${y - 4}" y2="${y - 4}" stroke="${item.color}" stroke-width="2"${item.dashed ? ' stroke-dasharray="5 4"' : ''}/><text x="${x + 32}" y="${y}" class="a">${esc(item.label)}</text>`;
     })
@@ -169,8 +169,8 @@ export function renderChart(
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="Overload benchmark: goodput and latency against permits">
 <style>text{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;fill:#222}.t{font-size:14px;font-weight:600}.u{font-weight:400;fill:#666}.a{font-size:11px;fill:#444}.h{font-size:16px;font-weight:700}.s{font-size:11px;fill:#666}</style>
 <rect width="100%" height="100%" fill="#fff"/>
-<text x="${LEFT}" y="22" class="h">10,000 tasks, N permits: a partner that serves 40 at a time, 40 ms each</text>
-<text x="${LEFT}" y="38" class="s">${esc(subtitle)}</text>
+<text x="${LEFT}" y="22" class="h">10,000 tasks, N permits: a partner that serves 40 at a time, 40 ms each, 500 ms call timeout</text>
+<text x="${LEFT}" y="40" class="s">${esc(subtitle)}</text>
 ${body}
 ${legend}
 </svg>

@@ -54,6 +54,9 @@ export interface Summary {
   e2eMax: number;
   /** Real ms a caller refused at the deadline waited (p99), seed ms. */
   shedWaitP99: number;
+  /** Arrival to rejection for callers refused because the queue was full: REAL ms, not scaled. */
+  shedFullRealP50: number;
+  shedFullRealP99: number;
   timeoutPct: number;
   /** Failed (timeouts + errors + shed) per 10,000 callers. */
   failedPer10k: number;
@@ -91,6 +94,7 @@ export function summarize(result: RunResult, scale: number): Summary {
   const call: number[] = [];
   const e2e: number[] = [];
   const shedWait: number[] = [];
+  const shedFullTimes: number[] = [];
   let ok = 0;
   let timeouts = 0;
   let shedFull = 0;
@@ -100,8 +104,10 @@ export function summarize(result: RunResult, scale: number): Summary {
     const outcome = run.outcome[i];
     if (outcome === OK) ok++;
     else if (outcome === TIMEOUT) timeouts++;
-    else if (outcome === SHED_FULL) shedFull++;
-    else if (outcome === SHED_TIMEOUT) {
+    else if (outcome === SHED_FULL) {
+      shedFull++;
+      shedFullTimes.push(run.end[i]! - run.start[i]!);
+    } else if (outcome === SHED_TIMEOUT) {
       shedTimeout++;
       shedWait.push(run.end[i]! - run.start[i]!);
     } else if (outcome === ERROR || outcome === 0) errors++;
@@ -113,6 +119,7 @@ export function summarize(result: RunResult, scale: number): Summary {
   call.sort((a, b) => a - b);
   e2e.sort((a, b) => a - b);
   shedWait.sort((a, b) => a - b);
+  shedFullTimes.sort((a, b) => a - b);
   const seed = (ms: number) => ms / scale;
   const failed = timeouts + errors + shedFull + shedTimeout;
   return {
@@ -132,6 +139,8 @@ export function summarize(result: RunResult, scale: number): Summary {
     e2eP99: seed(quantile(e2e, 0.99)),
     e2eMax: seed(e2e.length ? e2e[e2e.length - 1]! : Number.NaN),
     shedWaitP99: seed(quantile(shedWait, 0.99)),
+    shedFullRealP50: quantile(shedFullTimes, 0.5),
+    shedFullRealP99: quantile(shedFullTimes, 0.99),
     timeoutPct: call.length ? (100 * timeouts) / call.length : 0,
     failedPer10k: (failed * SEED_TASKS) / run.n,
     wallMs: result.wallMs,
@@ -292,8 +301,9 @@ export function burstTable(summaries: readonly Summary[], deadlineSeedMs: number
         dur(s.e2eMax),
         bounded ? `${dur(bound)} ${s.e2eP99 <= bound ? '✓' : '✗'}` : '–',
         bounded ? `${int(s.shedFull)} + ${int(s.shedTimeout)}` : '0',
+        bounded && s.shedFull > 0 ? `${us(s.shedFullRealP50)} / ${us(s.shedFullRealP99)}` : '–',
         bounded && s.shedTimeout > 0 ? dur(s.shedWaitP99) : '–',
-        s.tasks === SEED_TASKS ? int(s.tasks) : `${int(s.tasks)}*`,
+        `${s.arrivalMs.toFixed(0)} ms`,
       ]);
     }
   }
@@ -307,11 +317,12 @@ export function burstTable(summaries: readonly Summary[], deadlineSeedMs: number
       'e2e max',
       'bound: deadline + call p99',
       'shed: queue full + at deadline',
+      'queue-full shed p50 / p99 (real)',
       'deadline shed wait p99',
-      'callers',
+      'arrived in',
     ],
     rows,
-    [R, L, R, R, R, R, R, R, R, R],
+    [R, L, R, R, R, R, R, R, R, R, R],
   );
 }
 
