@@ -96,7 +96,12 @@ const OWN_FRAMES = ['src/', 'middleware/'].flatMap((dir) => [
   fileURLToPath(new URL(dir, root)),
   pathToFileURL(fileURLToPath(new URL(dir, root))).href,
 ]);
-const FOREIGN_FRAMES = ['node:internal', '/node_modules/undici/', 'node:diagnostics_channel'];
+const FOREIGN_FRAMES = [
+  'node:internal',
+  '/node_modules/undici/',
+  'node:diagnostics_channel',
+  '(<anonymous>)',
+];
 const SITE_LINES = 8;
 
 function formatSite(stack: string | undefined): string | undefined {

@@ -1,0 +1,181 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { Registry } from 'prom-client';
+import { Agent, request, fetch as undiciFetch } from 'undici';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  detectLeaks,
+  HostLimiter,
+  type LeakMessage,
+  type LeakSuspect,
+  limitFetch,
+  limitHosts,
+  Semaphore,
+} from '../../src/index.js';
+import { registerMetrics } from '../../src/metrics/prometheus.js';
+import { expectInvariant } from '../helpers/invariant.js';
+import { type Partner, startPartner } from '../helpers/partner.js';
+import { metricValue } from './prom-text.js';
+
+let partner: Partner;
+let agent: Agent;
+
+beforeEach(async () => {
+  partner = await startPartner();
+  agent = new Agent({ keepAliveTimeout: 1000 });
+});
+
+afterEach(async () => {
+  await agent.destroy();
+  await partner.close();
+});
+
+function setup(maxHold = 800) {
+  const limiter = new HostLimiter({
+    partners: [{ name: 'partner', hosts: [partner.origin], limit: 2, maxHold }],
+    unknownHosts: 'reject',
+  });
+  const registry = new Registry();
+  registerMetrics(limiter, { registry });
+  return { limiter, gate: limiter.gate('partner')!, registry };
+}
+
+/** Big enough that an unread body backs up into the socket instead of ending the response. */
+const UNREAD = '/ok?size=4000000&token=secret';
+
+describe('leak detector', () => {
+  it('names an unread body as a leak suspect, once, and then sees it taken back as a hold timeout', async () => {
+    const { limiter, gate, registry } = setup();
+    const reported: LeakSuspect[] = [];
+    const published: LeakMessage[] = [];
+    const onMessage = (message: unknown) => published.push(message as LeakMessage);
+    subscribe('hostgate:leak', onMessage);
+    const detector = detectLeaks(limiter, {
+      leakWarnAfter: 150,
+      sweepEvery: 20,
+      onLeak: (suspect) => reported.push(suspect),
+    });
+    try {
+      const dispatcher = agent.compose(limitHosts(limiter));
+      const leaked = await request(`${partner.url}${UNREAD}`, { dispatcher }); // never read
+      expect(gate.held).toBe(1);
+      expect(limiter.leaks()).toEqual([]); // young: not a suspect yet
+
+      await vi.waitFor(() => expect(reported).toHaveLength(1), { timeout: 2000, interval: 10 });
+      const suspect = reported[0]!;
+      expect(suspect).toMatchObject({
+        partner: 'partner',
+        method: 'GET',
+        origin: partner.origin,
+        path: '/ok', // the query (a token) is never reported
+        leakWarnAfterMs: 150,
+      });
+      expect(suspect.heldMs).toBeGreaterThanOrEqual(150);
+      expect(suspect.acquiredFrom).toContain('leaks.test.ts');
+      expect(suspect.acquiredFrom).not.toContain('/src/dispatcher/');
+      expect(published.map((m) => m.suspect.permit)).toEqual([suspect.permit]);
+      expect(limiter.leaks().map((s) => s.permit)).toEqual([suspect.permit]);
+      expect(
+        metricValue(await registry.metrics(), 'hostgate_leak_suspects', { partner: 'partner' }),
+      ).toBe(1);
+
+      await new Promise((resolve) => setTimeout(resolve, 100)); // more sweeps: still one report
+      expect(reported).toHaveLength(1);
+
+      // maxHold (800 ms) takes it back: a hold timeout, not a client abort.
+      await vi.waitFor(() => expect(gate.stats().holdTimeouts).toBe(1), {
+        timeout: 3000,
+        interval: 10,
+      });
+      expect(gate.held).toBe(0);
+      expect(limiter.leaks()).toEqual([]);
+      const text = await registry.metrics();
+      expect(metricValue(text, 'hostgate_leak_suspects', { partner: 'partner' })).toBe(0);
+      expect(metricValue(text, 'hostgate_hold_timeouts_total', { partner: 'partner' })).toBe(1);
+      expect(
+        metricValue(text, 'hostgate_aborted_total', { partner: 'partner', stage: 'in_flight' }),
+      ).toBe(0);
+      expectInvariant(gate);
+      await leaked.body.dump().catch(() => {});
+    } finally {
+      detector.close();
+      unsubscribe('hostgate:leak', onMessage);
+    }
+  });
+
+  it('names the limitFetch caller and the request of an unread fetch body', async () => {
+    const { limiter, gate } = setup(5000);
+    const detector = detectLeaks(limiter, { leakWarnAfter: 100, sweepEvery: 20 });
+    try {
+      const limited = limitFetch(undiciFetch, limiter);
+      const res = await limited(`${partner.url}${UNREAD}`, { method: 'GET', dispatcher: agent });
+      expect(res.status).toBe(200);
+      await vi.waitFor(() => expect(detector.leaks()).toHaveLength(1), {
+        timeout: 2000,
+        interval: 10,
+      });
+      const [suspect] = limiter.leaks();
+      expect(suspect).toMatchObject({
+        partner: 'partner',
+        method: 'GET',
+        origin: partner.origin,
+        path: '/ok',
+      });
+      expect(suspect!.acquiredFrom).toContain('leaks.test.ts');
+      await res.body?.cancel();
+      expect(gate.held).toBe(0);
+      expect(limiter.leaks()).toEqual([]);
+    } finally {
+      detector.close();
+    }
+  });
+
+  it('captures no stack unless a detector traces the gate, and stops when it closes', () => {
+    const gate = new Semaphore({ limit: 2, maxHold: 1000, name: 'g' });
+    const untraced = gate.tryAcquire()!;
+    expect(untraced.acquiredFrom).toBeUndefined();
+    const detector = detectLeaks(gate, { sweepEvery: 1000 });
+    expect(gate.traceAcquires).toBe(true);
+    const traced = gate.tryAcquire()!;
+    expect(traced.acquiredFrom?.stack).toContain('leaks.test.ts');
+    detector.close();
+    expect(gate.traceAcquires).toBe(false);
+    untraced.release();
+    traced.release();
+    expect(gate.tryAcquire()!.acquiredFrom).toBeUndefined();
+  });
+
+  it('lists suspects without a detector, from maxHold / 2, oldest first', () => {
+    let now = 0;
+    const gate = new Semaphore({ limit: 3, maxHold: 1000, name: 'g', now: () => now });
+    const a = gate.tryAcquire()!;
+    now = 200;
+    const b = gate.tryAcquire()!;
+    now = 450;
+    gate.tryAcquire();
+    expect(gate.leakWarnAfter).toBe(500);
+    const limiter = { gates: () => new Map([['g', gate]]) };
+    now = 600;
+    expect(detectLeaksList(limiter)).toEqual([a]);
+    now = 720;
+    expect(detectLeaksList(limiter)).toEqual([a, b]);
+    a.release();
+    expect(detectLeaksList(limiter)).toEqual([b]);
+  });
+
+  it('rejects bad options with a TypeError naming them', () => {
+    const gate = new Semaphore({ limit: 1 });
+    expect(() => detectLeaks(gate, { leakWarnAfter: -1 })).toThrow(/leakWarnAfter/);
+    expect(() => detectLeaks(gate, { onLeak: 'x' as never })).toThrow(/onLeak/);
+    expect(() => detectLeaks(gate, { every: 1 } as never)).toThrow(/unknown option "every"/);
+    expect(() => detectLeaks({} as never)).toThrow(TypeError);
+  });
+});
+
+function detectLeaksList(limiter: { gates(): Map<string, Semaphore> }) {
+  const detector = detectLeaks(limiter, { sweepEvery: 1000 });
+  try {
+    return detector.leaks().map((s) => s.permit);
+  } finally {
+    detector.close();
+  }
+}
