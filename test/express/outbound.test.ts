@@ -14,6 +14,7 @@ import {
   type Listening,
   listen,
   Signals,
+  turnsUntil,
   watchProcess,
   watchQueue,
 } from './helpers.js';
@@ -170,6 +171,8 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       expect(outcome.ok === false && findDisconnect(outcome.error)).toBeInstanceOf(
         ClientDisconnectedError,
       );
+      // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+      await turnsUntil(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
       expect(gate.available).toBe(1);
       expectInvariant(gate);
@@ -220,6 +223,8 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       caller.abort();
       await partner.waitForClosedEarly(1);
       await outcomes.wait('ka-drop');
+      // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+      await turnsUntil(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
     } finally {
       agent.destroy();
@@ -250,6 +255,8 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       expect(await results.wait('own')).toMatchObject({ message: 'caller gave up' });
       await partner.waitForClosedEarly(1);
       expect(await done).toBe(499);
+      // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+      await turnsUntil(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
     } finally {
       await s.close();

@@ -8,7 +8,14 @@ import { ClientDisconnectedError } from '../../src/errors.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { expressVersions, type Listening, listen, Signals, watchProcess } from './helpers.js';
+import {
+  expressVersions,
+  type Listening,
+  listen,
+  Signals,
+  turnsUntil,
+  watchProcess,
+} from './helpers.js';
 
 describe.each(expressVersions)('outbound({ perRequest }) on %s', (_name, makeApp) => {
   let partner: Partner;
@@ -139,6 +146,8 @@ describe.each(expressVersions)('outbound({ perRequest }) on %s', (_name, makeApp
       ).toBe(true);
     }
     expect(partner.arrived).toBe(3);
+    // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+    await turnsUntil(() => gate.held === 0, 'released');
     expect(gate.held).toBe(0);
     expectInvariant(gate);
   });
