@@ -27,3 +27,11 @@ export {
   type ShedOptions,
   shed,
 } from './shed.js';
+export {
+  type LeakStatus,
+  type PartnerStatus,
+  type StatusBody,
+  type StatusHandler,
+  type StatusOptions,
+  statusHandler,
+} from './status.js';
