@@ -218,7 +218,7 @@ async function main(): Promise<void> {
         const s = summarize(result, scale);
         burst.push(s);
         log(
-          `N=${String(permits).padStart(3)} ${shortLabel(kind).padEnd(16)} ${int(s.goodput).padStart(5)}/s  mean ${s.callMean.toFixed(1).padStart(6)} ms  p99 ${s.callP99.toFixed(0).padStart(4)} ms  e2e p99 ${s.e2eP99.toFixed(0).padStart(6)} ms  t/o ${int(s.timeouts).padStart(5)}  shed ${int(s.shedFull + s.shedTimeout).padStart(5)}  err ${s.errors}  partner peak ${s.partnerPeakOpen} conns ${s.partnerConnections} wasted ${s.partnerWasted}  client ELU ${(s.clientElu * 100).toFixed(0)}% CPU ${(s.clientCpu * 100).toFixed(0)}%  (${tasks} tasks arrived in ${s.arrivalMs.toFixed(0)} ms, ${(s.wallMs / 1000).toFixed(1)} s)`,
+          `N=${String(permits).padStart(3)} ${shortLabel(kind).padEnd(16)} ${int(s.goodput).padStart(5)}/s  mean ${s.callMean.toFixed(1).padStart(6)} ms  p99 ${s.callP99.toFixed(0).padStart(4)} ms  e2e p99 ${s.e2eP99.toFixed(0).padStart(6)} ms  t/o ${int(s.timeouts).padStart(5)}  shed ${int(s.shedFull + s.shedTimeout).padStart(5)}  err ${s.errors}  partner peak ${s.partnerPeakOpen} conns ${s.partnerConnections} (peak ${s.partnerPeakConnections}) wasted ${s.partnerWasted}  client ELU ${(s.clientElu * 100).toFixed(0)}% CPU ${(s.clientCpu * 100).toFixed(0)}%  (${tasks} tasks arrived in ${s.arrivalMs.toFixed(0)} ms, ${(s.wallMs / 1000).toFixed(1)} s)`,
         );
         checkRun(s);
       }
@@ -356,7 +356,7 @@ async function publish(input: ReportInput): Promise<void> {
   const chart = renderChart(
     input.burst,
     run.kinds,
-    `Node ${m.node}, ${m.cpu} × ${m.cores}; time scale ${run.scale}, reported in the seed's time base. Dashed: the seed's table.`,
+    `Node ${m.node}, ${m.cpu} × ${m.cores}; time scale ${run.scale}, reported in the seed's time base. Dashed: the seed's table. Below ${CAPACITY} permits fewer callers ran (e2e is that of the smaller burst).`,
   );
   if (!write) return;
   const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -369,7 +369,10 @@ async function publish(input: ReportInput): Promise<void> {
 
 function renderReport(r: ReportInput): string {
   const { scale, kinds, rowSeconds, openSeconds } = r.run;
-  const argv = r.run.argv.filter((a) => a !== '--smoke');
+  // --json only keeps a copy of the results; leave it out of the command shown.
+  const argv = r.run.argv.filter(
+    (a, i, all) => a !== '--smoke' && a !== '--json' && all[i - 1] !== '--json',
+  );
   const cmd = r.run.smoke
     ? 'npx tsx bench/overload.ts --smoke'
     : `npm run bench:overload${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`;
@@ -443,7 +446,7 @@ function renderReport(r: ReportInput): string {
     '',
     `#### Open loop: arrivals at 2× the partner's capacity, ${CAPACITY} permits`,
     '',
-    `${int(r.rate * scale)} arrivals/s (seed) for ${(openSeconds / scale).toFixed(0)} s seed time (${openSeconds} s real), whatever happens to earlier callers, through ${CAPACITY} permits — the partner's real limit. Goodput runs from the first arrival to the last settlement. "peak waiting" counts callers that had called in and were not yet on the wire; **peak queue memory = peak waiting × bytes per waiter**, where bytes per waiter is measured separately (heap after a full GC, ${r.run.waiterSample} callers parked behind ${CAPACITY} held permits, divided by their number, median of three; it includes the caller's own pending promise and AbortController, the same for every limiter). "peak heap growth" is the sampled heapUsed high-water mark over a GC'd baseline, garbage included — a rough cross-check.`,
+    `${int(r.rate * scale)} arrivals/s (seed) for ${(openSeconds / scale).toFixed(0)} s seed time (${openSeconds} s real), whatever happens to earlier callers, through ${CAPACITY} permits — the partner's real limit. Goodput runs from the first arrival to the last settlement. "peak queued" is the limiter's own count of waiting callers (p-limit's \`pendingCount\`, the undici pool's \`pending\`, the gate's \`queued\`), sampled every 2 ms; **peak queue memory = peak queued × bytes per waiter**, where bytes per waiter is measured separately: heapUsed after a full GC with ${r.run.waiterSample} callers parked behind ${CAPACITY} held permits, minus the same without them, divided by their number (median of three). It counts everything a waiting caller costs as this driver submits it, its own pending promise and AbortController included, the same for every limiter.`,
     '',
     openLoopTable(r.open, bytes),
     '',

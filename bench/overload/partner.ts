@@ -55,6 +55,8 @@ export interface PartnerStats {
   peakBusy: number;
   /** TCP connections accepted. */
   connections: number;
+  /** The most TCP connections open at once. */
+  peakConnections: number;
 }
 
 interface Entry {
@@ -104,7 +106,9 @@ export async function startPartnerServer(initial: PartnerConfig): Promise<{
     peakQueue: 0,
     peakBusy: 0,
     connections: 0,
+    peakConnections: 0,
   });
+  let openConnections = 0;
   let stats = zero();
   const hanging = new Set<http.ServerResponse>();
   const now = () => performance.now();
@@ -186,8 +190,10 @@ export async function startPartnerServer(initial: PartnerConfig): Promise<{
       }
     },
   );
-  server.on('connection', () => {
+  server.on('connection', (socket) => {
     stats.connections++;
+    if (++openConnections > stats.peakConnections) stats.peakConnections = openConnections;
+    socket.on('close', () => openConnections--);
   });
   server.listen(0, '127.0.0.1', 1024);
   await once(server, 'listening');
@@ -203,6 +209,7 @@ export async function startPartnerServer(initial: PartnerConfig): Promise<{
         stats.open = busy + queued();
         stats.peakOpen = stats.open;
         stats.peakBusy = busy;
+        stats.peakConnections = openConnections;
         return undefined;
       case 'stats':
         return { ...stats, open: stats.open };

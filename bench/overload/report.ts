@@ -70,6 +70,7 @@ export interface Summary {
   partnerPeakQueue: number;
   partnerWasted: number;
   partnerConnections: number;
+  partnerPeakConnections: number;
   clientElu: number;
   clientCpu: number;
   complete: boolean;
@@ -152,6 +153,7 @@ export function summarize(result: RunResult, scale: number): Summary {
     partnerPeakQueue: result.partner.peakQueue,
     partnerWasted: result.partner.servedAbandoned,
     partnerConnections: result.partner.connections,
+    partnerPeakConnections: result.partner.peakConnections,
     clientElu: result.clientElu,
     clientCpu: result.clientCpu,
     complete: result.complete,
@@ -337,10 +339,9 @@ export function openLoopTable(summaries: readonly Summary[], bytes: Map<Contende
       'e2e p99',
       'shed',
       'timeouts',
-      'peak waiting',
+      'peak queued',
       'bytes / waiter',
       'peak queue memory',
-      'peak heap growth',
     ],
     summaries.map((s) => {
       const perWaiter = bytes.get(s.kind);
@@ -353,13 +354,12 @@ export function openLoopTable(summaries: readonly Summary[], bytes: Map<Contende
         dur(s.e2eP99),
         int(s.shedFull + s.shedTimeout),
         int(s.timeouts),
-        int(s.peakWaiting),
+        int(s.peakLimiterQueued),
         perWaiter === undefined ? 'n/a' : formatBytes(perWaiter),
-        perWaiter === undefined ? 'n/a' : formatBytes(s.peakWaiting * perWaiter),
-        formatBytes(s.peakHeapDelta),
+        perWaiter === undefined ? 'n/a' : formatBytes(s.peakLimiterQueued * perWaiter),
       ];
     }),
-    [L, R, R, R, R, R, R, R, R, R, R, R],
+    [L, R, R, R, R, R, R, R, R, R, R],
   );
 }
 
