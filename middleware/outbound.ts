@@ -10,6 +10,7 @@ import {
   fetch as undiciFetch,
   request as undiciRequest,
 } from 'undici';
+import { type LegacyHandler, LegacyLimitHandler } from '../src/dispatcher/legacy-limit-handler.js';
 import { LimitHandler } from '../src/dispatcher/limit-handler.js';
 import {
   ClientDisconnectedError,
@@ -265,11 +266,18 @@ class OutboundContext implements Outbound {
   }
 }
 
-/** Holds a permit of `gate` per request, like `limitHosts` does per partner. */
+/**
+ * Holds a permit of `gate` per request, with the same handlers `limitHosts` uses per partner
+ * (and the same choice between them: keep to undici's callback API when the caller speaks it).
+ */
 function gateInterceptor(gate: Semaphore): Dispatcher.DispatcherComposeInterceptor {
   return (dispatch) =>
     function perRequestDispatch(opts, handler) {
-      const limited = new LimitHandler(dispatch, opts, handler);
+      const legacy = handler as LegacyHandler;
+      const limited =
+        typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
+          ? new LegacyLimitHandler(dispatch, opts, legacy)
+          : new LimitHandler(dispatch, opts, handler);
       const permit = gate.tryAcquire();
       return permit === undefined ? limited.wait(gate) : limited.dispatchWith(permit);
     };

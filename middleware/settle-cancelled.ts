@@ -50,7 +50,7 @@ export function settleCancelled(): Dispatcher.DispatcherComposeInterceptor {
     function settleCancelledDispatch(opts, handler) {
       const legacy = handler as LegacyHandler;
       const wrapped =
-        typeof legacy.onConnect === 'function' && typeof legacy.onError === 'function'
+        typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
           ? new LegacySettle(legacy)
           : new ControllerSettle(handler);
       return dispatch(opts, wrapped as Handler);

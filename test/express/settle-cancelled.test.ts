@@ -1,4 +1,4 @@
-import { Agent, fetch, request } from 'undici';
+import { Agent, fetch, interceptors, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { settleCancelled } from '../../middleware/settle-cancelled.js';
 import { limitHosts } from '../../src/dispatcher/limit-hosts.js';
@@ -23,7 +23,9 @@ describe('settleCancelled() between the gate and the wire', () => {
     await partner.close();
   });
 
-  test.each(['request', 'fetch'])(
+  // 'retry': an outer interceptor that speaks only the controller API, so the gate and
+  // settleCancelled take their controller-API handlers instead of the callback ones.
+  test.each(['request', 'fetch', 'retry'])(
     'in-flight cancellations never put the partner over its cap (%s)',
     async (via) => {
       const CAP = 5;
@@ -33,7 +35,14 @@ describe('settleCancelled() between the gate and the wire', () => {
         ],
       });
       const gate = limiter.gate('p')!;
-      const dispatcher = agent.compose(settleCancelled(), limitHosts(limiter));
+      const dispatcher =
+        via === 'retry'
+          ? agent.compose(
+              settleCancelled(),
+              limitHosts(limiter),
+              interceptors.retry({ maxRetries: 0 }),
+            )
+          : agent.compose(settleCancelled(), limitHosts(limiter));
       let started = 0;
       let cancelled = 0;
       // 8 workers against a cap of 5: short waits, so most cancellations hit requests in flight.
