@@ -282,6 +282,7 @@ export class Semaphore {
   #draining = false;
   #leakWarnAfter: number | undefined;
   #traceAcquires = false;
+  #watchProgress = false;
   #lastProgressAt: number;
   /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
   #expiring: Permit | undefined = undefined;
@@ -359,15 +360,27 @@ export class Semaphore {
 
   /**
    * Clock reading (ms, the gate's clock) of the last sign of life from its holders: a grant, a
-   * release, or response bytes (`noteProgress`). Exhausted and quiet for long is a leak's signature.
+   * release, or — while `watchProgress` is on — response bytes. Exhausted and quiet for long is
+   * a leak's signature.
    */
   get lastProgressAt(): number {
     return this.#lastProgressAt;
   }
 
+  /**
+   * Whether `noteProgress()` reads the clock. Off by default, so that an unobserved gate pays
+   * a branch per response chunk and no clock read; a `MetricsCollector` turns it on.
+   */
+  get watchProgress(): boolean {
+    return this.#watchProgress;
+  }
+  set watchProgress(on: boolean) {
+    this.#watchProgress = on === true;
+  }
+
   /** A holder's request made progress (response headers or bytes arrived). */
   noteProgress(): void {
-    this.#lastProgressAt = this.#now();
+    if (this.#watchProgress) this.#lastProgressAt = this.#now();
   }
 
   /** Grant wait times (ms) as a histogram, read-only: exporters read `cumulative()` from it. */

@@ -199,6 +199,7 @@ export class MetricsCollector {
     const rows = new Map<string, Row>();
     const lastByGate = new Map<Semaphore, Float64Array>();
     for (const [key, gate] of this.#source.gates()) {
+      gate.watchProgress = true; // response bytes count as progress from now on
       const label = this.labelFor(key, gate);
       const current = readGate(gate);
       this.#accumulate(label, current, this.#lastByGate.get(gate));

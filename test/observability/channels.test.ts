@@ -5,6 +5,7 @@ import {
   channels,
   type DoubleReleaseMessage,
   type HoldTimeoutMessage,
+  MetricsCollector,
   PermitHoldTimeoutError,
   QueueFullError,
   QueueTimeoutError,
@@ -118,5 +119,24 @@ describe('diagnostics channels', () => {
     } finally {
       for (const [name, listener] of listeners) unsubscribe(name, listener);
     }
+  });
+});
+
+describe('progress clock', () => {
+  it('reads the clock for response bytes only once a collector watches the gate', () => {
+    let now = 0;
+    const gate = new Semaphore({ limit: 1, name: 'g', now: () => now });
+    const permit = gate.tryAcquire()!;
+    expect(gate.lastProgressAt).toBe(0); // the grant
+    now = 50;
+    gate.noteProgress();
+    expect(gate.lastProgressAt).toBe(0); // unwatched: no clock read, no change
+    new MetricsCollector(gate); // watches from its first read
+    expect(gate.watchProgress).toBe(true);
+    gate.noteProgress();
+    expect(gate.lastProgressAt).toBe(50);
+    now = 80;
+    permit.release();
+    expect(gate.lastProgressAt).toBe(80); // a release is progress too
   });
 });
