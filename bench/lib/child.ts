@@ -1,0 +1,87 @@
+/**
+ * Runs one benchmark case in a fresh Node process (TypeScript through the tsx loader, with
+ * `--expose-gc`), so no JIT state, heap or timer from one case leaks into the next.
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const TSX_LOADER = import.meta.resolve('tsx');
+
+export interface ChildOptions {
+  /** Extra `node` flags; `--expose-gc` and the tsx loader are always there. */
+  execArgv?: readonly string[];
+  /** Kill the child (by its pid) after this many ms. Default 5 minutes. */
+  timeoutMs?: number;
+  /** Receives everything the child wrote to stderr, once it has exited (any outcome). */
+  onStderr?: (text: string) => void;
+}
+
+/** Forks `script` with `args` and resolves with the one message it sends via `sendResult`. */
+export function runChild<T>(
+  script: string | URL,
+  args: readonly string[],
+  options: ChildOptions = {},
+): Promise<T> {
+  const path = typeof script === 'string' ? script : fileURLToPath(script);
+  const timeoutMs = options.timeoutMs ?? 300_000;
+  return new Promise<T>((resolve, reject) => {
+    let result: { value: T } | undefined;
+    let stderr = '';
+    const child = fork(path, [...args], {
+      execArgv: ['--expose-gc', '--import', TSX_LOADER, ...(options.execArgv ?? [])],
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    });
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${path} ${args.join(' ')}: timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.on('message', (message) => {
+      result = { value: message as T };
+    });
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      options.onStderr?.(stderr);
+      if (code === 0 && result !== undefined) resolve(result.value);
+      else {
+        const why = signal ? `signal ${signal}` : `exit code ${code}`;
+        const what = result === undefined ? 'no result' : 'a result';
+        reject(new Error(`${args.join(' ')}: ${why} with ${what}\n${stderr.trim()}`));
+      }
+    });
+  });
+}
+
+/** In the child: hands the result to the parent (or prints it when run by hand). */
+export async function sendResult(value: unknown): Promise<void> {
+  const send = process.send?.bind(process);
+  if (send === undefined) {
+    console.log(JSON.stringify(value, null, 2));
+    return;
+  }
+  await new Promise<void>((resolve, reject) => {
+    send(value, undefined, undefined, (error) => (error ? reject(error) : resolve()));
+  });
+  process.disconnect?.();
+}
+
+/** In the child: a forced full GC; throws when the process was not started with `--expose-gc`. */
+export function fullGc(): void {
+  const gc = globalThis.gc;
+  if (typeof gc !== 'function') throw new Error('run with node --expose-gc');
+  // Twice: the first pass can leave garbage that only weak/finalization processing frees.
+  gc();
+  gc();
+}
+
+/** In the child: heap in use after a full GC, in bytes. */
+export function heapAfterGc(): number {
+  fullGc();
+  return process.memoryUsage().heapUsed;
+}
