@@ -128,6 +128,10 @@ export class Permit implements Disposable {
   next: Permit | undefined = undefined;
   /** @internal */
   state = HELD;
+  /** @internal the `run()` task this permit was granted for, until it starts */
+  task: RunFn | undefined = undefined;
+  /** @internal */
+  taskSignal: AbortSignal | undefined = undefined;
 
   constructor(gate: Semaphore, acquiredAt: number) {
     this.gate = gate;
@@ -182,6 +186,7 @@ class Waiter implements WaitTicket {
   queued = true;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   site: AcquireSite | undefined = undefined;
+  task: RunFn | undefined = undefined;
   constructor(
     readonly gate: Semaphore,
     readonly target: WaitTarget | undefined,
@@ -189,7 +194,6 @@ class Waiter implements WaitTicket {
     readonly reject: ((reason: unknown) => void) | undefined,
     readonly signal: AbortSignal | undefined,
     readonly enqueuedAt: number,
-    readonly deadline: number,
   ) {}
 
   granted(permit: Permit): void {
@@ -209,6 +213,29 @@ class Waiter implements WaitTicket {
   /** EventListener object: no closure per waiter. */
   handleEvent(): void {
     abortWaiter(this.gate, this, this.signal?.reason);
+  }
+}
+
+type RunFn = (signal: AbortSignal | undefined) => unknown;
+
+function startTask(permit: Permit): Promise<unknown> {
+  const fn = permit.task!;
+  const signal = permit.taskSignal;
+  permit.task = permit.taskSignal = undefined;
+  return runHeld(permit, fn, signal);
+}
+
+async function runHeld<T>(
+  permit: Permit,
+  fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
+  signal: AbortSignal | undefined,
+): Promise<T> {
+  try {
+    // Cancel vs grant in one tick: the abort wins, the permit goes straight back.
+    if (signal?.aborted) throw signal.reason;
+    return await fn(signal);
+  } finally {
+    permit.release();
   }
 }
 
@@ -403,6 +430,14 @@ export class Semaphore {
    * `QueueTimeoutError` at the deadline, and with `signal.reason` when the signal aborts.
    */
   acquire(options?: AcquireOptions): Promise<Permit> {
+    return this.#acquire(options, true);
+  }
+
+  #acquire(
+    options: AcquireOptions | undefined,
+    guardSignal: boolean,
+    task?: RunFn,
+  ): Promise<Permit> {
     let signal: AbortSignal | undefined;
     let timeout = this.#queueTimeout;
     let ownDeadline = false;
@@ -417,7 +452,10 @@ export class Semaphore {
       if (signal?.aborted) return Promise.reject(signal.reason);
     }
     if (this.#head === undefined && this.#held < this.#limit) {
-      return Promise.resolve(this.#grant(0));
+      const permit = this.#grant(0);
+      permit.task = task;
+      permit.taskSignal = signal;
+      return Promise.resolve(permit);
     }
     if (this.#queued >= this.#maxQueue) return Promise.reject(this.#queueFull());
     const now = this.#now();
@@ -427,10 +465,11 @@ export class Semaphore {
       resolve = res;
       reject = rej;
     });
-    const waiter = new Waiter(this, undefined, resolve, reject, signal, now, now + timeout);
+    const waiter = new Waiter(this, undefined, resolve, reject, signal, now);
+    waiter.task = task;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
-    if (signal === undefined) return promise;
+    if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
     return promise.then((permit) => {
@@ -464,7 +503,7 @@ export class Semaphore {
     const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
     const now = this.#now();
-    const waiter = new Waiter(this, target, undefined, undefined, undefined, now, now + wait);
+    const waiter = new Waiter(this, target, undefined, undefined, undefined, now);
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
     return waiter;
@@ -474,16 +513,12 @@ export class Semaphore {
    * Acquires, runs `fn`, and releases on every exit path. The permit is returned when `fn`
    * settles, not when the signal aborts: `fn` gets the signal and should stop on it.
    */
-  async run<T>(
+  run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T> {
-    const permit = await this.acquire(options);
-    try {
-      return await fn(options?.signal);
-    } finally {
-      permit.release();
-    }
+    // No async frame and no closure parked per waiter: the waiter carries the task.
+    return this.#acquire(options, false, fn).then(startTask) as Promise<T>;
   }
 
   /**
@@ -529,11 +564,11 @@ export class Semaphore {
     };
   }
 
-  #grant(waitedMs: number, site?: AcquireSite): Permit {
+  #grant(waitedMs: number, site?: AcquireSite, now: number = this.#now()): Permit {
     this.#held++;
     this.#acquired++;
     this.#waitHistogram.record(waitedMs);
-    const permit = new Permit(this, this.#now());
+    const permit = new Permit(this, now);
     this.#lastProgressAt = permit.acquiredAt;
     if (this.#traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
     const newest = this.#newest;
@@ -580,7 +615,7 @@ export class Semaphore {
     if (releaseChannel.hasSubscribers) {
       releaseChannel.publish({ gate: this, partner: this.#name, permit, heldMs, reason });
     }
-    this.#drain();
+    this.#drain(now);
   }
 
   #queueFull(): QueueFullError {
@@ -607,14 +642,21 @@ export class Semaphore {
    * loop and may release (and so drain) again: the inner call returns at once and this loop
    * picks up its work, so a chain of synchronous failures cannot grow the stack.
    */
-  #drain(): void {
+  #drain(now?: number): void {
     if (this.#draining) return;
     this.#draining = true;
     try {
       while (this.#head !== undefined && this.#held < this.#limit) {
         const waiter = this.#head;
         this.#dequeue(waiter);
-        waiter.granted(this.#grant(this.#now() - waiter.enqueuedAt, waiter.site));
+        // One clock read serves every grant of this pass (and the release that started it).
+        now ??= this.#now();
+        const permit = this.#grant(now - waiter.enqueuedAt, waiter.site, now);
+        if (waiter.task !== undefined) {
+          permit.task = waiter.task;
+          permit.taskSignal = waiter.signal;
+        }
+        waiter.granted(permit);
       }
     } finally {
       this.#draining = false;
@@ -710,12 +752,14 @@ export class Semaphore {
     this.#deadlineTimer = undefined;
     const now = this.#now();
     let head = this.#dHead;
-    while (head !== undefined && head.deadline <= now) {
+    // Only waiters with the gate's own timeout are on this list: deadline = enqueuedAt + it.
+    const timeout = this.#queueTimeout;
+    while (head !== undefined && head.enqueuedAt + timeout <= now) {
       this.#expire(head);
       head = this.#dHead;
     }
     if (head !== undefined && this.#deadlineTimer === undefined) {
-      this.#armDeadlineTimer(head.deadline - now);
+      this.#armDeadlineTimer(head.enqueuedAt + timeout - now);
     }
   };
 
