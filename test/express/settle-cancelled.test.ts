@@ -5,6 +5,7 @@ import { limitHosts } from '../../src/dispatcher/limit-hosts.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { turnsUntil } from './helpers.js';
 
 /**
  * A request cancelled while at the partner must keep its permit until the partner has seen
@@ -72,6 +73,8 @@ describe('settleCancelled() between the gate and the wire', () => {
       expect(cancelled).toBeGreaterThan(50);
       expect(partner.closedEarly).toBeGreaterThan(20); // many were cancelled in flight
       expect(partner.peak).toBeLessThanOrEqual(CAP);
+      // A cancelled fetch rejects at once; its permit follows a few turns later, by design.
+      await turnsUntil(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
       expect(gate.queued).toBe(0);
       expectInvariant(gate);
