@@ -309,8 +309,9 @@ export class Semaphore {
   #draining = false;
   #leakWarnAfter: number | undefined;
   #traceAcquires = false;
-  #watchProgress = false;
   #lastProgressAt: number;
+  #progressTicks = 0;
+  #ticksAtLastProgress = 0;
   /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
   #expiring: Permit | undefined = undefined;
   readonly #waitHistogram = new DurationHistogram();
@@ -386,28 +387,23 @@ export class Semaphore {
   }
 
   /**
-   * Clock reading (ms, the gate's clock) of the last sign of life from its holders: a grant, a
-   * release, or — while `watchProgress` is on — response bytes. Exhausted and quiet for long is
-   * a leak's signature.
+   * The holders' last signs of life, as far as the gate can tell without reading a clock per
+   * response chunk: `at`, the clock at the last grant or release; `ticks`, response headers and
+   * chunks seen ever (`noteProgress()`); `ticksAt`, what `ticks` was at `at`. `ticks > ticksAt`
+   * means bytes arrived since `at`, at a time that an observer comparing `ticks` over its reads
+   * can bound. Exhausted and silent for long is a leak's signature.
    */
-  get lastProgressAt(): number {
-    return this.#lastProgressAt;
+  progress(): { at: number; ticks: number; ticksAt: number } {
+    return {
+      at: this.#lastProgressAt,
+      ticks: this.#progressTicks,
+      ticksAt: this.#ticksAtLastProgress,
+    };
   }
 
-  /**
-   * Whether `noteProgress()` reads the clock. Off by default, so that an unobserved gate pays
-   * a branch per response chunk and no clock read; a `MetricsCollector` turns it on.
-   */
-  get watchProgress(): boolean {
-    return this.#watchProgress;
-  }
-  set watchProgress(on: boolean) {
-    this.#watchProgress = on === true;
-  }
-
-  /** A holder's request made progress (response headers or bytes arrived). */
+  /** A holder's response made progress (headers or bytes arrived): a counter, no clock read. */
   noteProgress(): void {
-    if (this.#watchProgress) this.#lastProgressAt = this.#now();
+    this.#progressTicks++;
   }
 
   /** Grant wait times (ms) as a histogram, read-only: exporters read `cumulative()` from it. */
@@ -570,6 +566,7 @@ export class Semaphore {
     this.#waitHistogram.record(waitedMs);
     const permit = new Permit(this, now);
     this.#lastProgressAt = permit.acquiredAt;
+    this.#ticksAtLastProgress = this.#progressTicks;
     if (this.#traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
     const newest = this.#newest;
     if (newest === undefined) {
@@ -605,6 +602,7 @@ export class Semaphore {
     this.#released++;
     const now = this.#now();
     this.#lastProgressAt = now;
+    this.#ticksAtLastProgress = this.#progressTicks;
     const heldMs = now - permit.acquiredAt;
     this.#holdHistogram.record(heldMs);
     const estimate = this.#holdEstimate;

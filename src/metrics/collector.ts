@@ -16,16 +16,34 @@ import {
   nonNegativeInteger,
 } from '../options.js';
 import { Semaphore } from '../semaphore.js';
+import {
+  ABORTED_IN_FLIGHT,
+  ABORTED_WAITING,
+  ACQUIRED,
+  type BucketCounts,
+  bucketCounts,
+  DOUBLE_RELEASES,
+  HOLD_BUCKETS,
+  HOLD_BUCKETS_SECONDS,
+  HOLD_COUNT,
+  HOLD_SUM,
+  HOLD_TIMEOUTS,
+  RELEASED,
+  RETRIES,
+  readGate,
+  SHED_FULL,
+  SHED_TIMEOUT,
+  VECTOR_LENGTH,
+  WAIT_BUCKETS,
+  WAIT_BUCKETS_SECONDS,
+  WAIT_COUNT,
+  WAIT_SUM,
+  windowQuantile,
+} from './gate-totals.js';
 import { type GateSource, leakSuspects } from './leaks.js';
 
-/** Queue wait buckets (s): 0.1 ms catches immediate grants; the default wait deadline is 1 s. */
-export const WAIT_BUCKETS_SECONDS: readonly number[] = Object.freeze([
-  0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-]);
-/** Permit hold buckets (s): API calls from 1 ms up to past the default `maxHold` of 60 s. */
-export const HOLD_BUCKETS_SECONDS: readonly number[] = Object.freeze([
-  0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
-]);
+export { type BucketCounts, HOLD_BUCKETS_SECONDS, WAIT_BUCKETS_SECONDS } from './gate-totals.js';
+
 /** The label of per-origin gates past `maxOriginLabels` (the retry layer uses the same). */
 export const OTHER_ORIGINS = '(other origins)';
 /** Default `maxOriginLabels`: enough to name the few unknown hosts a service really calls. */
@@ -53,14 +71,6 @@ export interface MetricsCollectorOptions {
   retrier?: RetryStatsSource;
   /** Clock in ms for rate windows (default `performance.now`). */
   now?: () => number;
-}
-
-/** A histogram as Prometheus wants it: cumulative counts at `WAIT_/HOLD_BUCKETS_SECONDS`. */
-export interface BucketCounts {
-  /** Cumulative count at each bound (a sample is counted at its log bucket's upper edge, ≤19% off). */
-  buckets: number[];
-  count: number;
-  sumSeconds: number;
 }
 
 /** One row: a partner, an origin, or `(other origins)`. */
@@ -100,26 +110,6 @@ export interface PartnerMetrics {
 
 const COLLECTOR_KEYS = ['maxOriginLabels', 'stallAfter', 'retrier', 'now'] as const;
 
-// Counter vector layout, per gate and per label.
-const ACQUIRED = 0;
-const RELEASED = 1;
-const SHED_FULL = 2;
-const SHED_TIMEOUT = 3;
-const ABORTED_WAITING = 4;
-const ABORTED_IN_FLIGHT = 5;
-const HOLD_TIMEOUTS = 6;
-const DOUBLE_RELEASES = 7;
-const RETRIES = 8;
-const WAIT_COUNT = 9;
-const WAIT_SUM = 10;
-const HOLD_COUNT = 11;
-const HOLD_SUM = 12;
-const WAIT_BUCKETS = 13;
-const HOLD_BUCKETS = WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
-const VECTOR_LENGTH = HOLD_BUCKETS + HOLD_BUCKETS_SECONDS.length;
-const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
-const HOLD_BOUNDS_MS = HOLD_BUCKETS_SECONDS.map((s) => s * 1000);
-
 interface Sample {
   at: number;
   totals: Float64Array;
@@ -147,6 +137,8 @@ export class MetricsCollector {
   readonly #originLabels = new Set<string>();
   /** Each live gate's counters at the previous read. */
   #lastByGate = new Map<Semaphore, Float64Array>();
+  /** Each live gate's progress ticks, and when (gate clock) this collector first saw them. */
+  #ticksSeen = new Map<Semaphore, { ticks: number; at: number }>();
   /** Retry counts by retrier key at the previous read. */
   #lastRetries = new Map<string, number>();
   /** Running totals per label: only ever grow. */
@@ -199,7 +191,6 @@ export class MetricsCollector {
     const rows = new Map<string, Row>();
     const lastByGate = new Map<Semaphore, Float64Array>();
     for (const [key, gate] of this.#source.gates()) {
-      gate.watchProgress = true; // response bytes count as progress from now on
       const label = this.labelFor(key, gate);
       const current = readGate(gate);
       this.#accumulate(label, current, this.#lastByGate.get(gate));
@@ -210,6 +201,8 @@ export class MetricsCollector {
     }
     // Gates gone since the last read (evicted) are forgotten; their totals stay in their label.
     this.#lastByGate = lastByGate;
+    for (const gate of this.#ticksSeen.keys())
+      if (!lastByGate.has(gate)) this.#ticksSeen.delete(gate);
     this.#readRetries();
 
     const suspects = new Map<string, number>();
@@ -225,6 +218,20 @@ export class MetricsCollector {
       out.push(this.#row(label, gates, totals, base, now, suspects.get(label) ?? 0));
     }
     return out;
+  }
+
+  /**
+   * When the gate's holders last showed progress, never later than the truth: a grant or
+   * release is timed exactly; response bytes only by when a read first saw their tick count.
+   */
+  #lastSignOfLife(gate: Semaphore): number {
+    const { at, ticks, ticksAt } = gate.progress();
+    if (ticks === ticksAt) return at; // no bytes since the last grant or release
+    const seen = this.#ticksSeen.get(gate);
+    if (seen !== undefined && seen.ticks === ticks) return Math.max(at, seen.at);
+    const now = gate.now(); // bytes since the previous read (or never read): count them as now
+    this.#ticksSeen.set(gate, { ticks, at: now });
+    return now;
   }
 
   #totalsOf(label: string): Float64Array {
@@ -298,7 +305,7 @@ export class MetricsCollector {
       queued += gate.queued;
       maxQueue += gate.stats().maxQueue;
       if (gate.held === 0) continue;
-      const quiet = gate.now() - gate.lastProgressAt;
+      const quiet = gate.now() - this.#lastSignOfLife(gate);
       quietMs = quietMs === null ? quiet : Math.max(quietMs, quiet);
       if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
     }
@@ -345,61 +352,4 @@ function gateSource(source: GateSource | Semaphore): GateSource {
     throw new TypeError(`expected a HostLimiter or a Semaphore, got ${describe(source)}`);
   }
   return source;
-}
-
-function readGate(gate: Semaphore): Float64Array {
-  const s = gate.stats();
-  const v = new Float64Array(VECTOR_LENGTH);
-  v[ACQUIRED] = s.acquired;
-  v[RELEASED] = s.released;
-  v[SHED_FULL] = s.rejectedQueueFull;
-  v[SHED_TIMEOUT] = s.rejectedQueueTimeout;
-  v[ABORTED_WAITING] = s.abortedWaiting;
-  v[ABORTED_IN_FLIGHT] = s.abortedInFlight;
-  v[HOLD_TIMEOUTS] = s.holdTimeouts;
-  v[DOUBLE_RELEASES] = s.doubleReleases;
-  v[WAIT_COUNT] = s.wait.count;
-  v[WAIT_SUM] = s.wait.sumMs / 1000;
-  v[HOLD_COUNT] = s.hold.count;
-  v[HOLD_SUM] = s.hold.sumMs / 1000;
-  v.set(gate.waitTimes.cumulative(WAIT_BOUNDS_MS), WAIT_BUCKETS);
-  v.set(gate.holdTimes.cumulative(HOLD_BOUNDS_MS), HOLD_BUCKETS);
-  return v;
-}
-
-function bucketCounts(
-  totals: Float64Array,
-  count: number,
-  sum: number,
-  first: number,
-  length: number,
-): BucketCounts {
-  return {
-    buckets: Array.from(totals.subarray(first, first + length)),
-    count: totals[count]!,
-    sumSeconds: totals[sum]!,
-  };
-}
-
-/**
- * The q-quantile of queue waits between two reads, in ms, interpolated linearly inside its
- * bucket as Prometheus' `histogram_quantile` does; past the last bound, that bound.
- */
-function windowQuantile(now: Float64Array, base: Float64Array, q: number): number | null {
-  const count = now[WAIT_COUNT]! - base[WAIT_COUNT]!;
-  if (count <= 0) return null;
-  const rank = q * count;
-  let below = 0;
-  let lower = 0;
-  for (let i = 0; i < WAIT_BOUNDS_MS.length; i++) {
-    const upper = WAIT_BOUNDS_MS[i]!;
-    const seen = now[WAIT_BUCKETS + i]! - base[WAIT_BUCKETS + i]!;
-    if (seen >= rank) {
-      const inBucket = seen - below;
-      return inBucket <= 0 ? upper : lower + ((upper - lower) * (rank - below)) / inBucket;
-    }
-    below = seen;
-    lower = upper;
-  }
-  return WAIT_BOUNDS_MS[WAIT_BOUNDS_MS.length - 1]!;
 }

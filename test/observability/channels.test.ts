@@ -123,20 +123,43 @@ describe('diagnostics channels', () => {
 });
 
 describe('progress clock', () => {
-  it('reads the clock for response bytes only once a collector watches the gate', () => {
+  it('counts response chunks without reading a clock, and times grants and releases', () => {
     let now = 0;
-    const gate = new Semaphore({ limit: 1, name: 'g', now: () => now });
+    let reads = 0;
+    const gate = new Semaphore({
+      limit: 1,
+      name: 'g',
+      now: () => {
+        reads++;
+        return now;
+      },
+    });
     const permit = gate.tryAcquire()!;
-    expect(gate.lastProgressAt).toBe(0); // the grant
+    expect(gate.progress()).toEqual({ at: 0, ticks: 0, ticksAt: 0 });
     now = 50;
+    const before = reads;
     gate.noteProgress();
-    expect(gate.lastProgressAt).toBe(0); // unwatched: no clock read, no change
-    new MetricsCollector(gate); // watches from its first read
-    expect(gate.watchProgress).toBe(true);
     gate.noteProgress();
-    expect(gate.lastProgressAt).toBe(50);
+    expect(reads).toBe(before); // no clock read per chunk
+    expect(gate.progress()).toEqual({ at: 0, ticks: 2, ticksAt: 0 });
     now = 80;
     permit.release();
-    expect(gate.lastProgressAt).toBe(80); // a release is progress too
+    expect(gate.progress()).toEqual({ at: 80, ticks: 2, ticksAt: 2 });
+  });
+
+  it('bounds the quiet time of an exhausted gate from its reads, never overstating it', () => {
+    let now = 0;
+    const gate = new Semaphore({ limit: 1, name: 'g', now: () => now });
+    const collector = new MetricsCollector(gate, { stallAfter: 100, now: () => now });
+    gate.tryAcquire();
+    now = 150; // no byte since the grant: the stall is exact on the first read
+    expect(collector.collect()[0]).toMatchObject({ quietMs: 150, stalled: true });
+    gate.noteProgress(); // a chunk at 150
+    now = 200;
+    expect(collector.collect()[0]).toMatchObject({ quietMs: 0, stalled: false }); // seen at 200
+    now = 290;
+    expect(collector.collect()[0]).toMatchObject({ quietMs: 90, stalled: false });
+    now = 300;
+    expect(collector.collect()[0]).toMatchObject({ quietMs: 100, stalled: true });
   });
 });

@@ -85,7 +85,9 @@ describe.skipIf(!available)('status page in headless Chromium', () => {
     expect(
       await page.locator('tr[data-partner="billing"] [role="meter"]').getAttribute('aria-valuenow'),
     ).toBe('13');
-    expect(await page.locator('tr[data-partner="billing"] .bar span').textContent()).toBe('13 / 20');
+    expect(await page.locator('tr[data-partner="billing"] .bar span').textContent()).toBe(
+      '13 / 20',
+    );
     // The marks are red, as rendered (not only as classes).
     const red = await page
       .locator('tr[data-partner="search"] .mark')

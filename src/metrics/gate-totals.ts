@@ -1,0 +1,101 @@
+/**
+ * A gate's counters and histograms as one flat vector: cheap to read, subtract and add up,
+ * which is all the collector does with them (per-gate increases summed into per-label totals).
+ */
+
+import type { Semaphore } from '../semaphore.js';
+
+/** Queue wait buckets (s): 0.1 ms catches immediate grants; the default wait deadline is 1 s. */
+export const WAIT_BUCKETS_SECONDS: readonly number[] = Object.freeze([
+  0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+]);
+/** Permit hold buckets (s): API calls from 1 ms up to past the default `maxHold` of 60 s. */
+export const HOLD_BUCKETS_SECONDS: readonly number[] = Object.freeze([
+  0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
+]);
+
+/** A histogram as Prometheus wants it: cumulative counts at `WAIT_/HOLD_BUCKETS_SECONDS`. */
+export interface BucketCounts {
+  /** Cumulative count at each bound (a sample is counted at its log bucket's upper edge, ≤19% off). */
+  buckets: number[];
+  count: number;
+  sumSeconds: number;
+}
+
+// Counter vector layout, per gate and per label.
+export const ACQUIRED = 0;
+export const RELEASED = 1;
+export const SHED_FULL = 2;
+export const SHED_TIMEOUT = 3;
+export const ABORTED_WAITING = 4;
+export const ABORTED_IN_FLIGHT = 5;
+export const HOLD_TIMEOUTS = 6;
+export const DOUBLE_RELEASES = 7;
+export const RETRIES = 8;
+export const WAIT_COUNT = 9;
+export const WAIT_SUM = 10;
+export const HOLD_COUNT = 11;
+export const HOLD_SUM = 12;
+export const WAIT_BUCKETS = 13;
+export const HOLD_BUCKETS = WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
+export const VECTOR_LENGTH = HOLD_BUCKETS + HOLD_BUCKETS_SECONDS.length;
+export const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
+export const HOLD_BOUNDS_MS = HOLD_BUCKETS_SECONDS.map((s) => s * 1000);
+
+/** A gate's counters and histogram buckets now, in the layout above. */
+export function readGate(gate: Semaphore): Float64Array {
+  const s = gate.stats();
+  const v = new Float64Array(VECTOR_LENGTH);
+  v[ACQUIRED] = s.acquired;
+  v[RELEASED] = s.released;
+  v[SHED_FULL] = s.rejectedQueueFull;
+  v[SHED_TIMEOUT] = s.rejectedQueueTimeout;
+  v[ABORTED_WAITING] = s.abortedWaiting;
+  v[ABORTED_IN_FLIGHT] = s.abortedInFlight;
+  v[HOLD_TIMEOUTS] = s.holdTimeouts;
+  v[DOUBLE_RELEASES] = s.doubleReleases;
+  v[WAIT_COUNT] = s.wait.count;
+  v[WAIT_SUM] = s.wait.sumMs / 1000;
+  v[HOLD_COUNT] = s.hold.count;
+  v[HOLD_SUM] = s.hold.sumMs / 1000;
+  v.set(gate.waitTimes.cumulative(WAIT_BOUNDS_MS), WAIT_BUCKETS);
+  v.set(gate.holdTimes.cumulative(HOLD_BOUNDS_MS), HOLD_BUCKETS);
+  return v;
+}
+
+export function bucketCounts(
+  totals: Float64Array,
+  count: number,
+  sum: number,
+  first: number,
+  length: number,
+): BucketCounts {
+  return {
+    buckets: Array.from(totals.subarray(first, first + length)),
+    count: totals[count]!,
+    sumSeconds: totals[sum]!,
+  };
+}
+
+/**
+ * The q-quantile of queue waits between two reads, in ms, interpolated linearly inside its
+ * bucket as Prometheus' `histogram_quantile` does; past the last bound, that bound.
+ */
+export function windowQuantile(now: Float64Array, base: Float64Array, q: number): number | null {
+  const count = now[WAIT_COUNT]! - base[WAIT_COUNT]!;
+  if (count <= 0) return null;
+  const rank = q * count;
+  let below = 0;
+  let lower = 0;
+  for (let i = 0; i < WAIT_BOUNDS_MS.length; i++) {
+    const upper = WAIT_BOUNDS_MS[i]!;
+    const seen = now[WAIT_BUCKETS + i]! - base[WAIT_BUCKETS + i]!;
+    if (seen >= rank) {
+      const inBucket = seen - below;
+      return inBucket <= 0 ? upper : lower + ((upper - lower) * (rank - below)) / inBucket;
+    }
+    below = seen;
+    lower = upper;
+  }
+  return WAIT_BOUNDS_MS[WAIT_BOUNDS_MS.length - 1]!;
+}
