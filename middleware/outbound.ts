@@ -20,7 +20,6 @@ import {
   Semaphore,
 } from '../src/index.js';
 import { checkKnownKeys, checkObject, describe } from '../src/options.js';
-import { settleCancelled } from './settle-cancelled.js';
 
 /**
  * Default per-request queue bound: 1,000 calls. A single inbound request that fans out wider
@@ -149,9 +148,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     limiter =
       options.limiter instanceof HostLimiter ? options.limiter : new HostLimiter(options.limiter);
     owned = new Agent();
-    // compose(a, b): b is outermost. settleCancelled sits between the gate and the wire so a
-    // cancelled request keeps its permit until the partner has seen the connection close.
-    dispatcher = owned.compose(settleCancelled(), limitHosts(limiter));
+    dispatcher = owned.compose(limitHosts(limiter));
   } else {
     throw new TypeError('outbound needs { limiter } (partner gates) or { dispatcher }');
   }

@@ -1,3 +1,4 @@
+import { afterTeardown } from './dispatcher/permit-request.js';
 import type { PermitHoldTimeoutError } from './errors.js';
 import { HostLimiter, type HostLimiterOptions } from './host-limiter.js';
 import { describe, optionalSignal } from './options.js';
@@ -285,8 +286,10 @@ class LimitedCall {
     this.#caller?.removeEventListener('abort', this);
     const permit = this.#permit;
     permit.onHoldTimeout = undefined;
-    // After a maxHold take-back: a no-op, not a double release. Aborted means by the caller.
-    permit.release(this.#own.signal.aborted ? 'aborted' : 'released');
+    // After a maxHold take-back: a no-op, not a double release. Aborted means by the caller,
+    // and then the permit waits until the connection is down (see afterTeardown).
+    if (this.#own.signal.aborted) afterTeardown(() => permit.release('aborted'));
+    else permit.release('released');
   }
 }
 

@@ -17,6 +17,7 @@ import {
   UnknownHostError,
 } from '../src/index.js';
 import { type Partner, startPartner } from './helpers/partner.js';
+import { released } from './helpers/turns.js';
 
 // nock patches the global fetch as soon as it is imported; only the nock block below turns it
 // on. Everything else talks to real loopback servers through the real fetches.
@@ -382,6 +383,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     ac.abort();
     expect(((await pending) as Error).name).toBe('AbortError');
     await partner.waitForClosedEarly(1);
+    await released(gate);
     expectIdle(gate);
   });
 
@@ -394,9 +396,11 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(gate.held).toBe(1);
     const reason = new Error('client went away');
     ac.abort(reason);
-    expectIdle(gate); // at once, whether or not anyone is reading
+    await released(gate);
+    expectIdle(gate); // a few turns later, whether or not anyone is reading
     expect(await settle(reader.read())).toBe(reason);
     await partner.waitForClosedEarly(1);
+    await released(gate);
     expectIdle(gate);
   });
 
@@ -406,6 +410,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     const res = await limited(new RequestCtor(`${partner.url}/stall`, { signal: ac.signal }));
     expect(gate.held).toBe(1);
     ac.abort();
+    await released(gate);
     expectIdle(gate);
     expect(((await settle(res.text())) as Error).name).toBe('AbortError');
     await partner.waitForClosedEarly(1);
@@ -610,6 +615,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
       ac.abort(reason); // ...and the caller aborts around the grant
       expect(await queued).toBe(reason);
       for (const call of calls) expect(call.signal.aborted).toBe(true); // if sent, cancelled
+      await released(gate);
       expectIdle(gate);
     });
   }
@@ -626,11 +632,13 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     };
     const pending = settle(limitFetch(deaf, limiter)('http://p.test/'));
     await once(seen, 'abort');
+    await released(gate);
     expectIdle(gate); // taken back by the gate
     const body = scriptedBody();
     answer(new Response(body.stream));
     expect(await pending).toBeInstanceOf(PermitHoldTimeoutError);
     await body.cancelled;
+    await released(gate);
     expectIdle(gate);
     expect(gate.stats().holdTimeouts).toBe(1);
   });
@@ -696,6 +704,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     body.error(new Error('socket hang up'));
     ac.abort();
     expect(await read).toBeInstanceOf(Error);
+    await released(gate);
     expectIdle(gate);
     expect(gate.stats().released).toBe(1);
   });

@@ -82,7 +82,7 @@ export class LegacyLimitHandler extends PermitRequest implements LegacyHandler {
   }
 
   onError(error: Error): void {
-    this.release(error);
+    this.failed(error);
     this.#handler.onError?.(error);
   }
 

@@ -105,7 +105,7 @@ export class LimitHandler extends PermitRequest implements Handler, Controller {
   }
 
   onResponseError(_controller: Controller | undefined, error: unknown): void {
-    this.release(error);
+    this.failed(error);
     this.#handler.onResponseError?.(this, error as Error);
   }
 }

@@ -82,6 +82,19 @@ export abstract class PermitRequest implements WaitTarget {
     }
   }
 
+  /**
+   * The request failed: return the permit — but a request the caller cancelled keeps it until
+   * the connection is down ({@link afterTeardown}), or the partner could meet the next request
+   * before it has seen this one close.
+   */
+  protected failed(error: unknown): void {
+    if (this.permit !== undefined && (this.isAborted || isAbort(error))) {
+      afterTeardown(() => this.release(error));
+    } else {
+      this.release(error);
+    }
+  }
+
   /** Response headers or bytes arrived: the gate's stall clock moves (leak signature). */
   protected progressed(): void {
     this.permit?.gate.noteProgress();
@@ -110,6 +123,16 @@ export abstract class PermitRequest implements WaitTarget {
     this.release();
     this.failCaller(reason);
   }
+}
+
+/**
+ * Runs `fn` three event-loop turns from now. undici reports a cancelled request before it
+ * destroys the socket; by the third turn the socket is closed and a partner on the same host
+ * has read the close (poll phase) and finished the request (close phase). A remote partner
+ * learns of it a network round trip later: that overlap no client-side limiter can close.
+ */
+export function afterTeardown(fn: () => void): void {
+  setImmediate(() => setImmediate(() => setImmediate(fn)));
 }
 
 /**

@@ -1,18 +1,18 @@
 import { Agent, fetch, interceptors, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { settleCancelled } from '../../middleware/settle-cancelled.js';
 import { limitHosts } from '../../src/dispatcher/limit-hosts.js';
+import { limitFetch } from '../../src/fetch.js';
 import { HostLimiter } from '../../src/host-limiter.js';
+import { turnsUntil } from '../express/helpers.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { turnsUntil } from './helpers.js';
 
 /**
  * A request cancelled while at the partner must keep its permit until the partner has seen
  * the connection close; otherwise the next waiter reaches the partner first and it sees
- * cap + 1 (measured: about 2% of in-flight cancellations without settleCancelled).
+ * cap + 1 (measured: about 2% of in-flight cancellations when the permit returned at once).
  */
-describe('settleCancelled() between the gate and the wire', () => {
+describe('a cancelled request keeps its permit until the connection is down', () => {
   let partner: Partner;
   let agent: Agent;
   beforeEach(async () => {
@@ -24,9 +24,9 @@ describe('settleCancelled() between the gate and the wire', () => {
     await partner.close();
   });
 
-  // 'retry': an outer interceptor that speaks only the controller API, so the gate and
-  // settleCancelled take their controller-API handlers instead of the callback ones.
-  test.each(['request', 'fetch', 'retry'])(
+  // 'retry': an outer interceptor that speaks only the controller API, so the gate takes its
+  // controller-API handler; 'limitFetch': the fetch wrapper over undici.fetch.
+  test.each(['request', 'fetch', 'retry', 'limitFetch'])(
     'in-flight cancellations never put the partner over its cap (%s)',
     async (via) => {
       const CAP = 5;
@@ -38,12 +38,11 @@ describe('settleCancelled() between the gate and the wire', () => {
       const gate = limiter.gate('p')!;
       const dispatcher =
         via === 'retry'
-          ? agent.compose(
-              settleCancelled(),
-              limitHosts(limiter),
-              interceptors.retry({ maxRetries: 0 }),
-            )
-          : agent.compose(settleCancelled(), limitHosts(limiter));
+          ? agent.compose(limitHosts(limiter), interceptors.retry({ maxRetries: 0 }))
+          : via === 'limitFetch'
+            ? agent
+            : agent.compose(limitHosts(limiter));
+      const limited = limitFetch(fetch, limiter);
       let started = 0;
       let cancelled = 0;
       // 8 workers against a cap of 5: short waits, so most cancellations hit requests in flight.
@@ -57,7 +56,10 @@ describe('settleCancelled() between the gate and the wire', () => {
               setTimeout(() => controller.abort(new Error('cancelled')), Math.random() * 25);
             }
             try {
-              if (via === 'fetch') {
+              if (via === 'limitFetch') {
+                const r = await limited(url, { dispatcher, signal: controller.signal });
+                await r.text();
+              } else if (via === 'fetch') {
                 const r = await fetch(url, { dispatcher, signal: controller.signal });
                 await r.text();
               } else {
@@ -85,7 +87,7 @@ describe('settleCancelled() between the gate and the wire', () => {
     const limiter = new HostLimiter({
       partners: [{ name: 'p', hosts: [partner.origin], limit: 1 }],
     });
-    const dispatcher = agent.compose(settleCancelled(), limitHosts(limiter));
+    const dispatcher = agent.compose(limitHosts(limiter));
     // /reset destroys the socket mid-body: an error the caller did not cause.
     const r = await request(`${partner.url}/reset`, { dispatcher });
     await expect(r.body.text()).rejects.toThrow();

@@ -23,6 +23,7 @@ import {
   UnknownHostError,
 } from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { released } from '../helpers/turns.js';
 
 let partner: Partner;
 let agent: Agent;
@@ -243,6 +244,7 @@ describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)'
       expect(gate.held).toBe(1);
       ac.abort();
       expect(((await pending) as Error).name).toBe('AbortError');
+      await released(gate);
       expectIdle(gate);
     });
 
@@ -255,6 +257,7 @@ describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)'
       ac.abort();
       expect(((await pending) as Error).name).toBe('AbortError');
       await partner.waitForClosedEarly(1);
+      await released(gate);
       expectIdle(gate);
     });
 
@@ -264,6 +267,7 @@ describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)'
       const res = await request(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
       for await (const _chunk of res.body) break; // first chunk arrived; leaving the loop destroys the body
       await partner.waitForClosedEarly(1);
+      await released(gate);
       expectIdle(gate);
       const res2 = await undiciFetch(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
       const reader = res2.body!.getReader();
@@ -272,6 +276,7 @@ describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)'
       ac.abort();
       await settle(reader.read());
       await partner.waitForClosedEarly(2);
+      await released(gate);
       expectIdle(gate);
     });
 

@@ -126,10 +126,4 @@ export function watchProcess(): { warnings: Error[]; rejections: unknown[]; stop
  * (no timers): for state that settles a few turns after the promise a test awaited (a
  * cancelled call's permit returns after undici has closed its socket). Rejects if it never does.
  */
-export async function turnsUntil(done: () => boolean, what: string, turns = 200): Promise<void> {
-  for (let i = 0; i < turns; i++) {
-    if (done()) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
-  if (!done()) throw new Error(`still not ${what} after ${turns} event-loop turns`);
-}
+export { turnsUntil } from '../helpers/turns.js';
