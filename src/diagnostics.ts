@@ -115,8 +115,11 @@ export interface AcquireSite {
   readonly stack?: string;
 }
 
-/** Frames kept: enough to get past undici's dispatch chain to the caller's own frames. */
-const SITE_FRAMES = 24;
+/**
+ * Frames kept: enough to get past undici's dispatch chain (about 10 frames for `request()`) to
+ * the caller's own. Each frame costs about 0.3 µs to capture, the capture itself about 1.5 µs.
+ */
+const SITE_FRAMES = 16;
 
 /**
  * Captures the caller's stack without building an `Error` or formatting anything: V8 keeps the

@@ -142,6 +142,9 @@ describe('leak detector', () => {
     untraced.release();
     traced.release();
     expect(gate.tryAcquire()!.acquiredFrom).toBeUndefined();
+    const withoutStacks = detectLeaks(gate, { stacks: false, sweepEvery: 1000 });
+    expect(gate.traceAcquires).toBe(false);
+    withoutStacks.close();
   });
 
   it('lists suspects without a detector, from maxHold / 2, oldest first', () => {
@@ -166,6 +169,7 @@ describe('leak detector', () => {
     const gate = new Semaphore({ limit: 1 });
     expect(() => detectLeaks(gate, { leakWarnAfter: -1 })).toThrow(/leakWarnAfter/);
     expect(() => detectLeaks(gate, { onLeak: 'x' as never })).toThrow(/onLeak/);
+    expect(() => detectLeaks(gate, { stacks: 1 as never })).toThrow(/stacks/);
     expect(() => detectLeaks(gate, { every: 1 } as never)).toThrow(/unknown option "every"/);
     expect(() => detectLeaks({} as never)).toThrow(TypeError);
   });
