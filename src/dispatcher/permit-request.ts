@@ -47,11 +47,22 @@ export abstract class PermitRequest implements WaitTarget {
     return true;
   }
 
-  /** WaitTarget: a permit freed up (called synchronously from inside the gate). */
+  /**
+   * WaitTarget: a permit freed up. Called from inside the gate, usually while undici is still
+   * finishing the response that released it; undici hands that socket back to its pool from
+   * a setImmediate, so dispatching now would open a new connection (2 × limit sockets at the
+   * partner). One immediate per grant, queued behind undici's: the socket is free by then.
+   */
   granted(permit: Permit): void {
     this.#ticket = undefined;
     this.#hold(permit);
-    this.#dispatchInner();
+    setImmediate(dispatchGranted, this);
+  }
+
+  /** @internal the deferred half of `granted` */
+  dispatchGranted(): void {
+    if (this.isAborted) this.#fail(this.abortReason);
+    else this.#dispatchInner();
   }
 
   /** WaitTarget: shed, timed out, or cancelled by our own abort. */
@@ -123,6 +134,10 @@ export abstract class PermitRequest implements WaitTarget {
     this.release();
     this.failCaller(reason);
   }
+}
+
+function dispatchGranted(request: PermitRequest): void {
+  request.dispatchGranted();
 }
 
 /**

@@ -155,6 +155,21 @@ describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)'
       },
     );
 
+    it('opens no more connections than permits: a granted waiter reuses the socket the last response freed', async () => {
+      const { gate, dispatcher } = setup();
+      await Promise.all(
+        Array.from({ length: 1000 }, async () => {
+          const res = await request(`${partner.url}/ok?delay=1`, { dispatcher });
+          await res.body.dump();
+        }),
+      );
+      expect(partner.peak).toBe(20);
+      // Dispatching inside the releasing response's callbacks found its socket still busy and
+      // opened a new one: 40 sockets for 20 permits. One extra is the fast path racing a reuse.
+      expect(partner.peakSockets).toBeLessThanOrEqual(21);
+      expectIdle(gate);
+    });
+
     it('works as the global dispatcher-free composition of undici.request with a URL origin', async () => {
       const { gate, dispatcher } = setup({ limit: 2 });
       const res = await request(new URL(`${partner.url}/ok`), { dispatcher });

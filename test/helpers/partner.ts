@@ -26,6 +26,8 @@ export interface Partner {
   readonly arrived: number;
   /** Requests the client closed before the partner finished answering. */
   readonly closedEarly: number;
+  /** The most TCP connections open at once (a partner whose cap is a connection pool). */
+  readonly peakSockets: number;
   /** Resolves once `active` reaches `n` (or immediately). */
   waitForActive(n: number): Promise<void>;
   /** Resolves once `arrived` reaches `n`. */
@@ -139,6 +141,13 @@ export async function startPartner(): Promise<Partner> {
         res.end();
     }
   });
+  let sockets = 0;
+  let peakSockets = 0;
+  server.on('connection', (socket) => {
+    sockets++;
+    if (sockets > peakSockets) peakSockets = sockets;
+    socket.on('close', () => sockets--);
+  });
   server.keepAliveTimeout = 5000;
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -159,6 +168,9 @@ export async function startPartner(): Promise<Partner> {
     },
     get closedEarly() {
       return closedEarly;
+    },
+    get peakSockets() {
+      return peakSockets;
     },
     waitForActive: (n) => waitFor(() => active >= n),
     waitForArrived: (n) => waitFor(() => arrived >= n),
