@@ -10,12 +10,11 @@ import {
   fetch as undiciFetch,
   request as undiciRequest,
 } from 'undici';
-import { type LegacyHandler, LegacyLimitHandler } from '../src/dispatcher/legacy-limit-handler.js';
-import { LimitHandler } from '../src/dispatcher/limit-handler.js';
 import {
   ClientDisconnectedError,
   HostLimiter,
   type HostLimiterOptions,
+  limitGate,
   limitHosts,
   Semaphore,
 } from '../src/index.js';
@@ -255,29 +254,12 @@ class OutboundContext implements Outbound {
             // Partner permits are never held while waiting for a per-request permit, so the
             // two gates cannot wait on each other (fixed order: no deadlock).
             this.#shared.dispatcher.compose(
-              gateInterceptor(new Semaphore({ ...perRequest, name: 'perRequest' })),
+              limitGate(new Semaphore({ ...perRequest, name: 'perRequest' })),
             );
       this.#dispatcher = dispatcher;
     }
     return dispatcher;
   }
-}
-
-/**
- * Holds a permit of `gate` per request, with the same handlers `limitHosts` uses per partner
- * (and the same choice between them: keep to undici's callback API when the caller speaks it).
- */
-function gateInterceptor(gate: Semaphore): Dispatcher.DispatcherComposeInterceptor {
-  return (dispatch) =>
-    function perRequestDispatch(opts, handler) {
-      const legacy = handler as LegacyHandler;
-      const limited =
-        typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
-          ? new LegacyLimitHandler(dispatch, opts, legacy)
-          : new LimitHandler(dispatch, opts, handler);
-      const permit = gate.tryAcquire();
-      return permit === undefined ? limited.wait(gate) : limited.dispatchWith(permit);
-    };
 }
 
 function parsePerRequest(

@@ -12,7 +12,7 @@ export {
   type ShedReason,
   type WaitAbortedMessage,
 } from './diagnostics.js';
-export { limitHosts } from './dispatcher/limit-hosts.js';
+export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
   findShedError,

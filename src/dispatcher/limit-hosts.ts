@@ -1,5 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { HostLimiter, type HostLimiterOptions } from '../host-limiter.js';
+import { describe } from '../options.js';
+import { Semaphore } from '../semaphore.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
 
@@ -37,14 +39,41 @@ export function limitHosts(
         return false;
       }
       if (gate === undefined) return dispatch(opts, handler);
-      // undici hands interceptors a handler with both APIs when its caller spoke the callback
-      // one (request, stream, fetch do): keep to that API and undici converts nothing.
-      const legacy = handler as LegacyHandler;
-      const limited =
-        typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
-          ? new LegacyLimitHandler(dispatch, opts, legacy)
-          : new LimitHandler(dispatch, opts, handler);
-      const permit = gate.tryAcquire();
-      return permit === undefined ? limited.wait(gate) : limited.dispatchWith(permit);
+      return dispatchThrough(gate, dispatch, opts, handler);
     };
+}
+
+/**
+ * An undici interceptor that holds a permit of one gate per request: every request the
+ * dispatcher sends, whatever its host, from dispatch until its response has ended. Used by
+ * `hostgate/express` for `perRequest`; also a plain "at most N at once" for a dispatcher.
+ *
+ * @example
+ * const dispatcher = new Agent().compose(limitGate(new Semaphore({ limit: 8, name: 'batch' })));
+ */
+export function limitGate(gate: Semaphore): Dispatcher.DispatcherComposeInterceptor {
+  if (!(gate instanceof Semaphore)) {
+    throw new TypeError(`limitGate: expected a Semaphore, got ${describe(gate)}`);
+  }
+  return (dispatch) =>
+    function gatedDispatch(opts, handler) {
+      return dispatchThrough(gate, dispatch, opts, handler);
+    };
+}
+
+function dispatchThrough(
+  gate: Semaphore,
+  dispatch: Dispatcher.Dispatch,
+  opts: Dispatcher.DispatchOptions,
+  handler: Dispatcher.DispatchHandler,
+): boolean {
+  // undici hands interceptors a handler with both APIs when its caller spoke the callback
+  // one (request, stream, fetch do): keep to that API and undici converts nothing.
+  const legacy = handler as LegacyHandler;
+  const limited =
+    typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
+      ? new LegacyLimitHandler(dispatch, opts, legacy)
+      : new LimitHandler(dispatch, opts, handler);
+  const permit = gate.tryAcquire();
+  return permit === undefined ? limited.wait(gate) : limited.dispatchWith(permit);
 }

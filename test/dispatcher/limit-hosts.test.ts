@@ -15,11 +15,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   HostLimiter,
   type HostLimiterOptions,
+  limitGate,
   limitHosts,
   PermitHoldTimeoutError,
   QueueFullError,
   QueueTimeoutError,
-  type Semaphore,
+  Semaphore,
   UnknownHostError,
 } from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
@@ -353,6 +354,29 @@ describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)'
       const error = await settle(request('http://127.0.0.2:9/', { dispatcher }));
       expect(error).toBeInstanceOf(UnknownHostError);
     });
+  });
+});
+
+describe('limitGate: one gate for everything a dispatcher sends', () => {
+  it('holds a permit of the gate per request, whatever the host', async () => {
+    const gate = new Semaphore({ limit: 3, maxQueue: 100, name: 'all' });
+    const dispatcher = agent.compose(limitGate(gate));
+    const calls = Array.from({ length: 30 }, () =>
+      request(`${partner.url}/held`, { dispatcher }).then((res) => res.body.dump()),
+    );
+    await partner.waitForActive(3);
+    expect(gate.held).toBe(3);
+    expect(gate.queued).toBe(27);
+    partner.openHeld();
+    await Promise.all(calls);
+    expect(partner.peak).toBe(3);
+    expectIdle(gate);
+  });
+
+  it('refuses anything but a Semaphore', () => {
+    expect(() => limitGate({ limit: 3 } as never)).toThrow(
+      /limitGate: expected a Semaphore, got an object/,
+    );
   });
 });
 
