@@ -1,0 +1,102 @@
+/**
+ * limitHosts vs undici's own Agent on loopback, side by side in one run, each case in a fresh
+ * process and the partner in another. `npm run bench:dispatcher [-- --runs 5] [-- --smoke]`.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { once } from 'node:events';
+import os from 'node:os';
+import { runChild } from './lib/child.js';
+import { formatBytes, formatMs, formatOps, formatRatio, median } from './lib/stats.js';
+
+const args = process.argv.slice(2);
+const smoke = args.includes('--smoke');
+const runsIndex = args.indexOf('--runs');
+const runs = smoke ? 1 : runsIndex >= 0 ? Number(args[runsIndex + 1]) : 5;
+const caseScript = new URL('./dispatcher/case.ts', import.meta.url);
+
+const server: ChildProcess = fork(new URL('./dispatcher/server.ts', import.meta.url), [], {
+  execArgv: ['--import', import.meta.resolve('tsx')],
+  stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+});
+const [{ port }] = (await once(server, 'message')) as [{ port: number }];
+
+async function medianOf(name: string, key: string): Promise<number | undefined> {
+  const values: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const result = await runChild<Record<string, number>>(caseScript, [name, String(port)]);
+    values.push(result[key]!);
+  }
+  return median(values);
+}
+
+try {
+  console.log(
+    `# limitHosts vs undici Agent — Node ${process.version}, ${os.cpus()[0]?.model}, ${os.cpus().length} cores, median of ${runs}\n`,
+  );
+  // Interleave raw and hostgate runs so drift on a busy machine hits both alike.
+  const throughput: Record<string, number[]> = {};
+  const pairs = smoke
+    ? [['raw-free', 'hostgate-free']]
+    : [
+        ['raw-free', 'hostgate-free'],
+        ['raw-bound', 'hostgate-bound'],
+      ];
+  for (let i = 0; i < runs; i++) {
+    for (const pair of pairs) {
+      for (const name of pair) {
+        const result = await runChild<{ reqPerSec: number }>(caseScript, [name, String(port)]);
+        (throughput[name] ??= []).push(result.reqPerSec);
+      }
+    }
+  }
+  console.log('| case | undici Agent | hostgate | hostgate / Agent | target |');
+  console.log('|---|---|---|---|---|');
+  const row = (label: string, raw: string, gated: string, target: string) => {
+    const a = median(throughput[raw] ?? []);
+    const b = median(throughput[gated] ?? []);
+    console.log(
+      `| ${label} | ${formatOps(a)} | ${formatOps(b)} | ${formatRatio(a && b ? b / a : undefined)} | ${target} |`,
+    );
+  };
+  row(
+    'limit not binding (64 in flight, Agent connections 64 both)',
+    'raw-free',
+    'hostgate-free',
+    '≥ 0.97×',
+  );
+  if (!smoke)
+    row(
+      'limit binding at 20 (200 callers; Agent connections 20 vs 20 permits)',
+      'raw-bound',
+      'hostgate-bound',
+      '≥ 0.95×',
+    );
+
+  if (!smoke) {
+    console.log('\n10,000 callers while 20 slow requests hold every slot:\n');
+    console.log(
+      '| limiter | callers waiting | shed | mean time to shed | heap held by the wait | abort of a queued request reaches its caller after |',
+    );
+    console.log('|---|---|---|---|---|---|');
+    for (const [label, name] of [
+      ['undici Agent({ connections: 20 })', 'raw-overload'],
+      ['hostgate, maxQueue 20,000', 'hostgate-overload-unbounded'],
+      ['hostgate, maxQueue 200', 'hostgate-overload'],
+    ] as const) {
+      const r = await runChild<{
+        heapBytes: number;
+        waited: number;
+        shed: number;
+        meanTimeToShedMs?: number;
+        abortToRejectMs: number;
+      }>(caseScript, [name, String(port)]);
+      console.log(
+        `| ${label} | ${r.waited} | ${r.shed} | ${formatMs(r.meanTimeToShedMs)} | ${formatBytes(r.heapBytes)} | ${formatMs(r.abortToRejectMs)} |`,
+      );
+    }
+  }
+  if (smoke) console.log('\nsmoke: OK');
+} finally {
+  server.disconnect();
+  server.kill();
+}

@@ -1,0 +1,111 @@
+/**
+ * One case of bench/dispatcher.ts, in a fresh process: `case.ts <case> <port>`.
+ * Throughput cases send a fixed number of requests with a fixed number in flight.
+ */
+import { Agent, type Dispatcher, request } from 'undici';
+import { HostLimiter, limitHosts } from '../../src/index.js';
+import { heapAfterGc, sendResult } from '../lib/child.js';
+
+const [name, portText] = process.argv.slice(2);
+const origin = `http://127.0.0.1:${portText}`;
+const WARMUP = 2_000;
+const REQUESTS = 20_000;
+
+function limited(limit: number, maxQueue: number, connections?: number): Dispatcher {
+  const limiter = new HostLimiter({
+    partners: [{ name: 'bench', hosts: [origin], limit, maxQueue, queueTimeout: 60_000 }],
+  });
+  return new Agent(connections ? { connections } : {}).compose(limitHosts(limiter));
+}
+
+/** Requests per second with `inFlight` callers looping until `total` requests are done. */
+async function throughput(
+  dispatcher: Dispatcher,
+  inFlight: number,
+  total: number,
+): Promise<number> {
+  let started = 0;
+  const worker = async () => {
+    while (started < total) {
+      started++;
+      const res = await request(`${origin}/`, { dispatcher });
+      await res.body.dump();
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  return (total / (performance.now() - t0)) * 1000;
+}
+
+async function measureThroughput(dispatcher: Dispatcher, inFlight: number) {
+  await throughput(dispatcher, inFlight, WARMUP);
+  return { reqPerSec: await throughput(dispatcher, inFlight, REQUESTS) };
+}
+
+/**
+ * 10,000 callers against 20 slow in-flight requests: what the waiting costs in heap, how fast
+ * overflow is shed, and how long the abort of a queued request takes to reach its caller.
+ */
+async function overload(dispatcher: Dispatcher) {
+  const before = heapAfterGc();
+  const slow = () =>
+    request(`${origin}/slow?ms=1500`, { dispatcher }).then((res) => res.body.dump());
+  const pending: Promise<unknown>[] = Array.from({ length: 20 }, slow);
+  // The probe waits at the head of the queue; it is aborted once everything is parked.
+  const ac = new AbortController();
+  const probe = request(`${origin}/`, { dispatcher, signal: ac.signal }).catch(() =>
+    performance.now(),
+  );
+  let shed = 0;
+  for (let i = 0; i < 10_000; i++) {
+    pending.push(
+      slow().catch(() => {
+        shed++;
+      }),
+    );
+  }
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const heapBytes = heapAfterGc() - before;
+  // Time to shed: one caller at a time against the full queue, from call to rejection.
+  let shedMs: number | undefined;
+  if (shed > 0) {
+    const t0 = performance.now();
+    for (let i = 0; i < 1000; i++) await slow().catch(() => undefined);
+    shedMs = (performance.now() - t0) / 1000;
+  }
+  const abortAt = performance.now();
+  ac.abort();
+  const rejectedAt = (await probe) as number;
+  // The parked callers are left behind: the process exits once the result is sent.
+  return {
+    heapBytes,
+    waited: 10_000 - shed,
+    shed,
+    meanTimeToShedMs: shedMs,
+    abortToRejectMs: rejectedAt - abortAt,
+  };
+}
+
+const cases: Record<string, () => Promise<unknown>> = {
+  'raw-free': () => measureThroughput(new Agent({ connections: 64 }), 64),
+  'hostgate-free': () => measureThroughput(limited(10_000, 100, 64), 64),
+  // What any interceptor costs: undici converts headers between its two handler APIs.
+  'noop-free': () =>
+    measureThroughput(
+      new Agent({ connections: 64 }).compose(
+        (dispatch) => (opts, handler) => dispatch(opts, handler),
+      ),
+      64,
+    ),
+  'raw-bound': () => measureThroughput(new Agent({ connections: 20 }), 200),
+  'hostgate-bound': () => measureThroughput(limited(20, 1_000), 200),
+  'raw-overload': () => overload(new Agent({ connections: 20 })),
+  'hostgate-overload-unbounded': () => overload(limited(20, 20_000)),
+  'hostgate-overload': () => overload(limited(20, 200)),
+};
+
+const run = cases[name ?? ''];
+if (run === undefined)
+  throw new Error(`unknown case ${name}; one of ${Object.keys(cases).join(', ')}`);
+await sendResult(await run());
+process.exit(0);
