@@ -20,15 +20,6 @@ const server: ChildProcess = fork(new URL('./dispatcher/server.ts', import.meta.
 });
 const [{ port }] = (await once(server, 'message')) as [{ port: number }];
 
-async function medianOf(name: string, key: string): Promise<number | undefined> {
-  const values: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const result = await runChild<Record<string, number>>(caseScript, [name, String(port)]);
-    values.push(result[key]!);
-  }
-  return median(values);
-}
-
 try {
   console.log(
     `# limitHosts vs undici Agent — Node ${process.version}, ${os.cpus()[0]?.model}, ${os.cpus().length} cores, median of ${runs}\n`,
@@ -45,7 +36,8 @@ try {
     for (const pair of pairs) {
       for (const name of pair) {
         const result = await runChild<{ reqPerSec: number }>(caseScript, [name, String(port)]);
-        (throughput[name] ??= []).push(result.reqPerSec);
+        if (throughput[name] === undefined) throughput[name] = [];
+        throughput[name].push(result.reqPerSec);
       }
     }
   }
