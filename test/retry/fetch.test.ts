@@ -9,6 +9,7 @@ import {
   type RetrierOptions,
 } from '../../src/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
+import { released } from '../helpers/turns.js';
 
 // Partner answers are scripted with nock underneath limitFetch, over Node's global fetch.
 const origin = 'http://billing.test';
@@ -341,6 +342,7 @@ describe("the caller's signal", () => {
     expect(await call).toBe(reason);
     expect(sleeps).toEqual([]);
     expect(stats()).toMatchObject({ attempts: 1, retries: 0 });
+    await released(gate); // a cancelled request's permit follows once its connection is down
     expectIdle(gate);
   });
 
