@@ -17,7 +17,9 @@ export interface DurationSummary {
 }
 
 export class DurationHistogram {
-  readonly #buckets = new Float64Array(BUCKETS);
+  /** Allocated at the first sample above zero: a short-lived gate (per request) may never need it. */
+  #buckets: Float64Array | undefined = undefined;
+  #zeros = 0;
   #count = 0;
   #sum = 0;
   #max = 0;
@@ -25,14 +27,14 @@ export class DurationHistogram {
   record(ms: number): void {
     this.#count++;
     if (!(ms > 0)) {
-      this.#buckets[0]!++;
+      this.#zeros++;
       return;
     }
     this.#sum += ms;
     if (ms > this.#max) this.#max = ms;
     const us = ms * 1000;
     const index = us < 1 ? 0 : Math.min(BUCKETS - 1, 1 + Math.floor(Math.log2(us) * SUB_BUCKETS));
-    this.#buckets[index]!++;
+    (this.#buckets ??= new Float64Array(BUCKETS))[index]!++;
   }
 
   get count(): number {
@@ -45,7 +47,7 @@ export class DurationHistogram {
     const rank = Math.max(1, Math.ceil(q * this.#count));
     let seen = 0;
     for (let i = 0; i < BUCKETS; i++) {
-      seen += this.#buckets[i]!;
+      seen += this.#bucket(i);
       if (seen >= rank) return i === 0 ? 0 : Math.min(this.#max, 2 ** (i / SUB_BUCKETS) / 1000);
     }
     return this.#max;
@@ -60,11 +62,17 @@ export class DurationHistogram {
       for (; i < BUCKETS; i++) {
         const upper = i === 0 ? 0.001 : 2 ** (i / SUB_BUCKETS) / 1000;
         if (upper > bound) break;
-        seen += this.#buckets[i]!;
+        seen += this.#bucket(i);
       }
       out.push(seen);
     }
     return out;
+  }
+
+  /** Samples in bucket `i`; bucket 0 also holds the samples of exactly 0. */
+  #bucket(i: number): number {
+    const counted = this.#buckets === undefined ? 0 : this.#buckets[i]!;
+    return i === 0 ? counted + this.#zeros : counted;
   }
 
   summary(): DurationSummary {
