@@ -2,11 +2,10 @@ import {
   type AcquireSite,
   captureAcquireSite,
   channels,
-  type PermitRequestInfo,
   type ReleaseReason,
 } from './diagnostics.js';
 import { PermitHoldTimeoutError, QueueFullError, QueueTimeoutError } from './errors.js';
-import { DurationHistogram, type DurationSummary } from './histogram.js';
+import { DurationHistogram } from './histogram.js';
 import {
   checkKnownKeys,
   checkObject,
@@ -17,233 +16,31 @@ import {
   positiveInteger,
 } from './options.js';
 
-/**
- * Default wait deadline: 1 s. A wait is worth it only while it is shorter than the call it
- * waits for and well inside a user's patience; Netflix's LifoBlockingLimiter uses the same
- * 1 s backlog timeout. Longer waits turn overload into a timeout storm (see the seed text).
- */
-export const DEFAULT_QUEUE_TIMEOUT_MS = 1000;
-/**
- * Default queue bound: 10 waiters per permit. A waiter at position q is served after about
- * q / limit hold times; past 10 it would be served only if calls took under a tenth of the
- * wait deadline, so deeper waiters mostly wait only to time out while holding memory.
- */
-export const DEFAULT_QUEUE_PER_PERMIT = 10;
-/** `retryAfterMs` is clamped to [1 ms, 60 s]: a hint past a minute is a guess, not an estimate. */
-export const MAX_RETRY_AFTER_MS = 60_000;
+import {
+  EXPIRED,
+  gateEntry,
+  HELD,
+  onWaiterTimer,
+  Permit,
+  RELEASED,
+  type RunFn,
+  startTask,
+  Waiter,
+  type WaitTarget,
+  type WaitTicket,
+} from './permit.js';
+import {
+  type AcquireOptions,
+  DEFAULT_QUEUE_PER_PERMIT,
+  DEFAULT_QUEUE_TIMEOUT_MS,
+  type DurationHistogramView,
+  MAX_RETRY_AFTER_MS,
+  type SemaphoreOptions,
+  type SemaphoreStats,
+} from './semaphore-options.js';
 
-export interface SemaphoreOptions {
-  /** Permits: the real, known concurrency cap this gate stands for. A positive integer. */
-  limit: number;
-  /** Waiters beyond the held permits; 0 sheds at once when full. Default `10 × limit`. */
-  maxQueue?: number;
-  /** Wait deadline in ms (per call override: `acquire({ timeout })`). Default 1000. */
-  queueTimeout?: number;
-  /**
-   * Longest a permit may be held, in ms. Past it the permit's `onHoldTimeout` hook runs
-   * (the HTTP layers abort the request there) and the permit returns to the gate. Unset: no bound
-   * at this level; the HTTP layers always set one.
-   */
-  maxHold?: number;
-  /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
-  name?: string;
-  /**
-   * A permit held longer than this (ms) is a leak suspect (`leakSuspects`, `detectLeaks`).
-   * Default: half of `maxHold`; unset with no `maxHold`.
-   */
-  leakWarnAfter?: number;
-  /** Clock in ms; defaults to `performance.now`. Inject one to test without global fake timers. */
-  now?: () => number;
-}
-
-export interface AcquireOptions {
-  /** Aborting it while waiting rejects with `signal.reason` and frees the queue slot at once. */
-  signal?: AbortSignal | undefined;
-  /** This call's wait deadline in ms, instead of the gate's `queueTimeout`. */
-  timeout?: number | undefined;
-}
-
-export interface SemaphoreStats {
-  name: string | undefined;
-  limit: number;
-  held: number;
-  /** `limit - held`, never negative: `held + available === limit` while `held <= limit`. */
-  available: number;
-  queued: number;
-  maxQueue: number;
-  queueTimeout: number;
-  acquired: number;
-  released: number;
-  rejectedQueueFull: number;
-  rejectedQueueTimeout: number;
-  abortedWaiting: number;
-  /** Permits released because their request was aborted in flight (`release('aborted')`). */
-  abortedInFlight: number;
-  /** Permits the gate took back after `maxHold`. */
-  holdTimeouts: number;
-  /** `release()` calls on a permit already released: counted, never an extra permit. */
-  doubleReleases: number;
-  /** Time from `acquire()` to grant, over every granted permit (0 for an immediate grant). */
-  wait: DurationSummary;
-  /** Time from grant to release. */
-  hold: DurationSummary;
-}
-
-/** A {@link DurationHistogram} to read, not to record into. */
-export type DurationHistogramView = Pick<
-  DurationHistogram,
-  'count' | 'quantile' | 'cumulative' | 'summary'
->;
-
-const HELD = 0;
-const RELEASED = 1;
-const EXPIRED = 2;
-
-// Internal entry points, bound in Semaphore's static block so that #private state stays private.
-let releasePermit: (gate: Semaphore, permit: Permit, reason: ReleaseReason) => void;
-let abortWaiter: (gate: Semaphore, waiter: Waiter, reason: unknown) => void;
-let expireWaiter: (gate: Semaphore, waiter: Waiter) => void;
-
-/**
- * One granted slot of a gate. Release it exactly once — or bind it to a scope with
- * `using permit = await gate.acquire()`; a second `release()` is a counted no-op.
- */
-export class Permit implements Disposable {
-  /** The gate this permit belongs to. */
-  readonly gate: Semaphore;
-  /** Clock reading (ms) when the permit was granted. */
-  readonly acquiredAt: number;
-  /**
-   * Runs once if the permit outlives the gate's `maxHold`, just before the gate takes it back.
-   * The holder must stop using the resource here (abort the request).
-   */
-  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined = undefined;
-  /** What the permit is for, set by the HTTP layers: method, origin and path for leak reports. */
-  request: PermitRequestInfo | undefined = undefined;
-  /** Where it was asked for; captured only while `gate.traceAcquires` is on (a leak detector). */
-  acquiredFrom: AcquireSite | undefined = undefined;
-  /** @internal holders list, oldest first */
-  prev: Permit | undefined = undefined;
-  /** @internal */
-  next: Permit | undefined = undefined;
-  /** @internal */
-  state = HELD;
-  /** @internal the `run()` task this permit was granted for, until it starts */
-  task: RunFn | undefined = undefined;
-  /** @internal */
-  taskSignal: AbortSignal | undefined = undefined;
-
-  constructor(gate: Semaphore, acquiredAt: number) {
-    this.gate = gate;
-    this.acquiredAt = acquiredAt;
-  }
-
-  /** Whether the slot has gone back to the gate (released, or taken back after `maxHold`). */
-  get released(): boolean {
-    return this.state !== HELD;
-  }
-
-  /**
-   * Returns the slot to the gate. Idempotent: later calls change nothing. Pass `'aborted'` when
-   * the request was cancelled by its caller (a client disconnect): counted as `abortedInFlight`.
-   */
-  release(how?: 'released' | 'aborted'): void {
-    releasePermit(this.gate, this, how ?? 'released');
-  }
-
-  [Symbol.dispose](): void {
-    releasePermit(this.gate, this, 'released');
-  }
-}
-
-/**
- * The receiving end of {@link Semaphore.wait}: told synchronously of its grant or rejection.
- * For integration layers on hot paths, where a promise, an AbortSignal and a listener per
- * waiter cost more than the request they guard.
- */
-export interface WaitTarget {
-  /** A permit is yours. Called from inside the gate: keep it short and do not block. */
-  granted(permit: Permit): void;
-  /** Shed (`QueueFullError`, `QueueTimeoutError`) or cancelled (the reason given to `cancel`). */
-  rejected(reason: unknown): void;
-}
-
-/** A queued {@link Semaphore.wait}. */
-export interface WaitTicket {
-  /** Leaves the queue at once and rejects the target with `reason`; no-op once settled. */
-  cancel(reason: unknown): void;
-}
-
-/**
- * A parked waiter: a node in the FIFO queue and, with the default deadline, the deadline list.
- * It settles a promise (`acquire`) or tells a {@link WaitTarget} (`wait`).
- */
-class Waiter implements WaitTicket {
-  prev: Waiter | undefined = undefined;
-  next: Waiter | undefined = undefined;
-  dPrev: Waiter | undefined = undefined;
-  dNext: Waiter | undefined = undefined;
-  queued = true;
-  timer: ReturnType<typeof setTimeout> | undefined = undefined;
-  site: AcquireSite | undefined = undefined;
-  task: RunFn | undefined = undefined;
-  constructor(
-    readonly gate: Semaphore,
-    readonly target: WaitTarget | undefined,
-    readonly resolve: ((permit: Permit) => void) | undefined,
-    readonly reject: ((reason: unknown) => void) | undefined,
-    readonly signal: AbortSignal | undefined,
-    readonly enqueuedAt: number,
-  ) {}
-
-  granted(permit: Permit): void {
-    if (this.target !== undefined) this.target.granted(permit);
-    else this.resolve!(permit);
-  }
-
-  rejected(reason: unknown): void {
-    if (this.target !== undefined) this.target.rejected(reason);
-    else this.reject!(reason);
-  }
-
-  cancel(reason: unknown): void {
-    abortWaiter(this.gate, this, reason);
-  }
-
-  /** EventListener object: no closure per waiter. */
-  handleEvent(): void {
-    abortWaiter(this.gate, this, this.signal?.reason);
-  }
-}
-
-type RunFn = (signal: AbortSignal | undefined) => unknown;
-
-function startTask(permit: Permit): Promise<unknown> {
-  const fn = permit.task!;
-  const signal = permit.taskSignal;
-  permit.task = permit.taskSignal = undefined;
-  return runHeld(permit, fn, signal);
-}
-
-async function runHeld<T>(
-  permit: Permit,
-  fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
-  signal: AbortSignal | undefined,
-): Promise<T> {
-  try {
-    // Cancel vs grant in one tick: the abort wins, the permit goes straight back.
-    if (signal?.aborted) throw signal.reason;
-    return await fn(signal);
-  } finally {
-    permit.release();
-  }
-}
-
-function onWaiterTimer(waiter: Waiter): void {
-  // Keep `waiter.timer` set: #dequeue tells an own-deadline waiter by it (clearing a fired
-  // timer is a no-op); unset, it would unlink the gate's deadline list instead.
-  expireWaiter(waiter.gate, waiter);
-}
+export { Permit, type WaitTarget, type WaitTicket } from './permit.js';
+export * from './semaphore-options.js';
 
 const SEMAPHORE_KEYS = [
   'limit',
@@ -318,9 +115,9 @@ export class Semaphore {
   readonly #holdHistogram = new DurationHistogram();
 
   static {
-    releasePermit = (gate, permit, reason) => gate.#release(permit, reason);
-    abortWaiter = (gate, waiter, reason) => gate.#abort(waiter, reason);
-    expireWaiter = (gate, waiter) => gate.#expire(waiter);
+    gateEntry.release = (gate, permit, reason) => gate.#release(permit, reason);
+    gateEntry.abort = (gate, waiter, reason) => gate.#abort(waiter, reason);
+    gateEntry.expire = (gate, waiter) => gate.#expire(waiter);
   }
 
   constructor(options: SemaphoreOptions) {

@@ -1,0 +1,80 @@
+/** The Semaphore's options, stats and defaults, each number with its reason. */
+import type { DurationHistogram, DurationSummary } from './histogram.js';
+
+/**
+ * Default wait deadline: 1 s. A wait is worth it only while it is shorter than the call it
+ * waits for and well inside a user's patience; Netflix's LifoBlockingLimiter uses the same
+ * 1 s backlog timeout. Longer waits turn overload into a timeout storm (see the seed text).
+ */
+export const DEFAULT_QUEUE_TIMEOUT_MS = 1000;
+/**
+ * Default queue bound: 10 waiters per permit. A waiter at position q is served after about
+ * q / limit hold times; past 10 it would be served only if calls took under a tenth of the
+ * wait deadline, so deeper waiters mostly wait only to time out while holding memory.
+ */
+export const DEFAULT_QUEUE_PER_PERMIT = 10;
+/** `retryAfterMs` is clamped to [1 ms, 60 s]: a hint past a minute is a guess, not an estimate. */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+export interface SemaphoreOptions {
+  /** Permits: the real, known concurrency cap this gate stands for. A positive integer. */
+  limit: number;
+  /** Waiters beyond the held permits; 0 sheds at once when full. Default `10 × limit`. */
+  maxQueue?: number;
+  /** Wait deadline in ms (per call override: `acquire({ timeout })`). Default 1000. */
+  queueTimeout?: number;
+  /**
+   * Longest a permit may be held, in ms. Past it the permit's `onHoldTimeout` hook runs
+   * (the HTTP layers abort the request there) and the permit returns to the gate. Unset: no bound
+   * at this level; the HTTP layers always set one.
+   */
+  maxHold?: number;
+  /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
+  name?: string;
+  /**
+   * A permit held longer than this (ms) is a leak suspect (`leakSuspects`, `detectLeaks`).
+   * Default: half of `maxHold`; unset with no `maxHold`.
+   */
+  leakWarnAfter?: number;
+  /** Clock in ms; defaults to `performance.now`. Inject one to test without global fake timers. */
+  now?: () => number;
+}
+
+export interface AcquireOptions {
+  /** Aborting it while waiting rejects with `signal.reason` and frees the queue slot at once. */
+  signal?: AbortSignal | undefined;
+  /** This call's wait deadline in ms, instead of the gate's `queueTimeout`. */
+  timeout?: number | undefined;
+}
+
+export interface SemaphoreStats {
+  name: string | undefined;
+  limit: number;
+  held: number;
+  /** `limit - held`, never negative: `held + available === limit` while `held <= limit`. */
+  available: number;
+  queued: number;
+  maxQueue: number;
+  queueTimeout: number;
+  acquired: number;
+  released: number;
+  rejectedQueueFull: number;
+  rejectedQueueTimeout: number;
+  abortedWaiting: number;
+  /** Permits released because their request was aborted in flight (`release('aborted')`). */
+  abortedInFlight: number;
+  /** Permits the gate took back after `maxHold`. */
+  holdTimeouts: number;
+  /** `release()` calls on a permit already released: counted, never an extra permit. */
+  doubleReleases: number;
+  /** Time from `acquire()` to grant, over every granted permit (0 for an immediate grant). */
+  wait: DurationSummary;
+  /** Time from grant to release. */
+  hold: DurationSummary;
+}
+
+/** A {@link DurationHistogram} to read, not to record into. */
+export type DurationHistogramView = Pick<
+  DurationHistogram,
+  'count' | 'quantile' | 'cumulative' | 'summary'
+>;
