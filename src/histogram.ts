@@ -34,7 +34,8 @@ export class DurationHistogram {
     if (ms > this.#max) this.#max = ms;
     const us = ms * 1000;
     const index = us < 1 ? 0 : Math.min(BUCKETS - 1, 1 + Math.floor(Math.log2(us) * SUB_BUCKETS));
-    (this.#buckets ??= new Float64Array(BUCKETS))[index]!++;
+    if (this.#buckets === undefined) this.#buckets = new Float64Array(BUCKETS);
+    this.#buckets[index]!++;
   }
 
   get count(): number {
