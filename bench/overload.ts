@@ -18,6 +18,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { markdownTable } from './lib/table.js';
 import { renderChart } from './overload/chart.js';
 import {
   CONTENDER_LABEL,
@@ -30,7 +31,6 @@ import {
   runBurst,
   runOpenLoop,
 } from './overload/driver.js';
-import { markdownTable } from './overload/format.js';
 import { forkPartner, type PartnerConfig, startPartnerHere } from './overload/partner.js';
 import {
   burstTable,

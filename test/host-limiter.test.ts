@@ -15,6 +15,7 @@ import {
   type PartnerRule,
 } from '../src/host-limiter.js';
 import { type Permit, Semaphore } from '../src/semaphore.js';
+import { prng } from './helpers/prng.js';
 
 /** Builds a limiter from deliberately ill-typed input, the way a JS caller or a config file would. */
 function construct(options: unknown): HostLimiter {
@@ -23,18 +24,6 @@ function construct(options: unknown): HostLimiter {
 
 function rule(overrides: Partial<PartnerRule> & Record<string, unknown> = {}): PartnerRule {
   return { name: 'billing', hosts: ['api.billing.example'], limit: 20, ...overrides };
-}
-
-/** A deterministic PRNG (mulberry32), so a failing schedule can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function randomLabel(random: () => number): string {

@@ -46,6 +46,7 @@ export function formatOps(opsPerSec: number | undefined): string {
 /** A byte count, e.g. `412 B`, `3.1 KiB`. */
 export function formatBytes(bytes: number | undefined): string {
   if (bytes === undefined || !Number.isFinite(bytes)) return NA;
+  if (Math.abs(bytes) >= 1024 * 1024) return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
   if (Math.abs(bytes) >= 10 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
   return `${bytes.toFixed(0)} B`;
 }

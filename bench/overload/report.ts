@@ -4,6 +4,8 @@
  * measured · s. Time to shed and bytes are not simulated quantities and are never scaled.
  */
 
+import { formatBytes, formatMs } from '../lib/stats.js';
+import { markdownTable } from '../lib/table.js';
 import {
   CONTENDER_LABEL,
   type ContenderKind,
@@ -14,7 +16,6 @@ import {
   SHED_TIMEOUT,
   TIMEOUT,
 } from './driver.js';
-import { formatBytes, formatMs, markdownTable } from './format.js';
 
 /** The first seed's table "10,000 tasks, N permits". */
 export const SEED_ROWS = [

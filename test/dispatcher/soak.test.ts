@@ -2,6 +2,7 @@ import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostLimiter, limitHosts } from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { prng } from '../helpers/prng.js';
 
 // A randomized soak, bounded in count and time: several partners, both clients, and every
 // fault at once. The partners count their own concurrency; the gates must agree at the end.
@@ -22,18 +23,6 @@ afterAll(async () => {
   await agent.destroy();
   await Promise.all(partners.map((p) => p.close()));
 });
-
-/** mulberry32: a seeded PRNG, so a failing run can be replayed from its seed. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Scenario = (
   url: string,
