@@ -41,10 +41,6 @@ export class Permit implements Disposable {
   next: Permit | undefined = undefined;
   /** @internal */
   state = HELD;
-  /** @internal the `run()` task this permit was granted for, until it starts */
-  task: RunFn | undefined = undefined;
-  /** @internal */
-  taskSignal: AbortSignal | undefined = undefined;
 
   constructor(gate: Semaphore, acquiredAt: number) {
     this.gate = gate;
@@ -111,7 +107,13 @@ export class Waiter implements WaitTicket {
 
   granted(permit: Permit): void {
     if (this.target !== undefined) this.target.granted(permit);
-    else this.resolve!(permit);
+    else if (this.task !== undefined) {
+      // run(): the task starts on the grant and the caller's promise takes its result.
+      runHeld(permit, this.task, this.signal).then(
+        this.resolve as (value: unknown) => void,
+        this.reject,
+      );
+    } else this.resolve!(permit);
   }
 
   rejected(reason: unknown): void {
@@ -131,14 +133,7 @@ export class Waiter implements WaitTicket {
 
 export type RunFn = (signal: AbortSignal | undefined) => unknown;
 
-export function startTask(permit: Permit): Promise<unknown> {
-  const fn = permit.task!;
-  const signal = permit.taskSignal;
-  permit.task = permit.taskSignal = undefined;
-  return runHeld(permit, fn, signal);
-}
-
-async function runHeld<T>(
+export async function runHeld<T>(
   permit: Permit,
   fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
   signal: AbortSignal | undefined,

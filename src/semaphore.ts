@@ -24,7 +24,7 @@ import {
   Permit,
   RELEASED,
   type RunFn,
-  startTask,
+  runHeld,
   Waiter,
   type WaitTarget,
   type WaitTicket,
@@ -246,8 +246,7 @@ export class Semaphore {
     }
     if (this.#head === undefined && this.#held < this.#limit) {
       const permit = this.#grant(0);
-      permit.task = task;
-      permit.taskSignal = signal;
+      if (task !== undefined) return runHeld(permit, task, signal) as Promise<never>;
       return Promise.resolve(permit);
     }
     if (this.#queued >= this.#maxQueue) return Promise.reject(this.#queueFull());
@@ -310,8 +309,9 @@ export class Semaphore {
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T> {
-    // No async frame and no closure parked per waiter: the waiter carries the task.
-    return this.#acquire(options, false, fn).then(startTask) as Promise<T>;
+    // No async frame and no closure parked per waiter: the waiter carries the task, and its
+    // promise settles with the task's result.
+    return this.#acquire(options, false, fn) as Promise<T>;
   }
 
   /**
@@ -446,12 +446,7 @@ export class Semaphore {
         this.#dequeue(waiter);
         // One clock read serves every grant of this pass (and the release that started it).
         now ??= this.#now();
-        const permit = this.#grant(now - waiter.enqueuedAt, waiter.site, now);
-        if (waiter.task !== undefined) {
-          permit.task = waiter.task;
-          permit.taskSignal = waiter.signal;
-        }
-        waiter.granted(permit);
+        waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now));
       }
     } finally {
       this.#draining = false;
