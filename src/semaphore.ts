@@ -302,8 +302,9 @@ export class Semaphore {
   }
 
   /**
-   * Acquires, runs `fn`, and releases on every exit path. The permit is returned when `fn`
-   * settles, not when the signal aborts: `fn` gets the signal and should stop on it.
+   * Acquires, runs `fn`, and releases on every exit path. `fn` starts the moment its permit is
+   * granted — for a queued call, inside the release that freed it. The permit is returned when
+   * `fn` settles, not when the signal aborts: `fn` gets the signal and should stop on it.
    */
   run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
