@@ -24,12 +24,12 @@ try {
   console.log(
     `# limitHosts vs undici Agent — Node ${process.version}, ${os.cpus()[0]?.model}, ${os.cpus().length} cores, median of ${runs}\n`,
   );
-  // Interleave raw and hostgate runs so drift on a busy machine hits both alike.
+  // Interleave the runs so drift on a busy machine hits every case alike.
   const throughput: Record<string, number[]> = {};
   const pairs = smoke
     ? [['raw-free', 'hostgate-free']]
     : [
-        ['raw-free', 'hostgate-free'],
+        ['raw-free', 'hostgate-free', 'noop-free'],
         ['raw-bound', 'hostgate-bound'],
       ];
   for (let i = 0; i < runs; i++) {
@@ -56,6 +56,13 @@ try {
     'hostgate-free',
     '≥ 0.97×',
   );
+  if (!smoke)
+    row(
+      'for reference: a do-nothing interceptor, same setup (undici converts headers for it)',
+      'raw-free',
+      'noop-free',
+      '',
+    );
   if (!smoke)
     row(
       'limit binding at 20 (200 callers; Agent connections 20 vs 20 permits)',
