@@ -46,7 +46,9 @@ const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
  *   the gate's bounded queue. The caller's signal (`init.signal`, else the `Request`'s, as in
  *   fetch) aborts the wait: the call rejects at once with `signal.reason`, leaves the queue, and
  *   never reaches the partner. Aborted later, it aborts the request and, once the response is
- *   here, ends the body and returns the permit at once (whether or not anyone is reading).
+ *   here, ends the body (whether or not anyone is reading); the permit returns once the
+ *   connection is down (`afterTeardown`: a few event-loop turns), so the next waiter cannot
+ *   reach the partner before it has seen this request close.
  * - The permit is released exactly once: when the body has been read to its end, cancelled
  *   (`res.body.cancel()`), or has errored; at once for a response without a body (204, HEAD);
  *   and when `fetchFn` rejects or throws.
