@@ -162,7 +162,7 @@ describe.each(expressVersions)('burst on %s', (_name, makeApp) => {
       await openResponses.zero();
       await handlers.zero();
       // A fetch rejects as soon as it is cancelled; its permit follows once undici has closed
-      // the socket and the partner has seen it (settleCancelled): a few turns later.
+      // the socket and the partner has seen it (afterTeardown): a few turns later.
       await turnsUntil(() => gate.held === 0 && partner.active === 0, 'idle');
     } finally {
       clearInterval(sampler);

@@ -171,7 +171,7 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       expect(outcome.ok === false && findDisconnect(outcome.error)).toBeInstanceOf(
         ClientDisconnectedError,
       );
-      // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+      // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
       await turnsUntil(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
       expect(gate.available).toBe(1);
@@ -223,7 +223,7 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       caller.abort();
       await partner.waitForClosedEarly(1);
       await outcomes.wait('ka-drop');
-      // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+      // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
       await turnsUntil(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
     } finally {
@@ -255,7 +255,7 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       expect(await results.wait('own')).toMatchObject({ message: 'caller gave up' });
       await partner.waitForClosedEarly(1);
       expect(await done).toBe(499);
-      // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+      // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
       await turnsUntil(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
     } finally {

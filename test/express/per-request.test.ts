@@ -146,7 +146,7 @@ describe.each(expressVersions)('outbound({ perRequest }) on %s', (_name, makeApp
       ).toBe(true);
     }
     expect(partner.arrived).toBe(3);
-    // A cancelled call's permit returns once the partner has seen the close (settleCancelled).
+    // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
     await turnsUntil(() => gate.held === 0, 'released');
     expect(gate.held).toBe(0);
     expectInvariant(gate);
