@@ -1,6 +1,11 @@
 import { afterAll, expect, it } from 'vitest';
-import { describeRedis, startRedis, stopAllRedis } from '../helpers/redis-server.js';
-import { connectResp, respCommand } from '../helpers/resp.js';
+import {
+  connectResp,
+  describeRedis,
+  respCommand,
+  startRedis,
+  stopAllRedis,
+} from '../helpers/redis-server.js';
 
 afterAll(stopAllRedis);
 
