@@ -24,7 +24,7 @@ import {
   UnknownHostError,
 } from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { released } from '../helpers/turns.js';
+import { released } from '../helpers/until.js';
 
 let partner: Partner;
 let agent: Agent;
