@@ -5,8 +5,8 @@ import { limitFetch } from '../../src/fetch.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { until } from '../express/helpers.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { prng } from '../helpers/prng.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { prng } from '../helpers/prng.js';
 
 /**
  * A request cancelled while at the partner must keep its permit until the partner has seen

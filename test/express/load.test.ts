@@ -6,8 +6,8 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { outbound, shed } from '../../middleware/index.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { prng } from '../helpers/prng.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { prng } from '../helpers/prng.js';
 import { expressVersions, jsonParser, Signals, until, watchProcess } from './helpers.js';
 
 const CLIENTS = 1000;
