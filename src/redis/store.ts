@@ -192,6 +192,16 @@ export class RedisStore {
     return all;
   }
 
+  /**
+   * Resolves once every release and withdrawal issued so far has been answered by Redis (or
+   * has failed): for tests and orderly shutdowns.
+   */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.#inflight.values()]);
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    await this.#lastFlush;
+  }
+
   /** Routes a wake-up (a ticket granted in Redis) to its gate. */
   #onWake = (id: string): void => {
     this.#tickets.get(id)?.wake(id);
