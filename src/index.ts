@@ -12,6 +12,7 @@ export {
   type ShedReason,
   type WaitAbortedMessage,
 } from './diagnostics.js';
+export type { AnyDispatch, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
@@ -68,7 +69,8 @@ export {
   DEFAULT_QUEUE_TIMEOUT_MS,
   type DurationHistogramView,
   MAX_RETRY_AFTER_MS,
-  Permit,
+  type Permit,
+  type PermitTarget,
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
