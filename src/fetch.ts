@@ -187,7 +187,7 @@ class LimitedCall {
       this.#finish();
       throw error;
     }
-    this.#permit.gate.noteProgress(); // the partner answered
+    this.#permit.noteProgress(); // the partner answered
     try {
       return this.#take(response);
     } catch (error) {
@@ -271,7 +271,7 @@ class LimitedCall {
       this.#finish(); // before close(): once the caller sees the end, the permit is back
       body.close();
     } else {
-      this.#permit.gate.noteProgress();
+      this.#permit.noteProgress();
       body.enqueue(chunk.value);
     }
   }
