@@ -1,4 +1,13 @@
 export {
+  deadlineShedCount,
+  expectedWaitMs,
+  type GateLoad,
+  MAX_BUDGET_MS,
+  parseDuration,
+  parseGrpcTimeout,
+  shedForDeadline,
+} from './deadline.js';
+export {
   type AcquireMessage,
   type AcquireSite,
   channels,
@@ -16,6 +25,8 @@ export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatch
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
+  DeadlineExceededError,
+  DeadlineShedError,
   findShedError,
   HostgateError,
   type HostgateErrorCode,
