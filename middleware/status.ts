@@ -26,8 +26,8 @@ export interface PartnerStatus extends Omit<PartnerMetrics, 'wait' | 'hold'> {
   state: 'leak' | 'stalled' | 'ok';
 }
 
-/** A leak suspect in the JSON body: {@link LeakSuspect} without the permit object. */
-export type LeakStatus = Omit<LeakSuspect, 'permit'>;
+/** A leak suspect in the JSON body. */
+export type LeakStatus = LeakSuspect;
 
 export interface StatusBody {
   generatedAt: string;
@@ -78,7 +78,7 @@ export function statusHandler(
 
   const body = (): StatusBody => {
     const rows = collector.collect();
-    const leaks = leakSuspects(source).map(({ permit: _permit, ...rest }) => rest);
+    const leaks = leakSuspects(source);
     return {
       generatedAt: new Date().toISOString(),
       partners: rows.map(toStatus),

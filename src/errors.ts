@@ -129,17 +129,25 @@ export class PartnerCooldownError extends ShedError {
   }
 }
 
-/** A permit was held longer than `maxHold` (an unread body, a stuck stream); its request was aborted. */
+/**
+ * A permit's request made no progress for `maxHold` (an unread body, a stuck stream), or was
+ * held past `maxHoldTotal`; its request was aborted.
+ */
 export class PermitHoldTimeoutError extends HostgateError {
   static readonly CODE = 'HOSTGATE_HOLD_TIMEOUT';
   readonly heldMs: number;
-  constructor(partner: string | undefined, heldMs: number) {
+  /** Time without progress (ms) when `maxHold` took it back; `undefined` for `maxHoldTotal`. */
+  readonly quietMs: number | undefined;
+  constructor(partner: string | undefined, heldMs: number, quietMs?: number) {
     super(
       'HOSTGATE_HOLD_TIMEOUT',
-      `request to ${label(partner)} held its permit for ${Math.round(heldMs)} ms (maxHold) and was aborted; read or cancel response bodies`,
+      quietMs === undefined
+        ? `request to ${label(partner)} held its permit for ${Math.round(heldMs)} ms (maxHoldTotal) and was aborted`
+        : `request to ${label(partner)} made no progress for ${Math.round(quietMs)} ms (maxHold; held ${Math.round(heldMs)} ms) and was aborted; read or cancel response bodies`,
       partner,
     );
     this.heldMs = heldMs;
+    this.quietMs = quietMs;
   }
 }
 

@@ -189,7 +189,7 @@ class LimitedCall {
       this.#finish();
       throw error;
     }
-    this.#permit.gate.noteProgress(); // the partner answered
+    this.#permit.noteProgress(); // the partner answered
     publishResponse(this.#permit, response.status, response.headers); // adaptive: RTT, status
     try {
       return this.#take(response);
@@ -274,7 +274,7 @@ class LimitedCall {
       this.#finish(); // before close(): once the caller sees the end, the permit is back
       body.close();
     } else {
-      this.#permit.gate.noteProgress();
+      this.#permit.noteProgress();
       body.enqueue(chunk.value);
     }
   }

@@ -8,8 +8,9 @@ import { type HostPattern, originKey, parseHostPattern, parseTarget } from './or
 import { Semaphore, type SemaphoreStats } from './semaphore.js';
 
 /**
- * Default `maxHold`: 60 s. Long enough for any ordinary API call, a large download
- * included; short enough that an unread response body returns its permit within a minute.
+ * Default `maxHold`: 60 s without response progress. Every response chunk resets it, so a
+ * long download or an event stream keeps its permit while bytes flow; an unread body (or a
+ * partner that went silent) returns its permit within a minute.
  */
 export const DEFAULT_MAX_HOLD_MS = 60_000;
 /**
@@ -35,8 +36,10 @@ export interface GateOptions {
   maxQueue?: number;
   /** Wait deadline in ms (default 1000). */
   queueTimeout?: number;
-  /** Longest a request may hold its permit, in ms (default 60 000). */
+  /** Longest a request may go without response progress, in ms (default 60 000). */
   maxHold?: number;
+  /** Longest a request may hold its permit at all, in ms, progress or not (default unset). */
+  maxHoldTotal?: number;
 }
 
 export interface PartnerRule extends GateOptions {
@@ -68,16 +71,8 @@ export interface HostLimiterOptions {
 }
 
 const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts'] as const;
-const RULE_KEYS = [
-  'name',
-  'hosts',
-  'limit',
-  'maxQueue',
-  'queueTimeout',
-  'maxHold',
-  'adaptive',
-] as const;
-const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold'] as const;
+const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'maxHoldTotal'] as const;
+const RULE_KEYS = ['name', 'hosts', 'adaptive', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
 
@@ -267,6 +262,7 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
       maxQueue: options.maxQueue,
       queueTimeout: options.queueTimeout,
       maxHold: options.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      maxHoldTotal: options.maxHoldTotal,
       name,
     });
   } catch (error) {
@@ -285,6 +281,6 @@ function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPo
   checkObject('unknownHosts', value);
   checkKnownKeys('unknownHosts', value, GATE_KEYS);
   makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
-  const { limit, maxQueue, queueTimeout, maxHold } = value;
-  return { limit, maxQueue, queueTimeout, maxHold };
+  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal } = value;
+  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal };
 }

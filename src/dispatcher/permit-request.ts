@@ -110,7 +110,7 @@ export abstract class PermitRequest implements WaitTarget {
 
   /** Response headers or bytes arrived: the gate's stall clock moves (leak signature). */
   protected progressed(): void {
-    this.permit?.gate.noteProgress();
+    this.permit?.noteProgress();
   }
 
   #hold(permit: Permit): void {

@@ -41,7 +41,7 @@ import {
   WAIT_SUM,
   windowQuantile,
 } from './gate-totals.js';
-import { type GateSource, leakSuspects } from './leaks.js';
+import { findLeaks, type GateSource } from './leaks.js';
 
 export { type BucketCounts, HOLD_BUCKETS_SECONDS, WAIT_BUCKETS_SECONDS } from './gate-totals.js';
 
@@ -146,7 +146,6 @@ export class MetricsCollector {
   /** Each live gate's counters at the previous read. */
   #lastByGate = new Map<Semaphore, Float64Array>();
   /** Each live gate's progress ticks, and when (gate clock) this collector first saw them. */
-  #ticksSeen = new Map<Semaphore, { ticks: number; at: number }>();
   /** Retry counts by retrier key at the previous read. */
   #lastRetries = new Map<string, number>();
   /** Running totals per label: only ever grow. */
@@ -209,13 +208,11 @@ export class MetricsCollector {
     }
     // Gates gone since the last read (evicted) are forgotten; their totals stay in their label.
     this.#lastByGate = lastByGate;
-    for (const gate of this.#ticksSeen.keys())
-      if (!lastByGate.has(gate)) this.#ticksSeen.delete(gate);
     this.#readRetries();
 
     const suspects = new Map<string, number>();
-    for (const suspect of leakSuspects(this.#source)) {
-      const label = this.labelFor(suspect.partner, suspect.permit.gate);
+    for (const { gate, suspect } of findLeaks(this.#source)) {
+      const label = this.labelFor(suspect.partner, gate);
       suspects.set(label, (suspects.get(label) ?? 0) + 1);
     }
 
@@ -226,20 +223,6 @@ export class MetricsCollector {
       out.push(this.#row(label, gates, totals, base, now, suspects.get(label) ?? 0));
     }
     return out;
-  }
-
-  /**
-   * When the gate's holders last showed progress, never later than the truth: a grant or
-   * release is timed exactly; response bytes only by when a read first saw their tick count.
-   */
-  #lastSignOfLife(gate: Semaphore): number {
-    const { at, ticks, ticksAt } = gate.progress();
-    if (ticks === ticksAt) return at; // no bytes since the last grant or release
-    const seen = this.#ticksSeen.get(gate);
-    if (seen !== undefined && seen.ticks === ticks) return Math.max(at, seen.at);
-    const now = gate.now(); // bytes since the previous read (or never read): count them as now
-    this.#ticksSeen.set(gate, { ticks, at: now });
-    return now;
   }
 
   #totalsOf(label: string): Float64Array {
@@ -320,7 +303,7 @@ export class MetricsCollector {
       queued += gate.queued;
       maxQueue += gate.stats().maxQueue;
       if (gate.held === 0) continue;
-      const quiet = gate.now() - this.#lastSignOfLife(gate);
+      const quiet = gate.now() - gate.lastProgressAt;
       quietMs = quietMs === null ? quiet : Math.max(quietMs, quiet);
       if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
     }
