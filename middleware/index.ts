@@ -5,6 +5,10 @@
  *   calls through the partner gates, cancelled when the client goes away.
  * - `shed()` turns shed errors into `503` + `Retry-After` + `application/problem+json`.
  * - `admit()` caps concurrently handled inbound requests with a bounded queue.
+ *
+ * Needs undici at run time (`outbound()` creates an `Agent` and calls its `fetch`/`request`):
+ * hostgate declares it a peer dependency (`^7 || ^8`), so the import resolves, as Node resolves
+ * any bare import from `node_modules/hostgate`, to the `undici` your project installed.
  */
 export { type AdmitMiddleware, type AdmitOptions, admit } from './admit.js';
 export {

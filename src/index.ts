@@ -19,6 +19,7 @@ export {
   type ShedReason,
   type WaitAbortedMessage,
 } from './diagnostics.js';
+export type { AnyDispatch, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
