@@ -8,7 +8,7 @@
  * | ------------------------- | -------------------------------------------------------------- |
  * | `hostgate:acquire`        | {@link AcquireMessage}: a permit was granted                   |
  * | `hostgate:release`        | {@link ReleaseMessage}: a permit went back (reason says how)   |
- * | `hostgate:shed`           | {@link ShedMessage}: a caller was refused (queue full/timeout)  |
+ * | `hostgate:shed`           | {@link ShedMessage}: a caller was refused (queue full/timeout, deadline) |
  * | `hostgate:wait-aborted`   | {@link WaitAbortedMessage}: a waiter's signal fired            |
  * | `hostgate:hold-timeout`   | {@link HoldTimeoutMessage}: `maxHold` passed, permit taken back |
  * | `hostgate:double-release` | {@link DoubleReleaseMessage}: `release()` on a released permit |
@@ -52,7 +52,11 @@ export type ReleaseReason =
   | 'hold_timeout';
 
 /** Why a caller was shed: the `reason` label of `hostgate_shed_total`. */
-export type ShedReason = 'queue_full' | 'queue_timeout';
+export type ShedReason =
+  | 'queue_full'
+  | 'queue_timeout'
+  /** Refused before queueing: the request's deadline budget was shorter than wait + p50 hold. */
+  | 'deadline';
 
 interface GateMessage {
   /** The gate that published. */
@@ -75,7 +79,7 @@ export interface ReleaseMessage extends GateMessage {
 
 export interface ShedMessage extends GateMessage {
   reason: ShedReason;
-  /** The `QueueFullError` or `QueueTimeoutError` the caller receives. */
+  /** The `QueueFullError`, `QueueTimeoutError` or `DeadlineShedError` the caller receives. */
   error: ShedError;
   /** Waiters still queued after this one left. */
   queued: number;

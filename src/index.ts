@@ -4,6 +4,15 @@ export type { AdaptiveStats } from './adaptive/controller.js';
 export { GradientLimit, type GradientOptions } from './adaptive/gradient.js';
 export type { AdaptiveAlgorithmName, AdaptiveOptions } from './adaptive/options.js';
 export {
+  deadlineShedCount,
+  expectedWaitMs,
+  type GateLoad,
+  MAX_BUDGET_MS,
+  parseDuration,
+  parseGrpcTimeout,
+  shedForDeadline,
+} from './deadline.js';
+export {
   type AcquireMessage,
   type AcquireSite,
   channels,
@@ -23,6 +32,8 @@ export type { AnyDispatch, DispatchInterceptor } from './dispatcher/interceptor.
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
+  DeadlineExceededError,
+  DeadlineShedError,
   findShedError,
   HostgateError,
   type HostgateErrorCode,

@@ -154,7 +154,7 @@ export function afterTeardown(fn: () => void): void {
 
 /**
  * An error that means the caller cancelled: its signal's reason (`AbortError`, `TimeoutError`,
- * hostgate's `ClientDisconnectedError`) or undici's `RequestAbortedError`. On the fast path the
+ * hostgate's `ClientDisconnectedError` and `DeadlineExceededError`) or undici's `RequestAbortedError`. On the fast path the
  * caller holds undici's own abort, so the error is all there is to tell it by.
  */
 function isAbort(error: unknown): boolean {
@@ -164,6 +164,7 @@ function isAbort(error: unknown): boolean {
     name === 'AbortError' ||
     name === 'TimeoutError' ||
     code === 'UND_ERR_ABORTED' ||
-    code === 'HOSTGATE_CLIENT_DISCONNECTED'
+    code === 'HOSTGATE_CLIENT_DISCONNECTED' ||
+    code === 'HOSTGATE_DEADLINE_EXCEEDED'
   );
 }

@@ -32,6 +32,7 @@ import {
   RELEASED,
   RETRIES,
   readGate,
+  SHED_DEADLINE,
   SHED_FULL,
   SHED_TIMEOUT,
   VECTOR_LENGTH,
@@ -95,6 +96,8 @@ export interface PartnerMetrics {
   released: number;
   shedQueueFull: number;
   shedQueueTimeout: number;
+  /** Calls refused before queueing because their request's deadline could not be met. */
+  shedDeadline: number;
   abortedWaiting: number;
   abortedInFlight: number;
   holdTimeouts: number;
@@ -104,7 +107,7 @@ export interface PartnerMetrics {
   hold: BucketCounts;
   /** Span (s) of the window the two rates below cover: since the oldest read of the last minute. */
   windowSeconds: number;
-  /** Shed calls (queue full + queue timeout) per second over the window. */
+  /** Shed calls (queue full + queue timeout + deadline) per second over the window. */
   shedPerSecond: number;
   /** p99 queue wait over the window, ms (interpolated in its bucket); `null` with no grants in it. */
   waitP99Ms: number | null;
@@ -308,7 +311,7 @@ export class MetricsCollector {
       if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
     }
     const windowMs = base === undefined ? 0 : now - base.at;
-    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]!;
+    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]! + v[SHED_DEADLINE]!;
     return {
       partner: label,
       gates: gates.length,
@@ -324,6 +327,7 @@ export class MetricsCollector {
       released: totals[RELEASED]!,
       shedQueueFull: totals[SHED_FULL]!,
       shedQueueTimeout: totals[SHED_TIMEOUT]!,
+      shedDeadline: totals[SHED_DEADLINE]!,
       abortedWaiting: totals[ABORTED_WAITING]!,
       abortedInFlight: totals[ABORTED_IN_FLIGHT]!,
       holdTimeouts: totals[HOLD_TIMEOUTS]!,

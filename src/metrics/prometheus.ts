@@ -52,7 +52,7 @@ type Rows = () => PartnerMetrics[];
  * | `hostgate_limit_changes_total`      | counter   | changes of an adaptive effective limit       |
  * | `hostgate_acquired_total`           | counter   | permits granted                              |
  * | `hostgate_released_total`           | counter   | permits returned (any way)                   |
- * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`                |
+ * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`    |
  * | `hostgate_aborted_total{stage}`     | counter   | `waiting`, `in_flight` (client disconnects)  |
  * | `hostgate_hold_timeouts_total`      | counter   | permits taken back after `maxHold`           |
  * | `hostgate_double_releases_total`    | counter   | `release()` of a released permit             |
@@ -163,6 +163,7 @@ export function registerMetrics(
   counter('shed_total', 'Callers refused without being served, by reason.', 'reason', (r) => [
     ['queue_full', r.shedQueueFull],
     ['queue_timeout', r.shedQueueTimeout],
+    ['deadline', r.shedDeadline],
   ]);
   counter(
     'aborted_total',
