@@ -28,7 +28,7 @@ export {
   type ShedReason,
   type WaitAbortedMessage,
 } from './diagnostics.js';
-export type { AnyDispatch, DispatchInterceptor } from './dispatcher/interceptor.js';
+export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
@@ -47,6 +47,7 @@ export {
   UnknownHostError,
 } from './errors.js';
 export { type FetchFunction, limitFetch } from './fetch.js';
+export { withDispatcher } from './global-fetch.js';
 export type { DurationSummary } from './histogram.js';
 export {
   DEFAULT_MAX_HOLD_MS,

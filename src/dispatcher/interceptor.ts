@@ -12,3 +12,8 @@ export type AnyDispatch = (options: never, handler: never) => boolean;
  * the `compose` of either version's `Agent`, `Pool` and `Client` without a cast.
  */
 export type DispatchInterceptor = <D extends AnyDispatch>(dispatch: D) => D;
+
+/** Any undici dispatcher (`Agent`, `Pool`, `Client`, or one from `compose`) of undici 7 or 8. */
+export interface AnyDispatcher {
+  dispatch: AnyDispatch;
+}
