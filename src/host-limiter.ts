@@ -1,3 +1,6 @@
+import { AdaptiveController, type AdaptiveStats } from './adaptive/controller.js';
+import { type AdaptiveOptions, parseAdaptive } from './adaptive/options.js';
+import { attachController, controllerOf } from './adaptive/signals.js';
 import { TooManyHostsError, UnknownHostError } from './errors.js';
 import { type LeakSuspect, leakSuspects } from './metrics/leaks.js';
 import { checkKnownKeys, checkObject, describe, positiveInteger } from './options.js';
@@ -49,6 +52,16 @@ export interface PartnerRule extends GateOptions {
    * every process with the same store prefix and partner name shares `limit`.
    */
   shared?: boolean;
+  /**
+   * Adapt the limit to the partner's real capacity, within [`min`, `limit`]: `limit` stays the
+   * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
+   */
+  adaptive?: AdaptiveOptions | boolean;
+}
+
+/** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
+export interface GateStats extends SemaphoreStats {
+  adaptive?: AdaptiveStats;
 }
 
 /**
@@ -81,7 +94,7 @@ export interface HostLimiterOptions {
 
 const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts', 'store'] as const;
 const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'maxHoldTotal'] as const;
-const RULE_KEYS = ['name', 'hosts', 'shared', ...GATE_KEYS] as const;
+const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
 
@@ -174,9 +187,15 @@ export class HostLimiter {
     return this.#closing;
   }
 
-  stats(): Record<string, SemaphoreStats> {
-    const out: Record<string, SemaphoreStats> = {};
-    for (const [key, gate] of this.gates()) out[key] = gate.stats();
+  /** Every gate's stats; an adaptive partner's also carry `adaptive` (contract and effective limit). */
+  stats(): Record<string, GateStats> {
+    const out: Record<string, GateStats> = {};
+    for (const [key, gate] of this.gates()) {
+      const stats: GateStats = gate.stats();
+      const adaptive = controllerOf(gate);
+      if (adaptive !== undefined) stats.adaptive = adaptive.stats();
+      out[key] = stats;
+    }
     return out;
   }
 
@@ -200,6 +219,7 @@ export class HostLimiter {
     }
     const gate =
       rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
+    const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
     for (const text of rule.hosts) {
       const pattern = parseHostPattern(where, text);
       const key = patternKey(pattern);
@@ -215,6 +235,7 @@ export class HostLimiter {
       else this.#wildcards.push({ suffix: pattern.suffix, gate });
     }
     this.#partners.set(rule.name, gate);
+    if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
   }
 
   #sharedGate(where: string, rule: PartnerRule): Semaphore {
