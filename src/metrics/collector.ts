@@ -8,6 +8,7 @@
  * ones): each read adds every live gate's increase since the previous read to its label's total.
  */
 
+import { controllerOf } from '../adaptive/signals.js';
 import {
   checkKnownKeys,
   checkObject,
@@ -31,6 +32,7 @@ import {
   RELEASED,
   RETRIES,
   readGate,
+  SHED_DEADLINE,
   SHED_FULL,
   SHED_TIMEOUT,
   VECTOR_LENGTH,
@@ -78,7 +80,14 @@ export interface PartnerMetrics {
   partner: string;
   /** Live gates behind this row (0 when only counters remain, e.g. after an eviction). */
   gates: number;
+  /** The limit in force: an adaptive partner's effective limit. */
   limit: number;
+  /** The contract limit: the ceiling of an adaptive limit, else equal to `limit`. */
+  contractLimit: number;
+  /** Times an adaptive limit changed (0 for a fixed one). */
+  limitChanges: number;
+  /** The limit adapts to the partner (`adaptive` option). */
+  adaptive: boolean;
   inUse: number;
   available: number;
   queued: number;
@@ -87,6 +96,8 @@ export interface PartnerMetrics {
   released: number;
   shedQueueFull: number;
   shedQueueTimeout: number;
+  /** Calls refused before queueing because their request's deadline could not be met. */
+  shedDeadline: number;
   abortedWaiting: number;
   abortedInFlight: number;
   holdTimeouts: number;
@@ -96,7 +107,7 @@ export interface PartnerMetrics {
   hold: BucketCounts;
   /** Span (s) of the window the two rates below cover: since the oldest read of the last minute. */
   windowSeconds: number;
-  /** Shed calls (queue full + queue timeout) per second over the window. */
+  /** Shed calls (queue full + queue timeout + deadline) per second over the window. */
   shedPerSecond: number;
   /** p99 queue wait over the window, ms (interpolated in its bucket); `null` with no grants in it. */
   waitP99Ms: number | null;
@@ -275,6 +286,9 @@ export class MetricsCollector {
     leaks: number,
   ): PartnerMetrics {
     let limit = 0;
+    let contractLimit = 0;
+    let limitChanges = 0;
+    let adaptive = false;
     let inUse = 0;
     let available = 0;
     let queued = 0;
@@ -283,6 +297,10 @@ export class MetricsCollector {
     let stalled = false;
     for (const gate of gates) {
       limit += gate.limit;
+      const controlled = controllerOf(gate)?.stats();
+      contractLimit += controlled?.contractLimit ?? gate.limit;
+      limitChanges += controlled?.limitChanges ?? 0;
+      adaptive ||= controlled !== undefined;
       inUse += gate.held;
       available += gate.available;
       queued += gate.queued;
@@ -293,11 +311,14 @@ export class MetricsCollector {
       if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
     }
     const windowMs = base === undefined ? 0 : now - base.at;
-    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]!;
+    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]! + v[SHED_DEADLINE]!;
     return {
       partner: label,
       gates: gates.length,
       limit,
+      contractLimit,
+      limitChanges,
+      adaptive,
       inUse,
       available,
       queued,
@@ -306,6 +327,7 @@ export class MetricsCollector {
       released: totals[RELEASED]!,
       shedQueueFull: totals[SHED_FULL]!,
       shedQueueTimeout: totals[SHED_TIMEOUT]!,
+      shedDeadline: totals[SHED_DEADLINE]!,
       abortedWaiting: totals[ABORTED_WAITING]!,
       abortedInFlight: totals[ABORTED_IN_FLIGHT]!,
       holdTimeouts: totals[HOLD_TIMEOUTS]!,
