@@ -95,5 +95,6 @@ export {
   type SemaphoreOptions,
   type SemaphoreStats,
   type WaitTarget,
+  type WaitOptions,
   type WaitTicket,
 } from './semaphore.js';
