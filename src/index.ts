@@ -94,7 +94,7 @@ export {
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
-  type WaitTarget,
   type WaitOptions,
+  type WaitTarget,
   type WaitTicket,
 } from './semaphore.js';

@@ -33,13 +33,13 @@ import {
 } from './permit.js';
 import {
   type AcquireOptions,
-  type WaitOptions,
   DEFAULT_QUEUE_PER_PERMIT,
   DEFAULT_QUEUE_TIMEOUT_MS,
   type DurationHistogramView,
   MAX_RETRY_AFTER_MS,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type WaitOptions,
 } from './semaphore-options.js';
 
 export type { Permit, WaitTarget, WaitTicket } from './permit.js';
