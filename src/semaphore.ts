@@ -314,10 +314,20 @@ export class Semaphore {
    * synchronously inside `run()`. A queued `fn` starts one microtask after its permit is
    * granted, in the async context (AsyncLocalStorage) of its `run()` call, not in the
    * releaser's and not on its stack. The permit is returned when `fn` settles, not when the
-   * signal aborts: `fn` gets the signal and should stop on it.
+   * signal aborts: `fn` gets the signal and should stop on it (typed as present when one is
+   * passed).
    */
   run<T>(
+    fn: (signal: AbortSignal) => T | PromiseLike<T>,
+    options: AcquireOptions & { signal: AbortSignal },
+  ): Promise<T>;
+  run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
+    options?: AcquireOptions,
+  ): Promise<T>;
+  run<T>(
+    fn: ((signal: AbortSignal) => T | PromiseLike<T>) &
+      ((signal: AbortSignal | undefined) => T | PromiseLike<T>),
     options?: AcquireOptions,
   ): Promise<T> {
     return this.#acquire(options, false, fn) as Promise<T>;
