@@ -13,6 +13,8 @@
  * | `hostgate:hold-timeout`   | {@link HoldTimeoutMessage}: `maxHold` passed, permit taken back |
  * | `hostgate:double-release` | {@link DoubleReleaseMessage}: `release()` on a released permit |
  * | `hostgate:leak`           | {@link LeakMessage}: a leak detector's first report of a permit |
+ * | `hostgate:response`       | {@link ResponseMessage}: a permit's request got its response head |
+ * | `hostgate:request-error`  | {@link RequestErrorMessage}: a permit's request failed           |
  *
  * Subscribers run synchronously inside the gate: keep them short, and do not acquire or
  * release on the gate that published.
@@ -102,6 +104,20 @@ export interface LeakMessage {
   suspect: LeakSuspect;
 }
 
+/** Published by the HTTP layers when the partner's response head arrives (adaptive limits). */
+export interface ResponseMessage extends GateMessage {
+  permit: Permit;
+  statusCode: number;
+  /** The response headers as the layer has them: an undici header object, raw pairs, or `Headers`. */
+  headers: unknown;
+}
+
+/** Published by the HTTP layers when a permit's request fails (timeouts, resets, aborts). */
+export interface RequestErrorMessage extends GateMessage {
+  permit: Permit;
+  error: unknown;
+}
+
 /** The channels, for subscribing by object rather than by name. */
 export const channels = Object.freeze({
   acquire: channel('hostgate:acquire'),
@@ -111,7 +127,30 @@ export const channels = Object.freeze({
   holdTimeout: channel('hostgate:hold-timeout'),
   doubleRelease: channel('hostgate:double-release'),
   leak: channel('hostgate:leak'),
+  response: channel('hostgate:response'),
+  requestError: channel('hostgate:request-error'),
 });
+
+/**
+ * The HTTP layers' one call at response start: the outcome signal adaptive limits learn from.
+ * Costs one property check while nobody subscribed.
+ */
+export function publishResponse(
+  permit: Permit | undefined,
+  statusCode: number,
+  headers: unknown,
+): void {
+  if (permit === undefined || !channels.response.hasSubscribers) return;
+  const { gate } = permit;
+  channels.response.publish({ gate, partner: gate.name, permit, statusCode, headers });
+}
+
+/** The HTTP layers' one call when a request fails, before its permit goes back. */
+export function publishRequestError(permit: Permit | undefined, error: unknown): void {
+  if (permit === undefined || !channels.requestError.hasSubscribers) return;
+  const { gate } = permit;
+  channels.requestError.publish({ gate, partner: gate.name, permit, error });
+}
 
 /** Where a permit was asked for: a stack captured only while a leak detector watches the gate. */
 export interface AcquireSite {

@@ -1,3 +1,4 @@
+import { publishRequestError, publishResponse } from './diagnostics.js';
 import { afterTeardown } from './dispatcher/permit-request.js';
 import type { PermitHoldTimeoutError } from './errors.js';
 import { HostLimiter, type HostLimiterOptions } from './host-limiter.js';
@@ -184,10 +185,12 @@ class LimitedCall {
       if (this.#caller?.aborted) throw this.#caller.reason;
       response = await fetchFn(input, { ...init, signal: this.#own.signal });
     } catch (error) {
+      publishRequestError(this.#permit, error); // adaptive limits: a timeout is a drop
       this.#finish();
       throw error;
     }
     this.#permit.noteProgress(); // the partner answered
+    publishResponse(this.#permit, response.status, response.headers); // adaptive: RTT, status
     try {
       return this.#take(response);
     } catch (error) {

@@ -1,3 +1,8 @@
+export { AimdLimit, type AimdOptions } from './adaptive/aimd.js';
+export type { LimitAlgorithm, LimitBounds, LimitSample } from './adaptive/algorithm.js';
+export type { AdaptiveStats } from './adaptive/controller.js';
+export { GradientLimit, type GradientOptions } from './adaptive/gradient.js';
+export type { AdaptiveAlgorithmName, AdaptiveOptions } from './adaptive/options.js';
 export {
   deadlineShedCount,
   expectedWaitMs,
@@ -17,6 +22,8 @@ export {
   type PermitRequestInfo,
   type ReleaseMessage,
   type ReleaseReason,
+  type RequestErrorMessage,
+  type ResponseMessage,
   type ShedMessage,
   type ShedReason,
   type WaitAbortedMessage,
@@ -32,10 +39,12 @@ export {
   type HostgateErrorCode,
   isHostgateError,
   isShedError,
+  LeaseLostError,
   PermitHoldTimeoutError,
   QueueFullError,
   QueueTimeoutError,
   ShedError,
+  StoreUnavailableError,
   TooManyHostsError,
   UnknownHostError,
 } from './errors.js';
@@ -47,6 +56,8 @@ export {
   DEFAULT_MAX_HOSTS,
   DEFAULT_UNKNOWN_HOST_GATE,
   type GateOptions,
+  type GateStats,
+  type GateStore,
   HostLimiter,
   type HostLimiterOptions,
   type PartnerRule,

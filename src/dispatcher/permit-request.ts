@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { publishRequestError } from '../diagnostics.js';
 import type { PermitHoldTimeoutError } from '../errors.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../semaphore.js';
 
@@ -99,6 +100,7 @@ export abstract class PermitRequest implements WaitTarget {
    * before it has seen this one close.
    */
   protected failed(error: unknown): void {
+    publishRequestError(this.permit, error); // adaptive limits: a timeout is a drop
     if (this.permit !== undefined && (this.isAborted || isAbort(error))) {
       afterTeardown(() => this.release(error));
     } else {

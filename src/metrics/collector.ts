@@ -8,6 +8,7 @@
  * ones): each read adds every live gate's increase since the previous read to its label's total.
  */
 
+import { controllerOf } from '../adaptive/signals.js';
 import {
   checkKnownKeys,
   checkObject,
@@ -79,7 +80,14 @@ export interface PartnerMetrics {
   partner: string;
   /** Live gates behind this row (0 when only counters remain, e.g. after an eviction). */
   gates: number;
+  /** The limit in force: an adaptive partner's effective limit. */
   limit: number;
+  /** The contract limit: the ceiling of an adaptive limit, else equal to `limit`. */
+  contractLimit: number;
+  /** Times an adaptive limit changed (0 for a fixed one). */
+  limitChanges: number;
+  /** The limit adapts to the partner (`adaptive` option). */
+  adaptive: boolean;
   inUse: number;
   available: number;
   queued: number;
@@ -278,6 +286,9 @@ export class MetricsCollector {
     leaks: number,
   ): PartnerMetrics {
     let limit = 0;
+    let contractLimit = 0;
+    let limitChanges = 0;
+    let adaptive = false;
     let inUse = 0;
     let available = 0;
     let queued = 0;
@@ -286,6 +297,10 @@ export class MetricsCollector {
     let stalled = false;
     for (const gate of gates) {
       limit += gate.limit;
+      const controlled = controllerOf(gate)?.stats();
+      contractLimit += controlled?.contractLimit ?? gate.limit;
+      limitChanges += controlled?.limitChanges ?? 0;
+      adaptive ||= controlled !== undefined;
       inUse += gate.held;
       available += gate.available;
       queued += gate.queued;
@@ -301,6 +316,9 @@ export class MetricsCollector {
       partner: label,
       gates: gates.length,
       limit,
+      contractLimit,
+      limitChanges,
+      adaptive,
       inUse,
       available,
       queued,
