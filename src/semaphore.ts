@@ -66,6 +66,13 @@ const {
 const ACQUIRE_KEYS = ['signal', 'timeout'] as const;
 
 /**
+ * `run()`'s callback as its implementations see it: the overloads promise a present signal to
+ * callers who passed one, and `undefined` may reach only callers who did not.
+ */
+export type RunCallback<T> = ((signal: AbortSignal) => T | PromiseLike<T>) &
+  ((signal: AbortSignal | undefined) => T | PromiseLike<T>);
+
+/**
  * A counting semaphore with a bounded FIFO queue, wait deadlines, abort, and permits that
  * return exactly once.
  *
@@ -325,11 +332,7 @@ export class Semaphore {
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T>;
-  run<T>(
-    fn: ((signal: AbortSignal) => T | PromiseLike<T>) &
-      ((signal: AbortSignal | undefined) => T | PromiseLike<T>),
-    options?: AcquireOptions,
-  ): Promise<T> {
+  run<T>(fn: RunCallback<T>, options?: AcquireOptions): Promise<T> {
     return this.#acquire(options, false, fn) as Promise<T>;
   }
 

@@ -98,7 +98,9 @@ describe('a real SDK (openai) given limitFetch as its fetch, against a loopback 
   beforeEach(async () => {
     fake = await startFakeOpenAI();
     limiter = new HostLimiter({
-      partners: [{ name: 'openai', hosts: [fake.url], limit: 4, maxQueue: 100 }],
+      partners: [
+        { name: 'openai', hosts: [fake.url], limit: 4, maxQueue: 100, queueTimeout: 10_000 },
+      ],
       unknownHosts: 'reject',
     });
     client = new OpenAI({
