@@ -1,15 +1,20 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import type express from 'express';
+import { Registry } from 'prom-client';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { type OutboundOptions, outbound, retryAfterSeconds, shed } from '../../middleware/index.js';
 import { deadlineShedCount } from '../../src/deadline.js';
+import type { ShedMessage } from '../../src/diagnostics.js';
 import { DeadlineExceededError, DeadlineShedError } from '../../src/errors.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { MetricsCollector } from '../../src/metrics/collector.js';
+import { registerMetrics } from '../../src/metrics/prometheus.js';
 import type { Semaphore } from '../../src/semaphore.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { metricValue } from '../observability/prom-text.js';
 import {
   expressVersions,
   type Listening,
@@ -245,8 +250,22 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const p50 = gate.holdTimes.quantile(0.5);
       const expectedWait = ((before.queued + 1) / before.limit) * p50;
 
-      const r = await call('late', '/ok', via, { 'x-request-timeout': '1000' });
+      const registry = new Registry();
+      registerMetrics(limiter, { registry });
+      const published: ShedMessage[] = [];
+      const onShed = (m: unknown) => published.push(m as ShedMessage);
+      subscribe('hostgate:shed', onShed);
+      const r = await call('late', '/ok', via, { 'x-request-timeout': '1000' }).finally(() =>
+        unsubscribe('hostgate:shed', onShed),
+      );
       expect(r.status).toBe(503);
+      expect(published.map((m) => [m.reason, m.partner, m.queued])).toEqual([
+        ['deadline', 'partner', 9],
+      ]);
+      const text = await registry.metrics();
+      expect(
+        metricValue(text, 'hostgate_shed_total', { partner: 'partner', reason: 'deadline' }),
+      ).toBe(1);
       expect(r.body).toMatchObject({
         type: 'urn:hostgate:problem:deadline-shed',
         partner: 'partner',
