@@ -20,7 +20,7 @@ import {
   type Listening,
   listen,
   Signals,
-  turnsUntil,
+  until,
   watchProcess,
   watchQueue,
 } from './helpers.js';
@@ -230,7 +230,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const outcome = await outcomes.wait('caller');
       expect(outcome.ok === false && outcome.error).toBeInstanceOf(DeadlineExceededError);
       expect((await caller).status).toBe(504);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats()).toMatchObject({ held: 0, available: 1, acquired: 1, released: 1 });
       expect(gate.stats().abortedInFlight).toBe(1);
       expectInvariant(gate);
@@ -327,7 +327,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const r = await call('try', '/held', via, { 'x-request-timeout': '50' });
       expect(r.status).toBe(504);
       expect(deadlineShedCount(gate)).toBe(0);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats().acquired).toBe(2);
     });
   });
