@@ -5,7 +5,7 @@ import OpenAI, { APIUserAbortError } from 'openai';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostLimiter, limitFetch } from '../src/index.js';
 import { expectInvariant } from './helpers/invariant.js';
-import { turnsUntil } from './helpers/turns.js';
+import { until } from './helpers/until.js';
 
 /**
  * A loopback fake of the OpenAI chat completions endpoint that counts its own concurrency.
@@ -145,7 +145,7 @@ describe('a real SDK (openai) given limitFetch as its fetch, against a loopback 
     await fake.waitForActive(4);
     const queuedAbort = new AbortController();
     const queued = ask(queuedAbort.signal).catch((e: unknown) => e);
-    await turnsUntil(() => gate.queued === 1, 'queued'); // the SDK reaches fetch a few awaits later
+    await until(() => gate.queued === 1, 'queued'); // the SDK reaches fetch a few awaits later
     queuedAbort.abort();
     expect(await queued).toBeInstanceOf(APIUserAbortError);
     expect(gate.queued).toBe(0);
@@ -154,7 +154,7 @@ describe('a real SDK (openai) given limitFetch as its fetch, against a loopback 
     first.abort();
     expect(await inFlight[0]).toBeInstanceOf(APIUserAbortError);
     await fake.waitForClosedEarly(1); // the partner saw the request closed
-    await turnsUntil(() => gate.held === 3, 'released by the aborted call');
+    await until(() => gate.held === 3, 'released by the aborted call');
     fake.openAll();
     await Promise.all(inFlight);
     expectInvariant(gate);
