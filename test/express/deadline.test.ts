@@ -20,7 +20,7 @@ import {
   type Listening,
   listen,
   Signals,
-  turnsUntil,
+  until,
   watchProcess,
   watchQueue,
 } from './helpers.js';
@@ -88,7 +88,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       }
       // Each request() call lets go once its body has closed (a turn or so after text()).
       const listeners = () => getEventListeners(shutdown.signal, 'abort').length;
-      await turnsUntil(() => listeners() === 0, 'detached').catch(() => undefined);
+      await until(() => listeners() === 0, 'detached').catch(() => undefined);
       const afterRequests = listeners();
       const r = await req.outbound.fetch(`${partner.url}/ok`, { signal: shutdown.signal });
       await r.text();
@@ -230,7 +230,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const outcome = await outcomes.wait('caller');
       expect(outcome.ok === false && outcome.error).toBeInstanceOf(DeadlineExceededError);
       expect((await caller).status).toBe(504);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats()).toMatchObject({ held: 0, available: 1, acquired: 1, released: 1 });
       expect(gate.stats().abortedInFlight).toBe(1);
       expectInvariant(gate);
@@ -328,7 +328,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const r = await call('try', '/held', via, { 'x-request-timeout': '200' });
       expect(r.status).toBe(504);
       expect(deadlineShedCount(gate)).toBe(0);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats().acquired).toBe(2);
     });
   });
@@ -357,7 +357,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
     await build(10_000);
     const r = await request(service.server).get('/own');
     expect(r.body).toEqual({ afterRequests: 0 });
-    await turnsUntil(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
+    await until(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
     // Node 20's AbortSignal.any keeps one entry per call on a source signal until it aborts.
     expect(anyDependants(shutdown.signal)).toBe(0);
     expect(gate.held).toBe(0);
