@@ -12,6 +12,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 test.each([
   ['bench/overload.ts', 'smoke: OK'],
   ['bench/dispatcher.ts', 'smoke: OK'],
+  ['bench/adaptive.ts', 'smoke: OK'],
   ['bench/semaphore.ts', '| hostgate'],
 ])(
   '%s --smoke completes',
