@@ -35,6 +35,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
   let proc: ReturnType<typeof watchProcess>;
   let middleware: ReturnType<typeof outbound>;
   let reachedFinalHandler: unknown[];
+  const shutdown = new AbortController();
 
   async function build(deadline: OutboundOptions['deadline'], limit = 1): Promise<void> {
     limiter = new HostLimiter({
@@ -73,6 +74,20 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
           next(error);
         },
       );
+    });
+    app.get('/own', async (req, res) => {
+      // A long-lived signal of the caller's (a shutdown signal) on every call.
+      for (let i = 0; i < 3; i++) {
+        const r = await req.outbound.request(`${partner.url}/ok`, { signal: shutdown.signal });
+        await r.body.text();
+      }
+      // Each request() call lets go once its body has closed (a turn or so after text()).
+      const listeners = () => getEventListeners(shutdown.signal, 'abort').length;
+      await turnsUntil(() => listeners() === 0, 'detached').catch(() => undefined);
+      const afterRequests = listeners();
+      const r = await req.outbound.fetch(`${partner.url}/ok`, { signal: shutdown.signal });
+      await r.text();
+      res.json({ afterRequests });
     });
     app.use(shed());
     app.use(
@@ -317,4 +332,24 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
     await new Promise((resolve) => setTimeout(resolve, 120));
     expect(signal.aborted).toBe(false);
   });
+
+  test("a caller's long-lived signal keeps no listener once its calls settle and the request closes", async () => {
+    await build(10_000);
+    const r = await request(service.server).get('/own');
+    expect(r.body).toEqual({ afterRequests: 0 });
+    await turnsUntil(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
+    // Node 20's AbortSignal.any keeps one entry per call on a source signal until it aborts.
+    expect(anyDependants(shutdown.signal)).toBe(0);
+    expect(gate.held).toBe(0);
+  });
 });
+
+/** Entries `AbortSignal.any` left on `signal` (Node's internal set of dependants), 0 if none. */
+function anyDependants(signal: AbortSignal): number {
+  const key = Object.getOwnPropertySymbols(signal).find(
+    (k) => k.description === 'kDependantSignals',
+  );
+  const set = key === undefined ? undefined : (signal as unknown as Record<symbol, unknown>)[key];
+  const size = (set as { size?: unknown } | undefined)?.size; // a primordials SafeSet: no instanceof
+  return typeof size === 'number' ? size : 0;
+}
