@@ -118,6 +118,7 @@ export class SharedSemaphore extends Semaphore {
   #abortedWaiting = 0;
   #rejectedStore = 0;
   #leasesLost = 0;
+  #known = false;
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: RedisStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -139,6 +140,11 @@ export class SharedSemaphore extends Semaphore {
       options.queueTimeout === undefined
         ? DEFAULT_QUEUE_TIMEOUT_MS
         : durationMs('queueTimeout', options.queueTimeout);
+  }
+
+  /** Redis has answered this process about this gate before (so a missing state means a loss). */
+  get known(): boolean {
+    return this.#known;
   }
 
   override get queued(): number {
@@ -257,8 +263,9 @@ export class SharedSemaphore extends Semaphore {
   #send(waiter: SharedWaiter): void {
     waiter.state = SENDING;
     this.#store.acquire(this, waiter.id).then(
-      ({ granted, held, queued }) => {
+      ({ granted, held, queued, processes }) => {
         this.cluster(held, queued);
+        this.#processes = Math.max(1, processes);
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted || waiter.grantedEarly) this.#grant(waiter, true);
         else waiter.state = QUEUED;
@@ -368,6 +375,7 @@ export class SharedSemaphore extends Semaphore {
   }
 
   cluster(held: number, queued: number): void {
+    this.#known = true;
     this.#clusterHeld = held;
     this.#clusterQueued = queued;
   }

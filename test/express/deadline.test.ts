@@ -1,21 +1,26 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import type express from 'express';
+import { Registry } from 'prom-client';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { type OutboundOptions, outbound, retryAfterSeconds, shed } from '../../middleware/index.js';
 import { deadlineShedCount } from '../../src/deadline.js';
+import type { ShedMessage } from '../../src/diagnostics.js';
 import { DeadlineExceededError, DeadlineShedError } from '../../src/errors.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { MetricsCollector } from '../../src/metrics/collector.js';
+import { registerMetrics } from '../../src/metrics/prometheus.js';
 import type { Semaphore } from '../../src/semaphore.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { metricValue } from '../observability/prom-text.js';
 import {
   expressVersions,
   type Listening,
   listen,
   Signals,
-  turnsUntil,
+  until,
   watchProcess,
   watchQueue,
 } from './helpers.js';
@@ -83,7 +88,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       }
       // Each request() call lets go once its body has closed (a turn or so after text()).
       const listeners = () => getEventListeners(shutdown.signal, 'abort').length;
-      await turnsUntil(() => listeners() === 0, 'detached').catch(() => undefined);
+      await until(() => listeners() === 0, 'detached').catch(() => undefined);
       const afterRequests = listeners();
       const r = await req.outbound.fetch(`${partner.url}/ok`, { signal: shutdown.signal });
       await r.text();
@@ -225,7 +230,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const outcome = await outcomes.wait('caller');
       expect(outcome.ok === false && outcome.error).toBeInstanceOf(DeadlineExceededError);
       expect((await caller).status).toBe(504);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats()).toMatchObject({ held: 0, available: 1, acquired: 1, released: 1 });
       expect(gate.stats().abortedInFlight).toBe(1);
       expectInvariant(gate);
@@ -245,8 +250,22 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const p50 = gate.holdTimes.quantile(0.5);
       const expectedWait = ((before.queued + 1) / before.limit) * p50;
 
-      const r = await call('late', '/ok', via, { 'x-request-timeout': '1000' });
+      const registry = new Registry();
+      registerMetrics(limiter, { registry });
+      const published: ShedMessage[] = [];
+      const onShed = (m: unknown) => published.push(m as ShedMessage);
+      subscribe('hostgate:shed', onShed);
+      const r = await call('late', '/ok', via, { 'x-request-timeout': '1000' }).finally(() =>
+        unsubscribe('hostgate:shed', onShed),
+      );
       expect(r.status).toBe(503);
+      expect(published.map((m) => [m.reason, m.partner, m.queued])).toEqual([
+        ['deadline', 'partner', 9],
+      ]);
+      const text = await registry.metrics();
+      expect(
+        metricValue(text, 'hostgate_shed_total', { partner: 'partner', reason: 'deadline' }),
+      ).toBe(1);
       expect(r.body).toMatchObject({
         type: 'urn:hostgate:problem:deadline-shed',
         partner: 'partner',
@@ -308,7 +327,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const r = await call('try', '/held', via, { 'x-request-timeout': '50' });
       expect(r.status).toBe(504);
       expect(deadlineShedCount(gate)).toBe(0);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats().acquired).toBe(2);
     });
   });
@@ -337,7 +356,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
     await build(10_000);
     const r = await request(service.server).get('/own');
     expect(r.body).toEqual({ afterRequests: 0 });
-    await turnsUntil(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
+    await until(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
     // Node 20's AbortSignal.any keeps one entry per call on a source signal until it aborts.
     expect(anyDependants(shutdown.signal)).toBe(0);
     expect(gate.held).toBe(0);
