@@ -88,7 +88,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       }
       // Each request() call lets go once its body has closed (a turn or so after text()).
       const listeners = () => getEventListeners(shutdown.signal, 'abort').length;
-      await turnsUntil(() => listeners() === 0, 'detached').catch(() => undefined);
+      await until(() => listeners() === 0, 'detached').catch(() => undefined);
       const afterRequests = listeners();
       const r = await req.outbound.fetch(`${partner.url}/ok`, { signal: shutdown.signal });
       await r.text();
@@ -356,7 +356,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
     await build(10_000);
     const r = await request(service.server).get('/own');
     expect(r.body).toEqual({ afterRequests: 0 });
-    await turnsUntil(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
+    await until(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
     // Node 20's AbortSignal.any keeps one entry per call on a source signal until it aborts.
     expect(anyDependants(shutdown.signal)).toBe(0);
     expect(gate.held).toBe(0);
