@@ -26,7 +26,7 @@ export interface Worker {
    * The first message of `type` not yet taken by an earlier `next` (messages are kept until
    * asked for); rejects when the worker exits first or after `timeoutMs` (default 30 s).
    */
-  next<M extends FleetMessage = FleetMessage>(type: string, timeoutMs?: number): Promise<M>;
+  next<M = FleetMessage>(type: string, timeoutMs?: number): Promise<M>;
   /** Resolves once the process has exited. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Sends a signal; a no-op once it has exited. */
@@ -81,7 +81,7 @@ export function forkWorker(
     send(message) {
       if (child.connected) child.send(message);
     },
-    next<M extends FleetMessage>(type: string, timeoutMs = 30_000) {
+    next<M>(type: string, timeoutMs = 30_000) {
       const i = inbox.findIndex((m) => m.type === type);
       if (i >= 0) return Promise.resolve(inbox.splice(i, 1)[0] as M);
       return new Promise<M>((resolve, reject) => {
@@ -146,7 +146,7 @@ export function toParent(message: FleetMessage): Promise<void> {
 }
 
 /** In a worker: the next message of `type` from the parent. */
-export function fromParent<M extends FleetMessage = FleetMessage>(type: string): Promise<M> {
+export function fromParent<M = FleetMessage>(type: string): Promise<M> {
   return new Promise<M>((resolve) => {
     const onMessage = (raw: unknown) => {
       const message = raw as FleetMessage;
@@ -159,7 +159,7 @@ export function fromParent<M extends FleetMessage = FleetMessage>(type: string):
 }
 
 /** In a worker: every message of `type` from the parent, as it arrives. */
-export function onParent<M extends FleetMessage = FleetMessage>(
+export function onParent<M = FleetMessage>(
   type: string,
   handler: (message: M) => void,
 ): void {
