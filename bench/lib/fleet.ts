@@ -159,10 +159,7 @@ export function fromParent<M = FleetMessage>(type: string): Promise<M> {
 }
 
 /** In a worker: every message of `type` from the parent, as it arrives. */
-export function onParent<M = FleetMessage>(
-  type: string,
-  handler: (message: M) => void,
-): void {
+export function onParent<M = FleetMessage>(type: string, handler: (message: M) => void): void {
   process.on('message', (raw: unknown) => {
     const message = raw as FleetMessage;
     if (message.type === type) handler(message as M);
