@@ -34,9 +34,9 @@ describeRedis('failover to a replica promoted with REPLICAOF NO ONE', () => {
       queueTimeout: 5000,
     });
     workers.forEach((w, i) => {
-      w.send({ type: 'load', requests: 500, concurrency: 10, seed: 1400 + i });
+      w.send({ type: 'load', requests: 300, concurrency: 10, seed: 1400 + i });
     });
-    await partner.waitForArrived(300);
+    await partner.waitForArrived(200);
     expect(partner.peak).toBeLessThanOrEqual(CAP + 1);
 
     await primary.kill();
@@ -56,7 +56,7 @@ describeRedis('failover to a replica promoted with REPLICAOF NO ONE', () => {
     // After a lease, the promoted replica gates alone.
     partner.resetPeak();
     workers.forEach((w, i) => {
-      w.send({ type: 'load', requests: 150, concurrency: 10, seed: 1500 + i });
+      w.send({ type: 'load', requests: 80, concurrency: 10, seed: 1500 + i });
     });
     await Promise.all(workers.map((w) => w.next('loaded', 30_000)));
     expect(partner.peak).toBeLessThanOrEqual(CAP + 1);

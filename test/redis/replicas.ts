@@ -55,8 +55,8 @@ export async function leftInRedis(
   let leases = 0;
   let tickets = 0;
   for (const key of keys) {
-    if (key.endsWith('}h')) leases += Number(await redis.command('ZCARD', key));
-    if (key.endsWith('}q')) tickets += Number(await redis.command('ZCARD', key));
+    if (/\}:?h$/.test(key)) leases += Number(await redis.command('ZCARD', key));
+    if (/\}:?q$/.test(key)) tickets += Number(await redis.command('ZCARD', key));
   }
   return { leases, tickets };
 }

@@ -10,9 +10,11 @@
  * - `contend` { callers } → `contended` { grants } after `stop`: callers loop on `/ok?delay=2`.
  * - `stats` → `stats` { stats }: the gate's stats (local and cluster view).
  * - `close` → `closed` { unhandled }: `limiter.close()`, the client closed, then exit.
+ * Unasked: `store-error` and `store-up` when the store loses Redis and when it answers again.
  */
 
 import { Redis } from 'ioredis';
+import { subscribe } from 'node:diagnostics_channel';
 import { createClient } from 'redis';
 import { Agent, request } from 'undici';
 import {
@@ -46,6 +48,10 @@ process.on('unhandledRejection', (reason) => {
   console.error('unhandled rejection in worker:', reason);
 });
 
+// The store's own events, for the parent to wait on (no polling): Redis lost and Redis back.
+subscribe('hostgate:store-error', () => void toParent({ type: 'store-error' }).catch(() => {}));
+subscribe('hostgate:store-up', () => void toParent({ type: 'store-up' }).catch(() => {}));
+
 async function connect() {
   const url = `redis://127.0.0.1:${config.redisPort}`;
   if (config.client === 'ioredis') {
@@ -75,13 +81,12 @@ const store = redisStore({
   heartbeatMs: config.heartbeatMs,
   onStoreError: config.onStoreError ?? 'local',
 });
-const host = new URL(config.partnerOrigin).host;
 const limiter = new HostLimiter({
   store,
   partners: [
     {
       name: 'billing',
-      hosts: [host],
+      hosts: [config.partnerOrigin],
       limit: config.limit,
       shared: true,
       maxQueue: config.maxQueue ?? 1000,
