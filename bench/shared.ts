@@ -10,14 +10,16 @@
  * Per library: grants per second, wait p99 (asking → holding), the partner's peak concurrency
  * (the oracle: it must not pass the cap), and Redis commands per grant from `INFO commandstats`
  * (reset before the callers start, read once they stop; it counts commands run inside scripts
- * too, so a Lua script of five calls counts six).
+ * too, so a Lua script of five calls counts six). One more 2 s run per library under MONITOR
+ * (which slows Redis, so none of its other numbers are used) counts what the clients themselves
+ * send per grant: script calls count once there.
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { startPartner } from '../test/helpers/partner.js';
 import { forkWorker, killAllWorkers } from './lib/fleet.js';
 import { redisMissing, startRedis, stopAllRedis } from './lib/redis-server.js';
-import { respCommand } from './lib/resp.js';
+import { connectResp, respCommand } from './lib/resp.js';
 import { formatMs, formatOps, formatRatio, median, ratio } from './lib/stats.js';
 import { markdownTable } from './lib/table.js';
 import type { LibName } from './shared/gates.js';
@@ -45,6 +47,8 @@ export interface RunResult {
   waitP99: number;
   partnerPeak: number;
   commands: number;
+  /** Commands the clients sent (MONITOR, without those run inside scripts); monitored runs only. */
+  clientCommands?: number;
   firstError?: string;
 }
 
@@ -60,7 +64,23 @@ export function totalCalls(info: string): number {
   return total;
 }
 
-async function runOnce(lib: LibName, sizes: Sizes, run: number): Promise<RunResult> {
+/** Counts the commands clients send from now on (MONITOR shows script-internal ones as `lua`). */
+async function monitorClients(port: number): Promise<{ count: () => number; stop: () => void }> {
+  const monitor = await connectResp(port);
+  let count = 0;
+  monitor.onPush((line) => {
+    if (typeof line === 'string' && !line.includes(' lua]')) count++;
+  });
+  await monitor.command('MONITOR');
+  return { count: () => count, stop: () => monitor.close() };
+}
+
+async function runOnce(
+  lib: LibName,
+  sizes: Sizes,
+  run: number,
+  monitored = false,
+): Promise<RunResult> {
   const redis = await startRedis();
   const partner = await startPartner();
   try {
@@ -79,12 +99,15 @@ async function runOnce(lib: LibName, sizes: Sizes, run: number): Promise<RunResu
     });
     await Promise.all(workers.map((w) => w.next('ready', 60_000)));
     await redis.command('CONFIG', 'RESETSTAT');
+    const monitor = monitored ? await monitorClients(redis.port) : undefined;
     const started = Date.now();
     const deadline = started + sizes.seconds * 1000;
     for (const w of workers) w.send({ type: 'go', deadline });
     const stopWithin = sizes.seconds * 1000 + 150_000;
     await Promise.all(workers.map((w) => w.next('stopped', stopWithin)));
     const seconds = (Date.now() - started) / 1000;
+    const clientCommands = monitor?.count();
+    monitor?.stop();
     const commands = totalCalls(String(await respCommand(redis.port, 'INFO', 'commandstats')));
     const peak = partner.peak;
     for (const w of workers) w.send({ type: 'close' });
@@ -102,6 +125,7 @@ async function runOnce(lib: LibName, sizes: Sizes, run: number): Promise<RunResu
       partnerPeak: peak,
       // INFO itself and CONFIG RESETSTAT's own count are not the libraries' doing.
       commands: Math.max(0, commands - 1),
+      clientCommands,
       firstError: results.find((r) => r.firstError !== undefined)?.firstError,
     };
   } finally {
@@ -114,6 +138,8 @@ async function runOnce(lib: LibName, sizes: Sizes, run: number): Promise<RunResu
 interface Row {
   lib: LibName;
   runs: RunResult[];
+  /** One extra run under MONITOR (which slows Redis): client commands per grant only. */
+  monitored?: RunResult;
   failure?: string;
 }
 
@@ -124,6 +150,10 @@ function summarizeRow(row: Row) {
     waitP99: median(ok.map((r) => r.waitP99)),
     peak: ok.length ? Math.max(...ok.map((r) => r.partnerPeak)) : undefined,
     commandsPerGrant: median(ok.map((r) => r.commands / Math.max(1, r.grants))),
+    clientCommandsPerGrant:
+      row.monitored?.clientCommands === undefined
+        ? undefined
+        : row.monitored.clientCommands / Math.max(1, row.monitored.grants),
     errors: ok.reduce((n, r) => n + r.errors, 0),
   };
 }
@@ -140,12 +170,14 @@ export function report(rows: readonly Row[], sizes: Sizes): string {
       formatMs(s.waitP99),
       `${s.peak} / ${sizes.cap}`,
       s.commandsPerGrant === undefined ? 'n/a' : s.commandsPerGrant.toFixed(1),
+      s.clientCommandsPerGrant === undefined ? 'n/a' : s.clientCommandsPerGrant.toFixed(2),
       String(s.errors),
       row.lib === 'hostgate' || !hg
         ? '—'
         : `${formatRatio(ratio(hg.grantsPerSec, s.grantsPerSec))} grants/s, ` +
           `${formatRatio(ratio(s.waitP99, hg.waitP99))} lower p99, ` +
-          `${formatRatio(ratio(s.commandsPerGrant, hg.commandsPerGrant))} fewer commands`,
+          `${formatRatio(ratio(s.commandsPerGrant, hg.commandsPerGrant))} fewer commands, ` +
+          `${formatRatio(ratio(s.clientCommandsPerGrant, hg.clientCommandsPerGrant))} fewer sent`,
     ];
   });
   const header = [
@@ -154,10 +186,11 @@ export function report(rows: readonly Row[], sizes: Sizes): string {
     'wait p99',
     'partner peak / cap',
     'Redis commands / grant',
+    'sent by clients / grant',
     'errors',
     'hostgate vs it',
   ];
-  const align = ['left', 'right', 'right', 'right', 'right', 'right', 'left'] as const;
+  const align = ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'left'] as const;
   return markdownTable(header, table, align);
 }
 
@@ -213,6 +246,18 @@ async function main(): Promise<number> {
         failed = true;
         console.error(`${lib} run ${run}: ${String(error)}`);
       }
+    }
+    if (values.smoke) continue;
+    try {
+      row.monitored = await runOnce(
+        lib,
+        { ...sizes, seconds: Math.min(2, sizes.seconds) },
+        -1,
+        true,
+      );
+    } catch (error) {
+      failed = true;
+      console.error(`${lib} monitored run: ${String(error)}`);
     }
   }
   console.log(report(rows, sizes));

@@ -5,7 +5,9 @@
  */
 import Bottleneck from 'bottleneck';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { Semaphore as RedisSemaphore } from 'redis-semaphore';
+import { redisStore } from '../../src/redis/index.js';
 
 export type LibName = 'hostgate' | 'redis-semaphore' | 'bottleneck';
 
@@ -27,6 +29,39 @@ export interface SharedGate {
 
 /** Long enough that no grant times out in the benchmark: waits are measured, not cut. */
 const NO_TIMEOUT_MS = 120_000;
+
+async function hostgateGate(config: GateConfig): Promise<SharedGate> {
+  const url = `redis://127.0.0.1:${config.redisPort}`;
+  let client: unknown;
+  let closeClient: () => Promise<unknown>;
+  if (config.client === 'ioredis') {
+    const io = new Redis(url, { lazyConnect: true });
+    await io.connect();
+    client = io;
+    closeClient = () => io.quit();
+  } else {
+    const nodeRedis = await createClient({ url }).connect();
+    client = nodeRedis;
+    closeClient = () => nodeRedis.close();
+  }
+  const store = redisStore({ client, prefix: 'bench:' });
+  const gate = store.semaphore({
+    name: config.name,
+    limit: config.cap,
+    maxQueue: 10_000,
+    queueTimeout: NO_TIMEOUT_MS,
+  });
+  return {
+    async acquire() {
+      const permit = await gate.acquire();
+      return async () => permit.release();
+    },
+    async close() {
+      await store.close();
+      await closeClient();
+    },
+  };
+}
 
 async function redisSemaphoreGate(config: GateConfig): Promise<SharedGate> {
   const client = new Redis({ host: '127.0.0.1', port: config.redisPort, lazyConnect: true });
@@ -86,6 +121,6 @@ export async function createGate(config: GateConfig): Promise<SharedGate> {
     case 'bottleneck':
       return bottleneckGate(config);
     case 'hostgate':
-      throw new Error('hostgate/redis is not on this branch yet');
+      return hostgateGate(config);
   }
 }
