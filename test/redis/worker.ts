@@ -13,8 +13,8 @@
  * Unasked: `store-error` and `store-up` when the store loses Redis and when it answers again.
  */
 
-import { Redis } from 'ioredis';
 import { subscribe } from 'node:diagnostics_channel';
+import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { Agent, request } from 'undici';
 import {
