@@ -2,14 +2,16 @@
  * `npm run demo`: a burst of 1,000 concurrent clients against the report service, a share of
  * them hanging up mid-request, with three simulated partners that refuse anything over their
  * cap. Ends with what every partner saw and whether every invariant held; exits non-zero if
- * any partner saw more than its cap or any permit leaked. Then three replicas share billing's
- * cap through a private Redis (skipped, in one line, without redis-server on the PATH).
- * Loopback only, a few seconds.
+ * any partner saw more than its cap or any permit leaked. Then the deadline act
+ * (`deadline-act.ts`): a 300 ms budget fanning out to a slow partner; and the replicas act
+ * (`replicas-act.ts`): three replicas share billing's cap through a private Redis (skipped,
+ * in one line, without redis-server on the PATH). Loopback only, a few seconds.
  */
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { deadlineAct } from './deadline-act.js';
 import { type SimulatedPartner, startSimulatedPartner } from './partners.js';
 import { replicasAct } from './replicas-act.js';
 import { buildReportService, PARTNER_CAPS, type PartnerName } from './report-service.js';
@@ -206,7 +208,7 @@ async function main(): Promise<number> {
       `${counts.left} hung up, ${counts.other} other`,
   );
   write(`  time     ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  write('');
+  failures.push(...(await deadlineAct({ write, table })));
   server.closeAllConnections();
   server.close();
   await service.close();

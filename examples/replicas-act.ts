@@ -42,7 +42,7 @@ async function round(workers: readonly Worker[], mode: Mode) {
 
 /** Runs the act, writing its report; resolves with the invariants it found broken. */
 export async function replicasAct(write: (line: string) => void): Promise<string[]> {
-  write(`Act 2: ${REPLICAS} replicas of a service call billing (cap ${CAP})`);
+  write(`\nact: ${REPLICAS} replicas of a service call billing (cap ${CAP})`);
   if (redisMissing !== undefined) {
     write(`  skipped: ${redisMissing} (install redis-server to see replicas share one cap)`);
     return [];

@@ -1,3 +1,6 @@
+import { AdaptiveController, type AdaptiveStats } from './adaptive/controller.js';
+import { type AdaptiveOptions, parseAdaptive } from './adaptive/options.js';
+import { attachController, controllerOf } from './adaptive/signals.js';
 import { TooManyHostsError, UnknownHostError } from './errors.js';
 import { type LeakSuspect, leakSuspects } from './metrics/leaks.js';
 import { checkKnownKeys, checkObject, describe, positiveInteger } from './options.js';
@@ -5,8 +8,9 @@ import { type HostPattern, originKey, parseHostPattern, parseTarget } from './or
 import { Semaphore, type SemaphoreStats } from './semaphore.js';
 
 /**
- * Default `maxHold`: 60 s. Long enough for any ordinary API call, a large download
- * included; short enough that an unread response body returns its permit within a minute.
+ * Default `maxHold`: 60 s without response progress. Every response chunk resets it, so a
+ * long download or an event stream keeps its permit while bytes flow; an unread body (or a
+ * partner that went silent) returns its permit within a minute.
  */
 export const DEFAULT_MAX_HOLD_MS = 60_000;
 /**
@@ -32,8 +36,10 @@ export interface GateOptions {
   maxQueue?: number;
   /** Wait deadline in ms (default 1000). */
   queueTimeout?: number;
-  /** Longest a request may hold its permit, in ms (default 60 000). */
+  /** Longest a request may go without response progress, in ms (default 60 000). */
   maxHold?: number;
+  /** Longest a request may hold its permit at all, in ms, progress or not (default unset). */
+  maxHoldTotal?: number;
 }
 
 export interface PartnerRule extends GateOptions {
@@ -41,6 +47,16 @@ export interface PartnerRule extends GateOptions {
   name: string;
   /** Origins (`https://api.x.com:8443`), hostnames (`api.x.com`) or wildcards (`*.x.com`). */
   hosts: string[];
+  /**
+   * Adapt the limit to the partner's real capacity, within [`min`, `limit`]: `limit` stays the
+   * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
+   */
+  adaptive?: AdaptiveOptions | boolean;
+}
+
+/** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
+export interface GateStats extends SemaphoreStats {
+  adaptive?: AdaptiveStats;
 }
 
 export interface HostLimiterOptions {
@@ -55,8 +71,8 @@ export interface HostLimiterOptions {
 }
 
 const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts'] as const;
-const RULE_KEYS = ['name', 'hosts', 'limit', 'maxQueue', 'queueTimeout', 'maxHold'] as const;
-const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold'] as const;
+const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'maxHoldTotal'] as const;
+const RULE_KEYS = ['name', 'hosts', 'adaptive', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
 
@@ -137,9 +153,15 @@ export class HostLimiter {
     return leakSuspects(this);
   }
 
-  stats(): Record<string, SemaphoreStats> {
-    const out: Record<string, SemaphoreStats> = {};
-    for (const [key, gate] of this.gates()) out[key] = gate.stats();
+  /** Every gate's stats; an adaptive partner's also carry `adaptive` (contract and effective limit). */
+  stats(): Record<string, GateStats> {
+    const out: Record<string, GateStats> = {};
+    for (const [key, gate] of this.gates()) {
+      const stats: GateStats = gate.stats();
+      const adaptive = controllerOf(gate);
+      if (adaptive !== undefined) stats.adaptive = adaptive.stats();
+      out[key] = stats;
+    }
     return out;
   }
 
@@ -159,6 +181,7 @@ export class HostLimiter {
       throw new TypeError(`${where}: hosts must be a non-empty array, got ${describe(rule.hosts)}`);
     }
     const gate = makeGate(where, rule, rule.name);
+    const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
     for (const text of rule.hosts) {
       const pattern = parseHostPattern(where, text);
       const key = patternKey(pattern);
@@ -174,6 +197,7 @@ export class HostLimiter {
       else this.#wildcards.push({ suffix: pattern.suffix, gate });
     }
     this.#partners.set(rule.name, gate);
+    if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
   }
 
   /** Most specific first: exact origin, then hostname, then the longest wildcard suffix. */
@@ -238,6 +262,7 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
       maxQueue: options.maxQueue,
       queueTimeout: options.queueTimeout,
       maxHold: options.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      maxHoldTotal: options.maxHoldTotal,
       name,
     });
   } catch (error) {
@@ -256,6 +281,6 @@ function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPo
   checkObject('unknownHosts', value);
   checkKnownKeys('unknownHosts', value, GATE_KEYS);
   makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
-  const { limit, maxQueue, queueTimeout, maxHold } = value;
-  return { limit, maxQueue, queueTimeout, maxHold };
+  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal } = value;
+  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal };
 }

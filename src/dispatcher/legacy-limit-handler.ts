@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { publishResponse } from '../diagnostics.js';
 import { PermitRequest } from './permit-request.js';
 
 /** undici's callback handler API, which its own `request`, `stream` and `fetch` still speak. */
@@ -68,6 +69,7 @@ export class LegacyLimitHandler extends PermitRequest implements LegacyHandler {
     statusText: string,
   ): boolean {
     this.progressed();
+    publishResponse(this.permit, statusCode, rawHeaders); // adaptive limits: RTT and status
     return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
   }
 

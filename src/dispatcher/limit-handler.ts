@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { publishResponse } from '../diagnostics.js';
 import { PermitRequest } from './permit-request.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -89,6 +90,7 @@ export class LimitHandler extends PermitRequest implements Handler, Controller {
     statusMessage?: string,
   ): void {
     this.progressed();
+    publishResponse(this.permit, statusCode, headers); // adaptive limits: RTT and status
     this.rawHeaders = controller?.rawHeaders ?? null;
     this.#handler.onResponseStart?.(this, statusCode, headers, statusMessage);
   }

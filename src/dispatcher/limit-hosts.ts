@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici';
 import { HostLimiter, type HostLimiterOptions } from '../host-limiter.js';
 import { describe } from '../options.js';
 import { Semaphore } from '../semaphore.js';
+import type { DispatchInterceptor } from './interceptor.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
 
@@ -14,6 +15,9 @@ import { LimitHandler } from './limit-handler.js';
  * `agent.compose(limitHosts(limiter), interceptors.retry(), interceptors.redirect())`
  * (in `compose(a, b)`, `b` is the outermost).
  *
+ * Works with undici 7 and undici 8 (a peer dependency): the returned interceptor fits the
+ * `compose` of either version's `Agent`, `Pool` and `Client`.
+ *
  * @example
  * const limiter = new HostLimiter({ partners: [{ name: 'billing', hosts: ['api.billing.example'], limit: 20 }] });
  * const dispatcher = new Agent().compose(limitHosts(limiter));
@@ -21,10 +25,10 @@ import { LimitHandler } from './limit-handler.js';
  */
 export function limitHosts(
   limiterOrOptions: HostLimiter | HostLimiterOptions,
-): Dispatcher.DispatcherComposeInterceptor {
+): DispatchInterceptor {
   const limiter =
     limiterOrOptions instanceof HostLimiter ? limiterOrOptions : new HostLimiter(limiterOrOptions);
-  return (dispatch) =>
+  const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function limitedDispatch(opts, handler) {
       let gate: ReturnType<HostLimiter['gateFor']>;
       try {
@@ -41,6 +45,7 @@ export function limitHosts(
       if (gate === undefined) return dispatch(opts, handler);
       return dispatchThrough(gate, dispatch, opts, handler);
     };
+  return interceptor as DispatchInterceptor;
 }
 
 /**
@@ -51,14 +56,15 @@ export function limitHosts(
  * @example
  * const dispatcher = new Agent().compose(limitGate(new Semaphore({ limit: 8, name: 'batch' })));
  */
-export function limitGate(gate: Semaphore): Dispatcher.DispatcherComposeInterceptor {
+export function limitGate(gate: Semaphore): DispatchInterceptor {
   if (!(gate instanceof Semaphore)) {
     throw new TypeError(`limitGate: expected a Semaphore, got ${describe(gate)}`);
   }
-  return (dispatch) =>
+  const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function gatedDispatch(opts, handler) {
       return dispatchThrough(gate, dispatch, opts, handler);
     };
+  return interceptor as DispatchInterceptor;
 }
 
 function dispatchThrough(

@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { publishRequestError } from '../diagnostics.js';
 import type { PermitHoldTimeoutError } from '../errors.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../semaphore.js';
 
@@ -99,6 +100,7 @@ export abstract class PermitRequest implements WaitTarget {
    * before it has seen this one close.
    */
   protected failed(error: unknown): void {
+    publishRequestError(this.permit, error); // adaptive limits: a timeout is a drop
     if (this.permit !== undefined && (this.isAborted || isAbort(error))) {
       afterTeardown(() => this.release(error));
     } else {
@@ -108,7 +110,7 @@ export abstract class PermitRequest implements WaitTarget {
 
   /** Response headers or bytes arrived: the gate's stall clock moves (leak signature). */
   protected progressed(): void {
-    this.permit?.gate.noteProgress();
+    this.permit?.noteProgress();
   }
 
   #hold(permit: Permit): void {
@@ -152,7 +154,7 @@ export function afterTeardown(fn: () => void): void {
 
 /**
  * An error that means the caller cancelled: its signal's reason (`AbortError`, `TimeoutError`,
- * hostgate's `ClientDisconnectedError`) or undici's `RequestAbortedError`. On the fast path the
+ * hostgate's `ClientDisconnectedError` and `DeadlineExceededError`) or undici's `RequestAbortedError`. On the fast path the
  * caller holds undici's own abort, so the error is all there is to tell it by.
  */
 function isAbort(error: unknown): boolean {
@@ -162,6 +164,7 @@ function isAbort(error: unknown): boolean {
     name === 'AbortError' ||
     name === 'TimeoutError' ||
     code === 'UND_ERR_ABORTED' ||
-    code === 'HOSTGATE_CLIENT_DISCONNECTED'
+    code === 'HOSTGATE_CLIENT_DISCONNECTED' ||
+    code === 'HOSTGATE_DEADLINE_EXCEEDED'
   );
 }
