@@ -236,9 +236,11 @@ async function main(): Promise<number> {
       try {
         const result = await runOnce(lib, sizes, run);
         row.runs.push(result);
-        if (result.partnerPeak > sizes.cap) failed = true;
-        if (result.errors > 0) {
+        // A peer's overshoot or errors are findings for the table; hostgate's fail the run.
+        if (lib === 'hostgate' && (result.partnerPeak > sizes.cap || result.errors > 0)) {
           failed = true;
+        }
+        if (result.errors > 0) {
           console.error(`${lib}: ${result.errors} errors, first: ${result.firstError}`);
         }
       } catch (error) {
