@@ -2,7 +2,7 @@ import { expect } from 'vitest';
 import { forkWorker, type Worker } from '../../bench/lib/fleet.js';
 import { connectResp, type RespValue } from '../../bench/lib/resp.js';
 import type { RedisServer } from '../helpers/redis-server.js';
-import type { TestWorkerConfig } from './worker.js';
+import type { TestGate } from './worker.js';
 
 const WORKER = new URL('./worker.ts', import.meta.url);
 
@@ -10,36 +10,58 @@ const WORKER = new URL('./worker.ts', import.meta.url);
 export const TEST_LEASE_MS = 1000;
 export const TEST_HEARTBEAT_MS = 200;
 
-/**
- * Forks `count` replicas (test/redis/worker.ts), alternating node-redis and ioredis, and waits
- * until each has its store and limiter (bounded).
- */
-export async function startReplicas(
-  count: number,
-  config: Omit<TestWorkerConfig, 'client' | 'leaseMs' | 'heartbeatMs'> &
-    Partial<Pick<TestWorkerConfig, 'client' | 'leaseMs' | 'heartbeatMs'>>,
-): Promise<Worker[]> {
-  const workers = Array.from({ length: count }, (_, i) =>
-    forkWorker(WORKER, {
-      leaseMs: TEST_LEASE_MS,
-      heartbeatMs: TEST_HEARTBEAT_MS,
-      client: i % 2 === 0 ? 'node-redis' : 'ioredis',
-      ...config,
-    } satisfies TestWorkerConfig),
-  );
-  await Promise.all(workers.map((w) => w.next('ready', 30_000)));
+/** Forks `count` replicas (test/redis/worker.ts) and waits until each is up (bounded). */
+export async function startReplicas(count: number): Promise<Worker[]> {
+  const workers = Array.from({ length: count }, () => forkWorker(WORKER, {}));
+  await Promise.all(workers.map((w) => w.next('ready', 60_000)));
   return workers;
 }
 
-/** Closes every replica (limiter.close()) and checks each exited cleanly, nothing unhandled. */
-export async function closeReplicas(workers: readonly Worker[]): Promise<void> {
-  for (const w of workers) w.send({ type: 'close' });
-  const closed = await Promise.all(
-    workers.map((w) => w.next<{ unhandled: number }>('closed', 15_000)),
+type GateOptions = Omit<TestGate, 'client' | 'leaseMs' | 'heartbeatMs'> &
+  Partial<Pick<TestGate, 'leaseMs' | 'heartbeatMs'>>;
+
+/**
+ * Gives each replica a fresh client, store and limiter for one scenario: half on node-redis,
+ * half on ioredis (alternating), short leases.
+ */
+export async function openGates(workers: readonly Worker[], gate: GateOptions): Promise<void> {
+  workers.forEach((w, i) => {
+    w.send({
+      type: 'gate',
+      leaseMs: TEST_LEASE_MS,
+      heartbeatMs: TEST_HEARTBEAT_MS,
+      client: i % 2 === 0 ? 'node-redis' : 'ioredis',
+      ...gate,
+    } satisfies TestGate & { type: string });
+  });
+  await Promise.all(workers.map((w) => w.next('gate-ready', 15_000)));
+}
+
+/** `limiter.close()` and the client closed in every replica (bounded). */
+export async function dropGates(workers: readonly Worker[]): Promise<void> {
+  for (const w of workers) w.send({ type: 'drop' });
+  await Promise.all(workers.map((w) => w.next('dropped', 15_000)));
+}
+
+/**
+ * Ends the replicas still running: each must report no unhandled rejection and then exit by
+ * itself, code 0, once its channel is gone (a handle a closed store left open would keep it).
+ */
+export async function exitReplicas(workers: readonly Worker[]): Promise<void> {
+  const running = workers.filter((w) => w.child.exitCode === null && w.child.signalCode === null);
+  for (const w of running) w.send({ type: 'exit' });
+  const reports = await Promise.all(
+    running.map((w) => w.next<{ unhandled: number }>('exiting', 15_000)),
   );
-  const exits = await Promise.all(workers.map((w) => w.exited));
-  expect(closed.map((c) => c.unhandled)).toEqual(workers.map(() => 0));
-  expect(exits.map((e) => e.code)).toEqual(workers.map(() => 0));
+  expect(reports.map((r) => r.unhandled)).toEqual(running.map(() => 0));
+  const exits = await Promise.race([
+    Promise.all(running.map((w) => w.exited)),
+    new Promise<undefined>((resolve) => setTimeout(resolve, 10_000).unref()),
+  ]);
+  expect(
+    exits?.map((e) => e.code),
+    'every replica exits by itself',
+  ).toEqual(running.map(() => 0));
 }
 
 function asStrings(value: RespValue): string[] {

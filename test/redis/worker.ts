@@ -1,71 +1,73 @@
 /**
- * One replica for the multi-process tests: a HostLimiter whose `billing` partner is a shared
- * gate on the test's private Redis, driven by the parent over IPC (bench/lib/fleet.ts).
+ * One replica for the multi-process tests, driven by the parent over IPC (bench/lib/fleet.ts).
+ * Forking a process costs seconds on a busy machine, so one worker serves every scenario of a
+ * test file: each `gate` command builds a fresh Redis client, store and HostLimiter (partner
+ * `billing`, a shared gate) on the Redis and partner it names, and `drop` takes it down.
  *
- * Commands (→ the reply):
+ * Commands (→ reply):
+ * - `gate` TestGate → `gate-ready`; `drop` → `dropped` (limiter.close(), its client closed).
  * - `load` { requests, concurrency, seed } → `loaded` { ok, failed, aborted, shed, other }:
  *   seeded mixed traffic through `limitHosts`: fast and slow answers, 500s, resets, aborts.
  * - `hold` { count } → nothing: `count` requests to `/held` (the parent watches the partner).
- * - `request` { count, path } → one `answered` { i, status | error } per request, as each ends.
+ * - `request` { count, path } → one `answered` { status | code, error } per request.
  * - `contend` { callers } → `contended` { grants } after `stop`: callers loop on `/ok?delay=2`.
- * - `stats` → `stats` { stats }: the gate's stats (local and cluster view).
- * - `close` → `closed` { unhandled }: `limiter.close()`, the client closed, then exit.
- * Unasked: `store-error` and `store-up` when the store loses Redis and when it answers again.
+ * - `stats` → `stats` { stats }: the limiter's stats (local and cluster views).
+ * - `exit` → `exiting` { unhandled }, then the process exits.
+ * Unasked: `store-error` and `store-up` when the current store loses Redis and gets it back.
  */
-
 import { subscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { Agent, request } from 'undici';
-import {
-  fromParent,
-  leaveParent,
-  onParent,
-  toParent,
-  workerConfig,
-} from '../../bench/lib/fleet.js';
+import { fromParent, leaveParent, onParent, toParent } from '../../bench/lib/fleet.js';
 import { HostLimiter, limitHosts } from '../../src/index.js';
-import { redisStore } from '../../src/redis/index.js';
+import { type RedisStore, redisStore } from '../../src/redis/index.js';
 import { prng } from '../helpers/prng.js';
 
-export interface TestWorkerConfig {
+export interface TestGate {
   redisPort: number;
   partnerOrigin: string;
   client: 'node-redis' | 'ioredis';
   limit: number;
   leaseMs: number;
   heartbeatMs: number;
+  prefix: string;
   onStoreError?: 'local' | 'reject';
   maxQueue?: number;
   queueTimeout?: number;
-  prefix?: string;
 }
 
-const config = workerConfig<TestWorkerConfig>();
 let unhandled = 0;
 process.on('unhandledRejection', (reason) => {
   unhandled++;
   console.error('unhandled rejection in worker:', reason);
 });
 
-// The store's own events, for the parent to wait on (no polling): Redis lost and Redis back.
-subscribe('hostgate:store-error', () => void toParent({ type: 'store-error' }).catch(() => {}));
-subscribe('hostgate:store-up', () => void toParent({ type: 'store-up' }).catch(() => {}));
+interface Scenario {
+  config: TestGate;
+  store: RedisStore;
+  limiter: HostLimiter;
+  agent: Agent;
+  dispatcher: ReturnType<Agent['compose']>;
+  closeClient: () => Promise<unknown>;
+}
+let current: Scenario | undefined;
 
-async function connect() {
+const forward = (type: string) => (message: unknown) => {
+  if ((message as { store?: unknown }).store === current?.store) {
+    void toParent({ type }).catch(() => {});
+  }
+};
+subscribe('hostgate:store-error', forward('store-error'));
+subscribe('hostgate:store-up', forward('store-up'));
+
+async function connect(config: TestGate) {
   const url = `redis://127.0.0.1:${config.redisPort}`;
   if (config.client === 'ioredis') {
     const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
     client.on('error', () => {}); // the store reports its own errors; reconnects are automatic
     await client.connect();
-    return {
-      client,
-      close: () =>
-        client.quit().then(
-          () => undefined,
-          () => client.disconnect(),
-        ),
-    };
+    return { client, close: () => client.quit().catch(() => client.disconnect()) };
   }
   const client = createClient({ url, socket: { reconnectStrategy: () => 100 } });
   client.on('error', () => {});
@@ -73,33 +75,47 @@ async function connect() {
   return { client, close: () => client.close().catch(() => client.destroy()) };
 }
 
-const connection = await connect();
-const store = redisStore({
-  client: connection.client,
-  prefix: config.prefix ?? 'test:',
-  leaseMs: config.leaseMs,
-  heartbeatMs: config.heartbeatMs,
-  onStoreError: config.onStoreError ?? 'local',
-});
-const limiter = new HostLimiter({
-  store,
-  partners: [
-    {
-      name: 'billing',
-      hosts: [config.partnerOrigin],
-      limit: config.limit,
-      shared: true,
-      maxQueue: config.maxQueue ?? 1000,
-      queueTimeout: config.queueTimeout ?? 15_000,
-    },
-  ],
-});
-const agent = new Agent({ connections: 200 });
-const dispatcher = agent.compose(limitHosts(limiter));
-const origin = config.partnerOrigin;
+async function open(config: TestGate): Promise<Scenario> {
+  const { client, close } = await connect(config);
+  const store = redisStore({
+    client,
+    prefix: config.prefix,
+    leaseMs: config.leaseMs,
+    heartbeatMs: config.heartbeatMs,
+    onStoreError: config.onStoreError ?? 'local',
+  });
+  const limiter = new HostLimiter({
+    store,
+    partners: [
+      {
+        name: 'billing',
+        hosts: [config.partnerOrigin],
+        limit: config.limit,
+        shared: true,
+        maxQueue: config.maxQueue ?? 1000,
+        queueTimeout: config.queueTimeout ?? 15_000,
+      },
+    ],
+  });
+  const agent = new Agent({ connections: 200 });
+  return {
+    config,
+    store,
+    limiter,
+    agent,
+    dispatcher: agent.compose(limitHosts(limiter)),
+    closeClient: close,
+  };
+}
+
+function scenario(): Scenario {
+  if (current === undefined) throw new Error('no gate: send `gate` first');
+  return current;
+}
 
 async function call(path: string, signal?: AbortSignal): Promise<number> {
-  const response = await request(`${origin}${path}`, { dispatcher, signal });
+  const { config, dispatcher } = scenario();
+  const response = await request(`${config.partnerOrigin}${path}`, { dispatcher, signal });
   await response.body.dump();
   return response.statusCode;
 }
@@ -143,6 +159,24 @@ async function load(requests: number, concurrency: number, seed: number) {
   return counts;
 }
 
+onParent<{ type: 'gate' } & TestGate>('gate', (m) => {
+  void open(m).then((opened) => {
+    current = opened;
+    return toParent({ type: 'gate-ready' });
+  });
+});
+
+onParent('drop', () => {
+  const { limiter, agent, closeClient } = scenario();
+  current = undefined;
+  void (async () => {
+    await limiter.close();
+    await agent.close();
+    await closeClient();
+    await toParent({ type: 'dropped' });
+  })();
+});
+
 onParent<{ type: 'load'; requests: number; concurrency: number; seed: number }>('load', (m) => {
   void load(m.requests, m.concurrency, m.seed).then((counts) =>
     toParent({ type: 'loaded', ...counts }),
@@ -156,11 +190,10 @@ onParent<{ type: 'hold'; count: number }>('hold', (m) => {
 onParent<{ type: 'request'; count: number; path: string }>('request', (m) => {
   for (let i = 0; i < m.count; i++) {
     call(m.path).then(
-      (status) => toParent({ type: 'answered', i, status }),
+      (status) => toParent({ type: 'answered', status }),
       (error) =>
         toParent({
           type: 'answered',
-          i,
           code: (error as { code?: string }).code,
           error: String((error as Error).message ?? error),
         }),
@@ -186,14 +219,14 @@ onParent<{ type: 'contend'; callers: number }>('contend', (m) => {
 });
 
 onParent('stats', () => {
-  void toParent({ type: 'stats', stats: JSON.parse(JSON.stringify(limiter.stats())) });
+  const stats = current?.limiter.stats() ?? {};
+  void toParent({ type: 'stats', stats: JSON.parse(JSON.stringify(stats)) });
 });
 
-const closing = fromParent('close');
+const exiting = fromParent('exit');
 await toParent({ type: 'ready' });
-await closing;
-await limiter.close();
-await agent.close();
-await connection.close();
-await toParent({ type: 'closed', unhandled });
+await exiting;
+await toParent({ type: 'exiting', unhandled });
+// No process.exit(): a timer or socket a closed store left behind keeps the process alive, and
+// the parent's bounded wait for the exit fails the test.
 leaveParent();
