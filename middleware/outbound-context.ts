@@ -51,6 +51,8 @@ export class OutboundContext implements Outbound {
   #closed = false;
   #dispatcher: Dispatcher | undefined = undefined;
   #perRequestGate: Semaphore | undefined = undefined;
+  /** Listeners this request put on callers' own signals, removed when it closes at the latest. */
+  #detach: (() => void)[] | undefined = undefined;
 
   constructor(shared: Shared, res: ServerResponse, budgetMs: number | undefined) {
     this.#shared = shared;
@@ -110,6 +112,9 @@ export class OutboundContext implements Outbound {
       this.#timer = undefined;
     }
     if (!this.#res.writableFinished) this.disconnect();
+    const detach = this.#detach;
+    this.#detach = undefined;
+    if (detach !== undefined) for (const fn of detach) fn();
   };
 
   disconnect(): void {
@@ -125,11 +130,15 @@ export class OutboundContext implements Outbound {
     const own =
       init?.signal ??
       (typeof input === 'object' && 'signal' in input ? (input.signal as AbortSignal) : undefined);
-    return undiciFetch(input, {
+    const combined = this.#combine(own);
+    const call = undiciFetch(input, {
       ...init,
       dispatcher: this.#dispatcherFor(),
-      signal: this.#combine(own),
+      signal: combined.signal,
     });
+    // A body still streaming needs the caller's abort: kept until the request closes.
+    if (combined.detach !== undefined) call.catch(combined.detach);
+    return call;
   };
 
   readonly request = (
@@ -138,11 +147,17 @@ export class OutboundContext implements Outbound {
   ): Promise<Dispatcher.ResponseData> => {
     const refused = this.#admit(url);
     if (refused !== undefined) return Promise.reject(refused);
-    return undiciRequest(url, {
+    const combined = this.#combine(options?.signal ?? undefined);
+    const call = undiciRequest(url, {
       ...options,
       dispatcher: this.#dispatcherFor(),
-      signal: this.#combine(options?.signal ?? undefined),
+      signal: combined.signal,
     }) as Promise<Dispatcher.ResponseData>;
+    const { detach } = combined;
+    if (detach !== undefined) {
+      call.then((data) => data.body.once('close', detach), detach);
+    }
+    return call;
   };
 
   /**
@@ -177,9 +192,35 @@ export class OutboundContext implements Outbound {
     return shedForDeadline(gate, remaining, ownWait);
   }
 
-  #combine(own: AbortSignal | null | undefined): AbortSignal {
+  /**
+   * The request's signal combined with a caller's own. Not `AbortSignal.any`: on Node 20 every
+   * call would leave an entry on `own` that is never removed until `own` aborts, a leak when
+   * `own` is long-lived (a shutdown signal). Here the listener on `own` is removed when the
+   * call settles (`request`: its body closed; `fetch`: a failure) or the request closes.
+   */
+  #combine(own: AbortSignal | null | undefined): { signal: AbortSignal; detach?: () => void } {
     const signal = this.signal;
-    return own == null ? signal : AbortSignal.any([signal, own]);
+    if (own == null || own === signal || signal.aborted) return { signal };
+    if (own.aborted) return { signal: own };
+    // After the response closed nothing would detach a call's listener; rare enough for `any`.
+    if (this.#closed) return { signal: AbortSignal.any([signal, own]) };
+    const controller = new AbortController();
+    setMaxListeners(SIGNAL_MAX_LISTENERS, controller.signal);
+    const fromOwn = () => controller.abort(own.reason);
+    const fromRequest = () => controller.abort(signal.reason);
+    own.addEventListener('abort', fromOwn, { once: true });
+    signal.addEventListener('abort', fromRequest, { once: true });
+    let attached = true;
+    const detach = () => {
+      if (!attached) return;
+      attached = false;
+      own.removeEventListener('abort', fromOwn);
+      signal.removeEventListener('abort', fromRequest);
+    };
+    const list = this.#detach ?? [];
+    list.push(detach);
+    this.#detach = list;
+    return { signal: controller.signal, detach };
   }
 
   #dispatcherFor(): Dispatcher {

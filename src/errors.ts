@@ -13,6 +13,8 @@ export type HostgateErrorCode =
   | 'HOSTGATE_UNKNOWN_HOST'
   | 'HOSTGATE_TOO_MANY_HOSTS'
   | 'HOSTGATE_PARTNER_COOLDOWN'
+  | 'HOSTGATE_STORE_UNAVAILABLE'
+  | 'HOSTGATE_LEASE_LOST'
   | 'HOSTGATE_DEADLINE_SHED'
   | 'HOSTGATE_DEADLINE_EXCEEDED';
 
@@ -132,6 +134,22 @@ export class PartnerCooldownError extends ShedError {
 }
 
 /**
+ * A shared gate could not reach its store (Redis down, paused or too slow) and its policy is
+ * `onStoreError: 'reject'`: shed rather than risk the partner's cap. Also the answer of a closed store.
+ */
+export class StoreUnavailableError extends ShedError {
+  static readonly CODE = 'HOSTGATE_STORE_UNAVAILABLE';
+  constructor(partner: string | undefined, retryAfterMs: number, why = 'its store is unreachable') {
+    super(
+      'HOSTGATE_STORE_UNAVAILABLE',
+      `shared gate ${label(partner)} cannot admit: ${why}; retry after ${seconds(retryAfterMs)}`,
+      partner,
+      retryAfterMs,
+    );
+  }
+}
+
+/**
  * The request's remaining deadline budget is shorter than this partner's expected queue wait
  * plus its typical (p50) call: the call was refused before taking a queue slot or a permit,
  * rather than left to time out at the partner.
@@ -156,6 +174,23 @@ export class DeadlineShedError extends ShedError {
     );
     this.remainingMs = remainingMs;
     this.neededMs = neededMs;
+  }
+}
+
+/**
+ * A shared gate's store lost this request's lease (an event-loop stall longer than the lease, a
+ * Redis restart) and the store's `onLeaseLost` is `'abort'`: the request was aborted.
+ */
+export class LeaseLostError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_LEASE_LOST';
+  readonly heldMs: number;
+  constructor(partner: string | undefined, heldMs: number) {
+    super(
+      'HOSTGATE_LEASE_LOST',
+      `request to ${label(partner)} lost its shared lease after ${Math.round(heldMs)} ms (a stall longer than the lease, or Redis restarted) and was aborted`,
+      partner,
+    );
+    this.heldMs = heldMs;
   }
 }
 

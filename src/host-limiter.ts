@@ -48,6 +48,11 @@ export interface PartnerRule extends GateOptions {
   /** Origins (`https://api.x.com:8443`), hostnames (`api.x.com`) or wildcards (`*.x.com`). */
   hosts: string[];
   /**
+   * One cap for every process: the gate lives in the limiter's `store` (`hostgate/redis`), and
+   * every process with the same store prefix and partner name shares `limit`.
+   */
+  shared?: boolean;
+  /**
    * Adapt the limit to the partner's real capacity, within [`min`, `limit`]: `limit` stays the
    * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
    */
@@ -59,6 +64,21 @@ export interface GateStats extends SemaphoreStats {
   adaptive?: AdaptiveStats;
 }
 
+/**
+ * Where shared gates live (`redisStore()` from `hostgate/redis`). The limiter asks it for one
+ * gate per `shared: true` partner and closes it in `limiter.close()`.
+ */
+export interface GateStore {
+  semaphore(options: {
+    name: string;
+    limit: number;
+    maxQueue?: number | undefined;
+    queueTimeout?: number | undefined;
+    maxHold?: number | undefined;
+  }): Semaphore;
+  close(): Promise<void>;
+}
+
 export interface HostLimiterOptions {
   partners?: PartnerRule[];
   /**
@@ -68,11 +88,13 @@ export interface HostLimiterOptions {
   unknownHosts?: GateOptions | 'reject' | 'unlimited';
   /** Bound on per-origin gates for unknown hosts (default 256); idle ones are evicted. */
   maxHosts?: number;
+  /** Store of the `shared: true` partners' gates; `limiter.close()` closes it. */
+  store?: GateStore;
 }
 
-const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts'] as const;
+const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts', 'store'] as const;
 const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'maxHoldTotal'] as const;
-const RULE_KEYS = ['name', 'hosts', 'adaptive', ...GATE_KEYS] as const;
+const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
 
@@ -97,10 +119,13 @@ export class HostLimiter {
   readonly #maxHosts: number;
   readonly #perOrigin = new Map<string, Semaphore>();
   readonly #resolved = new Map<string, Resolution>();
+  readonly #store: GateStore | undefined;
+  #closing: Promise<void> | undefined = undefined;
 
   constructor(options: HostLimiterOptions = {}) {
     checkObject('HostLimiter options', options);
     checkKnownKeys('HostLimiter', options, LIMITER_KEYS);
+    this.#store = parseStore(options.store);
     const partners = options.partners ?? [];
     if (!Array.isArray(partners)) {
       throw new TypeError(`partners must be an array of rules, got ${describe(partners)}`);
@@ -153,6 +178,15 @@ export class HostLimiter {
     return leakSuspects(this);
   }
 
+  /**
+   * Closes the store it was given (`store`): shared permits go back to Redis, heartbeats stop.
+   * Idempotent. The Redis client passed to the store stays open.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#store?.close() ?? Promise.resolve();
+    return this.#closing;
+  }
+
   /** Every gate's stats; an adaptive partner's also carry `adaptive` (contract and effective limit). */
   stats(): Record<string, GateStats> {
     const out: Record<string, GateStats> = {};
@@ -180,7 +214,11 @@ export class HostLimiter {
     if (!Array.isArray(rule.hosts) || rule.hosts.length === 0) {
       throw new TypeError(`${where}: hosts must be a non-empty array, got ${describe(rule.hosts)}`);
     }
-    const gate = makeGate(where, rule, rule.name);
+    if (rule.shared !== undefined && typeof rule.shared !== 'boolean') {
+      throw new TypeError(`${where}: shared must be a boolean, got ${describe(rule.shared)}`);
+    }
+    const gate =
+      rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
     const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
     for (const text of rule.hosts) {
       const pattern = parseHostPattern(where, text);
@@ -198,6 +236,25 @@ export class HostLimiter {
     }
     this.#partners.set(rule.name, gate);
     if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
+  }
+
+  #sharedGate(where: string, rule: PartnerRule): Semaphore {
+    if (this.#store === undefined) {
+      throw new TypeError(
+        `${where}: shared: true needs the limiter's store option (hostgate/redis)`,
+      );
+    }
+    try {
+      return this.#store.semaphore({
+        name: rule.name,
+        limit: rule.limit,
+        maxQueue: rule.maxQueue,
+        queueTimeout: rule.queueTimeout,
+        maxHold: rule.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      });
+    } catch (error) {
+      throw new TypeError(`${where}: ${(error as Error).message}`);
+    }
   }
 
   /** Most specific first: exact origin, then hostname, then the longest wildcard suffix. */
@@ -268,6 +325,20 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
   } catch (error) {
     throw new TypeError(`${where}: ${(error as Error).message}`);
   }
+}
+
+function parseStore(store: unknown): GateStore | undefined {
+  if (store === undefined) return undefined;
+  const s = store as Partial<GateStore> | null;
+  if (
+    s === null ||
+    typeof s !== 'object' ||
+    typeof s.semaphore !== 'function' ||
+    typeof s.close !== 'function'
+  ) {
+    throw new TypeError(`store must be a gate store (redisStore()), got ${describe(store)}`);
+  }
+  return s as GateStore;
 }
 
 function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPolicy {

@@ -366,6 +366,17 @@ export class Semaphore {
     };
   }
 
+  /**
+   * @internal For gates whose permits come from elsewhere (`hostgate/redis`): one permit now,
+   * outside the queue, with its wait recorded. The caller has checked capacity its own way.
+   */
+  protected grantNow(waitedMs: number): Permit {
+    return this.#grant(waitedMs);
+  }
+
+  /** @internal Runs once per permit that went back (any reason), before waiters are served. */
+  protected released(_permit: Permit, _reason: ReleaseReason): void {}
+
   #grant(waitedMs: number, site?: AcquireSite, now: number = this.#now()): Permit {
     this.#held++;
     this.#acquired++;
@@ -405,6 +416,7 @@ export class Semaphore {
     if (releaseChannel.hasSubscribers) {
       releaseChannel.publish({ gate: this, partner: this.#name, permit, heldMs, reason });
     }
+    this.released(permit, reason);
     this.#drain(now);
   }
 

@@ -62,7 +62,7 @@ export const RESULT_ATTRIBUTE = 'hostgate.result';
  * | ------------------------------------- | ------------------- | ----------- | ----------------------------- |
  * | `hostgate.active_request_leases`      | observable up-down  | `{request}` | permits held now              |
  * | `hostgate.queued_requests`            | observable up-down  | `{request}` | callers waiting for a permit  |
- * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `request_canceled` (gave up while queued) |
+ * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `deadline` (shed early for a request's deadline), `request_canceled` (gave up while queued) |
  * | `hostgate.request_lease.duration`     | histogram           | `s`         | grant to release              |
  * | `hostgate.request.time_in_queue`      | histogram           | `s`         | asking to grant (0 at once)   |
  * | `hostgate.lease.limit`                | observable gauge    | `{request}` | the partner's cap             |
@@ -139,6 +139,7 @@ export function registerOtelMetrics(
     [r.acquired, { [RESULT_ATTRIBUTE]: 'acquired' }],
     [r.shedQueueFull, { [RESULT_ATTRIBUTE]: 'queue_full' }],
     [r.shedQueueTimeout, { [RESULT_ATTRIBUTE]: 'queue_timeout' }],
+    [r.shedDeadline, { [RESULT_ATTRIBUTE]: 'deadline' }],
     [r.abortedWaiting, { [RESULT_ATTRIBUTE]: 'request_canceled' }],
   ]);
   gauge('lease.limit', "The partner's concurrency cap (permits).", (r) => r.limit);

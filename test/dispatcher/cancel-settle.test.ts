@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { limitHosts } from '../../src/dispatcher/limit-hosts.js';
 import { limitFetch } from '../../src/fetch.js';
 import { HostLimiter } from '../../src/host-limiter.js';
-import { turnsUntil } from '../express/helpers.js';
+import { until } from '../express/helpers.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { prng } from '../helpers/prng.js';
 
 /**
  * A request cancelled while at the partner must keep its permit until the partner has seen
@@ -45,15 +46,16 @@ describe('a cancelled request keeps its permit until the connection is down', ()
       const limited = limitFetch(fetch, limiter);
       let started = 0;
       let cancelled = 0;
+      const random = prng(0xca9ce1);
       // 8 workers against a cap of 5: short waits, so most cancellations hit requests in flight.
       await Promise.all(
         Array.from({ length: 8 }, async () => {
           while (started++ < 600) {
             const controller = new AbortController();
-            const url = `${partner.url}/ok?delay=${5 + Math.floor(Math.random() * 20)}`;
-            if (Math.random() < 0.3) {
+            const url = `${partner.url}/ok?delay=${5 + Math.floor(random() * 20)}`;
+            if (random() < 0.3) {
               // Chaos, not synchronisation: cancel at a random moment of the call.
-              setTimeout(() => controller.abort(new Error('cancelled')), Math.random() * 25);
+              setTimeout(() => controller.abort(new Error('cancelled')), random() * 25);
             }
             try {
               if (via === 'limitFetch') {
@@ -76,7 +78,7 @@ describe('a cancelled request keeps its permit until the connection is down', ()
       expect(partner.closedEarly).toBeGreaterThan(20); // many were cancelled in flight
       expect(partner.peak).toBeLessThanOrEqual(CAP);
       // A cancelled fetch rejects at once; its permit follows a few turns later, by design.
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
       expect(gate.queued).toBe(0);
       expectInvariant(gate);

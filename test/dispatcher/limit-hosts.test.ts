@@ -24,8 +24,8 @@ import {
   UnknownHostError,
 } from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { released } from '../helpers/turns.js';
 import { globalFetchTakesDispatcher } from '../helpers/undici.js';
+import { released } from '../helpers/until.js';
 
 let partner: Partner;
 let agent: Agent;

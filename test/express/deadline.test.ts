@@ -1,21 +1,26 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import type express from 'express';
+import { Registry } from 'prom-client';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { type OutboundOptions, outbound, retryAfterSeconds, shed } from '../../middleware/index.js';
 import { deadlineShedCount } from '../../src/deadline.js';
+import type { ShedMessage } from '../../src/diagnostics.js';
 import { DeadlineExceededError, DeadlineShedError } from '../../src/errors.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { MetricsCollector } from '../../src/metrics/collector.js';
+import { registerMetrics } from '../../src/metrics/prometheus.js';
 import type { Semaphore } from '../../src/semaphore.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { metricValue } from '../observability/prom-text.js';
 import {
   expressVersions,
   type Listening,
   listen,
   Signals,
-  turnsUntil,
+  until,
   watchProcess,
   watchQueue,
 } from './helpers.js';
@@ -35,6 +40,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
   let proc: ReturnType<typeof watchProcess>;
   let middleware: ReturnType<typeof outbound>;
   let reachedFinalHandler: unknown[];
+  const shutdown = new AbortController();
 
   async function build(deadline: OutboundOptions['deadline'], limit = 1): Promise<void> {
     limiter = new HostLimiter({
@@ -73,6 +79,20 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
           next(error);
         },
       );
+    });
+    app.get('/own', async (req, res) => {
+      // A long-lived signal of the caller's (a shutdown signal) on every call.
+      for (let i = 0; i < 3; i++) {
+        const r = await req.outbound.request(`${partner.url}/ok`, { signal: shutdown.signal });
+        await r.body.text();
+      }
+      // Each request() call lets go once its body has closed (a turn or so after text()).
+      const listeners = () => getEventListeners(shutdown.signal, 'abort').length;
+      await until(() => listeners() === 0, 'detached').catch(() => undefined);
+      const afterRequests = listeners();
+      const r = await req.outbound.fetch(`${partner.url}/ok`, { signal: shutdown.signal });
+      await r.text();
+      res.json({ afterRequests });
     });
     app.use(shed());
     app.use(
@@ -210,7 +230,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const outcome = await outcomes.wait('caller');
       expect(outcome.ok === false && outcome.error).toBeInstanceOf(DeadlineExceededError);
       expect((await caller).status).toBe(504);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats()).toMatchObject({ held: 0, available: 1, acquired: 1, released: 1 });
       expect(gate.stats().abortedInFlight).toBe(1);
       expectInvariant(gate);
@@ -230,8 +250,22 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const p50 = gate.holdTimes.quantile(0.5);
       const expectedWait = ((before.queued + 1) / before.limit) * p50;
 
-      const r = await call('late', '/ok', via, { 'x-request-timeout': '1000' });
+      const registry = new Registry();
+      registerMetrics(limiter, { registry });
+      const published: ShedMessage[] = [];
+      const onShed = (m: unknown) => published.push(m as ShedMessage);
+      subscribe('hostgate:shed', onShed);
+      const r = await call('late', '/ok', via, { 'x-request-timeout': '1000' }).finally(() =>
+        unsubscribe('hostgate:shed', onShed),
+      );
       expect(r.status).toBe(503);
+      expect(published.map((m) => [m.reason, m.partner, m.queued])).toEqual([
+        ['deadline', 'partner', 9],
+      ]);
+      const text = await registry.metrics();
+      expect(
+        metricValue(text, 'hostgate_shed_total', { partner: 'partner', reason: 'deadline' }),
+      ).toBe(1);
       expect(r.body).toMatchObject({
         type: 'urn:hostgate:problem:deadline-shed',
         partner: 'partner',
@@ -293,7 +327,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       const r = await call('try', '/held', via, { 'x-request-timeout': '50' });
       expect(r.status).toBe(504);
       expect(deadlineShedCount(gate)).toBe(0);
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.stats().acquired).toBe(2);
     });
   });
@@ -317,4 +351,24 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
     await new Promise((resolve) => setTimeout(resolve, 120));
     expect(signal.aborted).toBe(false);
   });
+
+  test("a caller's long-lived signal keeps no listener once its calls settle and the request closes", async () => {
+    await build(10_000);
+    const r = await request(service.server).get('/own');
+    expect(r.body).toEqual({ afterRequests: 0 });
+    await until(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
+    // Node 20's AbortSignal.any keeps one entry per call on a source signal until it aborts.
+    expect(anyDependants(shutdown.signal)).toBe(0);
+    expect(gate.held).toBe(0);
+  });
 });
+
+/** Entries `AbortSignal.any` left on `signal` (Node's internal set of dependants), 0 if none. */
+function anyDependants(signal: AbortSignal): number {
+  const key = Object.getOwnPropertySymbols(signal).find(
+    (k) => k.description === 'kDependantSignals',
+  );
+  const set = key === undefined ? undefined : (signal as unknown as Record<symbol, unknown>)[key];
+  const size = (set as { size?: unknown } | undefined)?.size; // a primordials SafeSet: no instanceof
+  return typeof size === 'number' ? size : 0;
+}

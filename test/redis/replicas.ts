@@ -56,7 +56,7 @@ export async function exitReplicas(workers: readonly Worker[]): Promise<void> {
   expect(reports.map((r) => r.unhandled)).toEqual(running.map(() => 0));
   const exits = await Promise.race([
     Promise.all(running.map((w) => w.exited)),
-    new Promise<undefined>((resolve) => setTimeout(resolve, 10_000).unref()),
+    new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000).unref()),
   ]);
   expect(
     exits?.map((e) => e.code),
