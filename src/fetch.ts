@@ -1,4 +1,3 @@
-import { afterTeardown } from './dispatcher/permit-request.js';
 import type { PermitHoldTimeoutError } from './errors.js';
 import { HostLimiter, type HostLimiterOptions } from './host-limiter.js';
 import { describe, optionalSignal } from './options.js';
@@ -328,4 +327,9 @@ function keepIdentity(target: ResponseLike, url: string, redirected: boolean, ty
       writable: true,
     },
   });
+}
+
+/** Three event-loop turns: until limitFetch follows the dispatcher's teardown policy. */
+function afterTeardown(fn: () => void): void {
+  setImmediate(() => setImmediate(() => setImmediate(fn)));
 }
