@@ -1,6 +1,19 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * `HOSTGATE_UNDICI=8` runs the suite against undici 8 (the `undici8` devDependency, which needs
+ * Node >= 22.19): every `import ... from 'undici'` in src, middleware and test resolves to it.
+ * Unset, the suite runs against undici 7 (the `undici` devDependency).
+ */
+const undiciMajor = process.env.HOSTGATE_UNDICI ?? '7';
+if (undiciMajor !== '7' && undiciMajor !== '8') {
+  throw new TypeError(`HOSTGATE_UNDICI must be 7 or 8, got ${JSON.stringify(undiciMajor)}`);
+}
+
 export default defineConfig({
+  resolve: {
+    alias: undiciMajor === '8' ? [{ find: /^undici$/, replacement: 'undici8' }] : [],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 20_000,

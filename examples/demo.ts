@@ -2,12 +2,14 @@
  * `npm run demo`: a burst of 1,000 concurrent clients against the report service, a share of
  * them hanging up mid-request, with three simulated partners that refuse anything over their
  * cap. Ends with what every partner saw and whether every invariant held; exits non-zero if
- * any partner saw more than its cap or any permit leaked. Loopback only, a few seconds.
+ * any partner saw more than its cap or any permit leaked. Then the deadline act
+ * (`deadline-act.ts`): a 300 ms budget fanning out to a slow partner. Loopback only, a few seconds.
  */
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { deadlineAct } from './deadline-act.js';
 import { type SimulatedPartner, startSimulatedPartner } from './partners.js';
 import { buildReportService, PARTNER_CAPS, type PartnerName } from './report-service.js';
 
@@ -203,6 +205,7 @@ async function main(): Promise<number> {
       `${counts.left} hung up, ${counts.other} other`,
   );
   write(`  time     ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  failures.push(...(await deadlineAct({ write, table })));
   write('');
   if (failures.length === 0) {
     write('EVERY INVARIANT HELD: no partner saw more than its cap, none refused a request,');

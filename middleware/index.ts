@@ -2,11 +2,23 @@
  * `hostgate/express`: Express 4 and 5 integration.
  *
  * - `outbound()` gives every request `req.outbound` (`signal`, `fetch`, `request`): outbound
- *   calls through the partner gates, cancelled when the client goes away.
+ *   calls through the partner gates, cancelled when the client goes away or the request's
+ *   deadline (`deadline`) passes.
  * - `shed()` turns shed errors into `503` + `Retry-After` + `application/problem+json`.
  * - `admit()` caps concurrently handled inbound requests with a bounded queue.
+ *
+ * Needs undici at run time (`outbound()` creates an `Agent` and calls its `fetch`/`request`):
+ * hostgate declares it a peer dependency (`^7 || ^8`), so the import resolves, as Node resolves
+ * any bare import from `node_modules/hostgate`, to the `undici` your project installed.
  */
 export { type AdmitMiddleware, type AdmitOptions, admit } from './admit.js';
+export type {
+  BudgetFunction,
+  DeadlineHeader,
+  DeadlineHeaderFormat,
+  DeadlineOption,
+  DeadlineOptions,
+} from './deadline.js';
 export {
   DEFAULT_PER_REQUEST_MAX_QUEUE,
   DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS,

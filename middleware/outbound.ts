@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type {} from 'express-serve-static-core';
 import {
@@ -7,18 +6,13 @@ import {
   type RequestInfo,
   type RequestInit,
   type Response,
-  fetch as undiciFetch,
-  request as undiciRequest,
+  type request as undiciRequest,
 } from 'undici';
-import {
-  ClientDisconnectedError,
-  HostLimiter,
-  type HostLimiterOptions,
-  limitGate,
-  limitHosts,
-  Semaphore,
-} from '../src/index.js';
+import { HostLimiter, type HostLimiterOptions, limitHosts, Semaphore } from '../src/index.js';
 import { checkKnownKeys, checkObject, describe } from '../src/options.js';
+import { type DeadlineOption, InvalidHeader, parseDeadline } from './deadline.js';
+import { OutboundContext, type Shared } from './outbound-context.js';
+import { internal } from './shed.js';
 
 /**
  * Default per-request queue bound: 1,000 calls. A single inbound request that fans out wider
@@ -31,12 +25,6 @@ export const DEFAULT_PER_REQUEST_MAX_QUEUE = 1000;
  * response body is never read keeps its permit until the partner's maxHold, 60 s by default).
  */
 export const DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS = 30_000;
-
-/**
- * Listener bound of a request's signal: one listener per outbound call of that request, so
- * a warning past 10,000 would mean a runaway loop, not a fan-out.
- */
-const SIGNAL_MAX_LISTENERS = 10_000;
 
 /** `init` for `req.outbound.fetch`: undici's, without `dispatcher` (always the limited one). */
 export type OutboundFetchInit = Omit<RequestInit, 'dispatcher'>;
@@ -51,9 +39,16 @@ export type OutboundRequestOptions = Omit<
 export interface Outbound {
   /**
    * Aborts with `ClientDisconnectedError` when the client goes away before the response has
-   * finished. Pass it to any other work the request starts (database queries, timers).
+   * finished, or with `DeadlineExceededError` when the request's deadline passes. Pass it to
+   * any other work the request starts (database queries, timers).
    */
   readonly signal: AbortSignal;
+  /** This request's whole deadline budget in ms (`outbound({ deadline })`); `undefined`: none. */
+  readonly budgetMs: number | undefined;
+  /** When the budget runs out, on the `performance.now()` clock; `undefined`: no deadline. */
+  readonly deadline: number | undefined;
+  /** Budget left in ms (0 once passed); `Infinity` without a deadline. */
+  remainingMs(): number;
   /** undici's `fetch` through the limited dispatcher, cancelled when the client leaves. */
   readonly fetch: (input: RequestInfo, init?: OutboundFetchInit) => Promise<Response>;
   /** undici's `request` through the limited dispatcher, cancelled when the client leaves. */
@@ -92,6 +87,15 @@ export interface OutboundOptions {
    * cannot take a whole partner gate. A number is the `limit`.
    */
   perRequest?: number | PerRequestOptions;
+  /**
+   * A per-request deadline budget, counted from when `outbound()` sees the request: ms, a
+   * function of the request, or read from headers ({@link DeadlineOptions}). Every outbound
+   * call's queue wait plus call must fit in what remains: past the deadline `req.outbound.signal`
+   * aborts (`DeadlineExceededError`, 504 from `shed()`), and with `limiter` a call that cannot
+   * make it (budget left < expected wait + the partner's p50 hold) is refused at once with
+   * `DeadlineShedError` (503 + Retry-After), taking no queue slot and no permit.
+   */
+  deadline?: DeadlineOption;
 }
 
 export interface OutboundMiddleware {
@@ -104,7 +108,7 @@ export interface OutboundMiddleware {
   close(): Promise<void>;
 }
 
-const OUTBOUND_KEYS = ['limiter', 'dispatcher', 'perRequest'] as const;
+const OUTBOUND_KEYS = ['limiter', 'dispatcher', 'perRequest', 'deadline'] as const;
 const PER_REQUEST_KEYS = ['limit', 'maxQueue', 'queueTimeout'] as const;
 
 /**
@@ -152,10 +156,27 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     throw new TypeError('outbound needs { limiter } (partner gates) or { dispatcher }');
   }
   const perRequest = parsePerRequest(options.perRequest);
-  const shared: Shared = { dispatcher, perRequest };
+  const deadline = parseDeadline(options.deadline);
+  const shared: Shared = {
+    dispatcher,
+    perRequest,
+    limiter,
+    shedEarly: deadline?.shedEarly ?? false,
+  };
 
   const middleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => {
-    const context = new OutboundContext(shared, res);
+    let budget: ReturnType<NonNullable<typeof deadline>['budgetFor']>;
+    try {
+      budget = deadline?.budgetFor(req);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (budget instanceof InvalidHeader) {
+      rejectInvalid(res, budget.header);
+      return;
+    }
+    const context = new OutboundContext(shared, res, budget);
     (req as IncomingMessage & { outbound: Outbound }).outbound = context;
     if (res.destroyed && !res.writableFinished) context.disconnect();
     // `once`: removed when it fires, and a ServerResponse always emits 'close' (after 'finish'
@@ -172,94 +193,14 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
   });
 }
 
-interface Shared {
-  dispatcher: Dispatcher;
-  perRequest: Required<PerRequestOptions> | undefined;
-}
-
-/** One inbound request's outbound client. Everything in it is released with the request. */
-class OutboundContext implements Outbound {
-  readonly #shared: Shared;
-  readonly #res: ServerResponse;
-  #controller: AbortController | undefined = undefined;
-  #disconnected: ClientDisconnectedError | undefined = undefined;
-  #dispatcher: Dispatcher | undefined = undefined;
-
-  constructor(shared: Shared, res: ServerResponse) {
-    this.#shared = shared;
-    this.#res = res;
-  }
-
-  get signal(): AbortSignal {
-    let controller = this.#controller;
-    if (controller === undefined) {
-      controller = new AbortController();
-      // This signal lives and dies with one inbound request, so listeners cannot pile up
-      // across requests; but a fan-out of more than 10 calls is legitimate (`request` holds a
-      // listener until it completes, `fetch` until its Request is garbage-collected) and must
-      // not print MaxListenersExceededWarning. Not 0 (= unlimited): Node 20's
-      // getMaxListeners() throws for an EventTarget set to 0, and undici's fetch calls it.
-      setMaxListeners(SIGNAL_MAX_LISTENERS, controller.signal);
-      if (this.#disconnected !== undefined) controller.abort(this.#disconnected);
-      this.#controller = controller;
-    }
-    return controller.signal;
-  }
-
-  readonly onClose = (): void => {
-    if (!this.#res.writableFinished) this.disconnect();
-  };
-
-  disconnect(): void {
-    if (this.#disconnected !== undefined) return;
-    this.#disconnected = new ClientDisconnectedError();
-    this.#controller?.abort(this.#disconnected);
-  }
-
-  readonly fetch = (input: RequestInfo, init?: OutboundFetchInit): Promise<Response> => {
-    // `init.signal` replaces a Request's own signal in fetch; keep the caller's either way.
-    const own =
-      init?.signal ??
-      (typeof input === 'object' && 'signal' in input ? (input.signal as AbortSignal) : undefined);
-    return undiciFetch(input, {
-      ...init,
-      dispatcher: this.#dispatcherFor(),
-      signal: this.#combine(own),
-    });
-  };
-
-  readonly request = (
-    url: string | URL,
-    options?: OutboundRequestOptions,
-  ): Promise<Dispatcher.ResponseData> =>
-    undiciRequest(url, {
-      ...options,
-      dispatcher: this.#dispatcherFor(),
-      signal: this.#combine(options?.signal ?? undefined),
-    }) as Promise<Dispatcher.ResponseData>;
-
-  #combine(own: AbortSignal | null | undefined): AbortSignal {
-    const signal = this.signal;
-    return own == null ? signal : AbortSignal.any([signal, own]);
-  }
-
-  #dispatcherFor(): Dispatcher {
-    let dispatcher = this.#dispatcher;
-    if (dispatcher === undefined) {
-      const { perRequest } = this.#shared;
-      dispatcher =
-        perRequest === undefined
-          ? this.#shared.dispatcher
-          : // Outermost, so a call takes its request's permit first and its partner's second.
-            // Partner permits are never held while waiting for a per-request permit, so the
-            // two gates cannot wait on each other (fixed order: no deadlock).
-            this.#shared.dispatcher.compose(
-              limitGate(new Semaphore({ ...perRequest, name: 'perRequest' })),
-            );
-      this.#dispatcher = dispatcher;
-    }
-    return dispatcher;
-  }
+/** `deadline.invalid: 'reject'`: 400 naming the header, never echoing its value. */
+function rejectInvalid(res: ServerResponse, header: string): void {
+  internal.writeProblem(res, 400, {
+    type: 'urn:hostgate:problem:invalid-deadline',
+    title: 'Invalid deadline header',
+    status: 400,
+    detail: `the ${header} header is not a valid timeout`,
+  });
 }
 
 function parsePerRequest(

@@ -1,5 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ClientDisconnectedError, findShedError, type ShedError } from '../src/index.js';
+import {
+  ClientDisconnectedError,
+  DeadlineExceededError,
+  findShedError,
+  type ShedError,
+} from '../src/index.js';
 import { checkKnownKeys, checkObject, describe } from '../src/options.js';
 
 /** An RFC 9457 problem details object. */
@@ -36,6 +41,7 @@ const TITLES: Record<string, string> = {
   HOSTGATE_QUEUE_FULL: 'Capacity queue is full',
   HOSTGATE_QUEUE_TIMEOUT: 'Waited too long for capacity',
   HOSTGATE_TOO_MANY_HOSTS: 'Too many upstream hosts busy',
+  HOSTGATE_DEADLINE_SHED: 'Not enough time left for the upstream call',
 };
 
 /**
@@ -68,12 +74,43 @@ export function retryAfterSeconds(ms: number): number {
 
 /** The `ClientDisconnectedError` behind `err`, if any (itself or along its `cause` chain). */
 export function findClientDisconnected(err: unknown): ClientDisconnectedError | undefined {
+  return findCause(err, ClientDisconnectedError);
+}
+
+function findCause<T>(err: unknown, type: abstract new (...args: never[]) => T): T | undefined {
   let current = err;
   for (let depth = 0; depth < 8 && current != null; depth++) {
-    if (current instanceof ClientDisconnectedError) return current;
+    if (current instanceof type) return current;
     current = (current as { cause?: unknown }).cause;
   }
   return undefined;
+}
+
+/** The request's own deadline passed: the upstream did not answer in time (504, no Retry-After). */
+function writeDeadlineExceeded(error: DeadlineExceededError, res: ServerResponse): void {
+  writeProblem(res, 504, {
+    type: 'urn:hostgate:problem:deadline-exceeded',
+    title: 'Deadline exceeded',
+    status: 504,
+    detail: error.message,
+    budgetMs: error.budgetMs,
+  });
+}
+
+/** Ends `res` with `status` and `problem` as `application/problem+json`, never cached. */
+function writeProblem(
+  res: ServerResponse,
+  status: number,
+  problem: ProblemDetails,
+  retryAfterSeconds?: number,
+): void {
+  const body = JSON.stringify(problem);
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/problem+json');
+  if (retryAfterSeconds !== undefined) res.setHeader('retry-after', String(retryAfterSeconds));
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  res.end(body);
 }
 
 interface Resolved {
@@ -111,13 +148,8 @@ function writeShed(
   res: ServerResponse,
   options: Resolved,
 ): void {
-  const body = JSON.stringify(options.problem(error, req, options.status));
-  res.statusCode = options.status;
-  res.setHeader('content-type', 'application/problem+json');
-  res.setHeader('retry-after', String(retryAfterSeconds(error.retryAfterMs)));
-  res.setHeader('cache-control', 'no-store');
-  res.setHeader('content-length', Buffer.byteLength(body));
-  res.end(body);
+  const problem = options.problem(error, req, options.status);
+  writeProblem(res, options.status, problem, retryAfterSeconds(error.retryAfterMs));
 }
 
 /** The client is gone: nothing can or should be written. */
@@ -127,9 +159,10 @@ function isGone(res: ServerResponse): boolean {
 
 /**
  * Express error handler, mounted after your routes: a shed error (`QueueFullError`,
- * `QueueTimeoutError`, `TooManyHostsError`, also as the `cause` of fetch's `TypeError`)
- * becomes `503` + `Retry-After` + an RFC 9457 `application/problem+json` body. A
- * `ClientDisconnectedError` ends quietly: nothing is written to the gone socket and nothing is
+ * `QueueTimeoutError`, `TooManyHostsError`, `DeadlineShedError`, also as the `cause` of
+ * fetch's `TypeError`) becomes `503` + `Retry-After` + an RFC 9457 `application/problem+json`
+ * body. A `DeadlineExceededError` (the request's own deadline passed) becomes `504` with a
+ * problem body and no `Retry-After`. A `ClientDisconnectedError` ends quietly: nothing is written to the gone socket and nothing is
  * passed on as a server error. Everything else goes to `next(err)` untouched.
  *
  * @example
@@ -147,6 +180,11 @@ export function shed(options?: ShedOptions): ErrorMiddleware {
       return;
     }
     const shedError = findShedError(err);
+    const expired = shedError === undefined ? findCause(err, DeadlineExceededError) : undefined;
+    if (expired !== undefined && !res.headersSent) {
+      if (!isGone(res)) writeDeadlineExceeded(expired, res);
+      return;
+    }
     if (shedError === undefined || res.headersSent) {
       next(err);
       return;
@@ -157,4 +195,4 @@ export function shed(options?: ShedOptions): ErrorMiddleware {
 }
 
 /** @internal shared with admit() */
-export const internal = { resolve, writeShed, isGone };
+export const internal = { resolve, writeShed, writeProblem, isGone };

@@ -26,8 +26,8 @@ export interface PartnerStatus extends Omit<PartnerMetrics, 'wait' | 'hold'> {
   state: 'leak' | 'stalled' | 'ok';
 }
 
-/** A leak suspect in the JSON body: {@link LeakSuspect} without the permit object. */
-export type LeakStatus = Omit<LeakSuspect, 'permit'>;
+/** A leak suspect in the JSON body. */
+export type LeakStatus = LeakSuspect;
 
 export interface StatusBody {
   generatedAt: string;
@@ -78,7 +78,7 @@ export function statusHandler(
 
   const body = (): StatusBody => {
     const rows = collector.collect();
-    const leaks = leakSuspects(source).map(({ permit: _permit, ...rest }) => rest);
+    const leaks = leakSuspects(source);
     return {
       generatedAt: new Date().toISOString(),
       partners: rows.map(toStatus),
@@ -161,9 +161,9 @@ function renderRow(p: PartnerStatus): string {
   const gone = p.gates === 0 ? ' <span class="dim">(no live gate)</span>' : '';
   return `<tr data-partner="${escapeHtml(p.partner)}" data-state="${p.state}">
 <th scope="row">${escapeHtml(p.partner)}${gone}</th>
-<td><div class="bar ${level}" role="meter" aria-valuemin="0" aria-valuemax="${p.limit}" aria-valuenow="${p.inUse}"><div class="fill" style="width:${used.toFixed(1)}%"></div><span>${p.inUse} / ${p.limit}</span></div></td>
+<td><div class="bar ${level}" role="meter" aria-valuemin="0" aria-valuemax="${p.limit}" aria-valuenow="${p.inUse}"><div class="fill" style="width:${used.toFixed(1)}%"></div><span>${p.inUse} / ${p.limit}</span></div>${p.adaptive ? `<span class="dim">adaptive: limit ${p.limit} of contract ${p.contractLimit}</span>` : ''}</td>
 <td class="num">${p.queued}<span class="dim"> / ${p.maxQueue}</span></td>
-<td class="num">${p.shedPerSecond.toFixed(p.shedPerSecond >= 10 ? 0 : 2)}<span class="dim"> (${p.shedQueueFull + p.shedQueueTimeout} total)</span></td>
+<td class="num">${p.shedPerSecond.toFixed(p.shedPerSecond >= 10 ? 0 : 2)}<span class="dim"> (${p.shedQueueFull + p.shedQueueTimeout + p.shedDeadline} total)</span></td>
 <td class="num">${ms(p.waitP99Ms)}</td>
 <td>${mark}</td>
 </tr>`;

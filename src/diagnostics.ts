@@ -8,11 +8,13 @@
  * | ------------------------- | -------------------------------------------------------------- |
  * | `hostgate:acquire`        | {@link AcquireMessage}: a permit was granted                   |
  * | `hostgate:release`        | {@link ReleaseMessage}: a permit went back (reason says how)   |
- * | `hostgate:shed`           | {@link ShedMessage}: a caller was refused (queue full/timeout)  |
+ * | `hostgate:shed`           | {@link ShedMessage}: a caller was refused (queue full/timeout, deadline) |
  * | `hostgate:wait-aborted`   | {@link WaitAbortedMessage}: a waiter's signal fired            |
  * | `hostgate:hold-timeout`   | {@link HoldTimeoutMessage}: `maxHold` passed, permit taken back |
  * | `hostgate:double-release` | {@link DoubleReleaseMessage}: `release()` on a released permit |
  * | `hostgate:leak`           | {@link LeakMessage}: a leak detector's first report of a permit |
+ * | `hostgate:response`       | {@link ResponseMessage}: a permit's request got its response head |
+ * | `hostgate:request-error`  | {@link RequestErrorMessage}: a permit's request failed           |
  *
  * Subscribers run synchronously inside the gate: keep them short, and do not acquire or
  * release on the gate that published.
@@ -50,7 +52,11 @@ export type ReleaseReason =
   | 'hold_timeout';
 
 /** Why a caller was shed: the `reason` label of `hostgate_shed_total`. */
-export type ShedReason = 'queue_full' | 'queue_timeout';
+export type ShedReason =
+  | 'queue_full'
+  | 'queue_timeout'
+  /** Refused before queueing: the request's deadline budget was shorter than wait + p50 hold. */
+  | 'deadline';
 
 interface GateMessage {
   /** The gate that published. */
@@ -73,7 +79,7 @@ export interface ReleaseMessage extends GateMessage {
 
 export interface ShedMessage extends GateMessage {
   reason: ShedReason;
-  /** The `QueueFullError` or `QueueTimeoutError` the caller receives. */
+  /** The `QueueFullError`, `QueueTimeoutError` or `DeadlineShedError` the caller receives. */
   error: ShedError;
   /** Waiters still queued after this one left. */
   queued: number;
@@ -98,6 +104,20 @@ export interface LeakMessage {
   suspect: LeakSuspect;
 }
 
+/** Published by the HTTP layers when the partner's response head arrives (adaptive limits). */
+export interface ResponseMessage extends GateMessage {
+  permit: Permit;
+  statusCode: number;
+  /** The response headers as the layer has them: an undici header object, raw pairs, or `Headers`. */
+  headers: unknown;
+}
+
+/** Published by the HTTP layers when a permit's request fails (timeouts, resets, aborts). */
+export interface RequestErrorMessage extends GateMessage {
+  permit: Permit;
+  error: unknown;
+}
+
 /** The channels, for subscribing by object rather than by name. */
 export const channels = Object.freeze({
   acquire: channel('hostgate:acquire'),
@@ -107,7 +127,30 @@ export const channels = Object.freeze({
   holdTimeout: channel('hostgate:hold-timeout'),
   doubleRelease: channel('hostgate:double-release'),
   leak: channel('hostgate:leak'),
+  response: channel('hostgate:response'),
+  requestError: channel('hostgate:request-error'),
 });
+
+/**
+ * The HTTP layers' one call at response start: the outcome signal adaptive limits learn from.
+ * Costs one property check while nobody subscribed.
+ */
+export function publishResponse(
+  permit: Permit | undefined,
+  statusCode: number,
+  headers: unknown,
+): void {
+  if (permit === undefined || !channels.response.hasSubscribers) return;
+  const { gate } = permit;
+  channels.response.publish({ gate, partner: gate.name, permit, statusCode, headers });
+}
+
+/** The HTTP layers' one call when a request fails, before its permit goes back. */
+export function publishRequestError(permit: Permit | undefined, error: unknown): void {
+  if (permit === undefined || !channels.requestError.hasSubscribers) return;
+  const { gate } = permit;
+  channels.requestError.publish({ gate, partner: gate.name, permit, error });
+}
 
 /** Where a permit was asked for: a stack captured only while a leak detector watches the gate. */
 export interface AcquireSite {

@@ -12,7 +12,11 @@ export type HostgateErrorCode =
   | 'HOSTGATE_CLIENT_DISCONNECTED'
   | 'HOSTGATE_UNKNOWN_HOST'
   | 'HOSTGATE_TOO_MANY_HOSTS'
-  | 'HOSTGATE_PARTNER_COOLDOWN';
+  | 'HOSTGATE_PARTNER_COOLDOWN'
+  | 'HOSTGATE_STORE_UNAVAILABLE'
+  | 'HOSTGATE_LEASE_LOST'
+  | 'HOSTGATE_DEADLINE_SHED'
+  | 'HOSTGATE_DEADLINE_EXCEEDED';
 
 export class HostgateError extends Error {
   /** Stable machine-readable code; branch on this rather than on the message. */
@@ -129,17 +133,103 @@ export class PartnerCooldownError extends ShedError {
   }
 }
 
-/** A permit was held longer than `maxHold` (an unread body, a stuck stream); its request was aborted. */
-export class PermitHoldTimeoutError extends HostgateError {
-  static readonly CODE = 'HOSTGATE_HOLD_TIMEOUT';
+/**
+ * A shared gate could not reach its store (Redis down, paused or too slow) and its policy is
+ * `onStoreError: 'reject'`: shed rather than risk the partner's cap. Also the answer of a closed store.
+ */
+export class StoreUnavailableError extends ShedError {
+  static readonly CODE = 'HOSTGATE_STORE_UNAVAILABLE';
+  constructor(partner: string | undefined, retryAfterMs: number, why = 'its store is unreachable') {
+    super(
+      'HOSTGATE_STORE_UNAVAILABLE',
+      `shared gate ${label(partner)} cannot admit: ${why}; retry after ${seconds(retryAfterMs)}`,
+      partner,
+      retryAfterMs,
+    );
+  }
+}
+
+/**
+ * The request's remaining deadline budget is shorter than this partner's expected queue wait
+ * plus its typical (p50) call: the call was refused before taking a queue slot or a permit,
+ * rather than left to time out at the partner.
+ */
+export class DeadlineShedError extends ShedError {
+  static readonly CODE = 'HOSTGATE_DEADLINE_SHED';
+  /** Budget left when the call was refused, ms. */
+  readonly remainingMs: number;
+  /** Expected queue wait plus the partner's p50 hold at that moment, ms. */
+  readonly neededMs: number;
+  constructor(
+    partner: string | undefined,
+    remainingMs: number,
+    neededMs: number,
+    retryAfterMs: number,
+  ) {
+    super(
+      'HOSTGATE_DEADLINE_SHED',
+      `${label(partner)} cannot answer within the ${Math.max(0, Math.floor(remainingMs))} ms left of this request's deadline (expected wait + typical call: ${Math.ceil(neededMs)} ms); retry after ${seconds(retryAfterMs)}`,
+      partner,
+      retryAfterMs,
+    );
+    this.remainingMs = remainingMs;
+    this.neededMs = neededMs;
+  }
+}
+
+/**
+ * A shared gate's store lost this request's lease (an event-loop stall longer than the lease, a
+ * Redis restart) and the store's `onLeaseLost` is `'abort'`: the request was aborted.
+ */
+export class LeaseLostError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_LEASE_LOST';
   readonly heldMs: number;
   constructor(partner: string | undefined, heldMs: number) {
     super(
-      'HOSTGATE_HOLD_TIMEOUT',
-      `request to ${label(partner)} held its permit for ${Math.round(heldMs)} ms (maxHold) and was aborted; read or cancel response bodies`,
+      'HOSTGATE_LEASE_LOST',
+      `request to ${label(partner)} lost its shared lease after ${Math.round(heldMs)} ms (a stall longer than the lease, or Redis restarted) and was aborted`,
       partner,
     );
     this.heldMs = heldMs;
+  }
+}
+
+/**
+ * The inbound request's deadline passed: its outbound calls, waiting or in flight, were
+ * aborted with this reason. `hostgate/express`'s `shed()` answers it with 504.
+ */
+export class DeadlineExceededError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_DEADLINE_EXCEEDED';
+  /** The request's whole budget, ms. */
+  readonly budgetMs: number;
+  constructor(budgetMs: number) {
+    super(
+      'HOSTGATE_DEADLINE_EXCEEDED',
+      `the request's deadline of ${Math.round(budgetMs)} ms passed; its outbound calls were aborted`,
+    );
+    this.budgetMs = budgetMs;
+  }
+}
+
+/**
+ * A permit's request made no progress for `maxHold` (an unread body, a stuck stream), or was
+ * held past `maxHoldTotal`; its request was aborted.
+ */
+export class PermitHoldTimeoutError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_HOLD_TIMEOUT';
+  readonly heldMs: number;
+  /** Time without progress (ms) when `maxHold` took it back; `undefined` for `maxHoldTotal`. */
+  readonly quietMs: number | undefined;
+  constructor(partner: string | undefined, heldMs: number, quietMs?: number) {
+    super(
+      'HOSTGATE_HOLD_TIMEOUT',
+      quietMs === undefined
+        ? `request to ${label(partner)} held its permit for ${Math.round(heldMs)} ms (maxHoldTotal) and was aborted`
+        : `request to ${label(partner)} made no progress for ${Math.round(quietMs)} ms (maxHold; held ${Math.round(heldMs)} ms) and was aborted; read or cancel response bodies`,
+      partner,
+    );
+    this.heldMs = heldMs;
+    this.quietMs = quietMs;
   }
 }
 

@@ -1,3 +1,4 @@
+import { publishRequestError, publishResponse } from './diagnostics.js';
 import type { PermitHoldTimeoutError } from './errors.js';
 import { HostLimiter, type HostLimiterOptions } from './host-limiter.js';
 import { describe, optionalSignal } from './options.js';
@@ -183,10 +184,12 @@ class LimitedCall {
       if (this.#caller?.aborted) throw this.#caller.reason;
       response = await fetchFn(input, { ...init, signal: this.#own.signal });
     } catch (error) {
+      publishRequestError(this.#permit, error); // adaptive limits: a timeout is a drop
       this.#finish();
       throw error;
     }
-    this.#permit.gate.noteProgress(); // the partner answered
+    this.#permit.noteProgress(); // the partner answered
+    publishResponse(this.#permit, response.status, response.headers); // adaptive: RTT, status
     try {
       return this.#take(response);
     } catch (error) {
@@ -270,7 +273,7 @@ class LimitedCall {
       this.#finish(); // before close(): once the caller sees the end, the permit is back
       body.close();
     } else {
-      this.#permit.gate.noteProgress();
+      this.#permit.noteProgress();
       body.enqueue(chunk.value);
     }
   }

@@ -1,3 +1,6 @@
+import { AdaptiveController, type AdaptiveStats } from './adaptive/controller.js';
+import { type AdaptiveOptions, parseAdaptive } from './adaptive/options.js';
+import { attachController, controllerOf } from './adaptive/signals.js';
 import { TooManyHostsError, UnknownHostError } from './errors.js';
 import { type LeakSuspect, leakSuspects } from './metrics/leaks.js';
 import { checkKnownKeys, checkObject, describe, positiveInteger } from './options.js';
@@ -5,8 +8,9 @@ import { type HostPattern, originKey, parseHostPattern, parseTarget } from './or
 import { Semaphore, type SemaphoreStats } from './semaphore.js';
 
 /**
- * Default `maxHold`: 60 s. Long enough for any ordinary API call, a large download
- * included; short enough that an unread response body returns its permit within a minute.
+ * Default `maxHold`: 60 s without response progress. Every response chunk resets it, so a
+ * long download or an event stream keeps its permit while bytes flow; an unread body (or a
+ * partner that went silent) returns its permit within a minute.
  */
 export const DEFAULT_MAX_HOLD_MS = 60_000;
 /**
@@ -32,8 +36,10 @@ export interface GateOptions {
   maxQueue?: number;
   /** Wait deadline in ms (default 1000). */
   queueTimeout?: number;
-  /** Longest a request may hold its permit, in ms (default 60 000). */
+  /** Longest a request may go without response progress, in ms (default 60 000). */
   maxHold?: number;
+  /** Longest a request may hold its permit at all, in ms, progress or not (default unset). */
+  maxHoldTotal?: number;
 }
 
 export interface PartnerRule extends GateOptions {
@@ -41,6 +47,36 @@ export interface PartnerRule extends GateOptions {
   name: string;
   /** Origins (`https://api.x.com:8443`), hostnames (`api.x.com`) or wildcards (`*.x.com`). */
   hosts: string[];
+  /**
+   * One cap for every process: the gate lives in the limiter's `store` (`hostgate/redis`), and
+   * every process with the same store prefix and partner name shares `limit`.
+   */
+  shared?: boolean;
+  /**
+   * Adapt the limit to the partner's real capacity, within [`min`, `limit`]: `limit` stays the
+   * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
+   */
+  adaptive?: AdaptiveOptions | boolean;
+}
+
+/** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
+export interface GateStats extends SemaphoreStats {
+  adaptive?: AdaptiveStats;
+}
+
+/**
+ * Where shared gates live (`redisStore()` from `hostgate/redis`). The limiter asks it for one
+ * gate per `shared: true` partner and closes it in `limiter.close()`.
+ */
+export interface GateStore {
+  semaphore(options: {
+    name: string;
+    limit: number;
+    maxQueue?: number | undefined;
+    queueTimeout?: number | undefined;
+    maxHold?: number | undefined;
+  }): Semaphore;
+  close(): Promise<void>;
 }
 
 export interface HostLimiterOptions {
@@ -52,11 +88,13 @@ export interface HostLimiterOptions {
   unknownHosts?: GateOptions | 'reject' | 'unlimited';
   /** Bound on per-origin gates for unknown hosts (default 256); idle ones are evicted. */
   maxHosts?: number;
+  /** Store of the `shared: true` partners' gates; `limiter.close()` closes it. */
+  store?: GateStore;
 }
 
-const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts'] as const;
-const RULE_KEYS = ['name', 'hosts', 'limit', 'maxQueue', 'queueTimeout', 'maxHold'] as const;
-const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold'] as const;
+const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts', 'store'] as const;
+const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'maxHoldTotal'] as const;
+const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
 
@@ -81,10 +119,13 @@ export class HostLimiter {
   readonly #maxHosts: number;
   readonly #perOrigin = new Map<string, Semaphore>();
   readonly #resolved = new Map<string, Resolution>();
+  readonly #store: GateStore | undefined;
+  #closing: Promise<void> | undefined = undefined;
 
   constructor(options: HostLimiterOptions = {}) {
     checkObject('HostLimiter options', options);
     checkKnownKeys('HostLimiter', options, LIMITER_KEYS);
+    this.#store = parseStore(options.store);
     const partners = options.partners ?? [];
     if (!Array.isArray(partners)) {
       throw new TypeError(`partners must be an array of rules, got ${describe(partners)}`);
@@ -137,9 +178,24 @@ export class HostLimiter {
     return leakSuspects(this);
   }
 
-  stats(): Record<string, SemaphoreStats> {
-    const out: Record<string, SemaphoreStats> = {};
-    for (const [key, gate] of this.gates()) out[key] = gate.stats();
+  /**
+   * Closes the store it was given (`store`): shared permits go back to Redis, heartbeats stop.
+   * Idempotent. The Redis client passed to the store stays open.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#store?.close() ?? Promise.resolve();
+    return this.#closing;
+  }
+
+  /** Every gate's stats; an adaptive partner's also carry `adaptive` (contract and effective limit). */
+  stats(): Record<string, GateStats> {
+    const out: Record<string, GateStats> = {};
+    for (const [key, gate] of this.gates()) {
+      const stats: GateStats = gate.stats();
+      const adaptive = controllerOf(gate);
+      if (adaptive !== undefined) stats.adaptive = adaptive.stats();
+      out[key] = stats;
+    }
     return out;
   }
 
@@ -158,7 +214,12 @@ export class HostLimiter {
     if (!Array.isArray(rule.hosts) || rule.hosts.length === 0) {
       throw new TypeError(`${where}: hosts must be a non-empty array, got ${describe(rule.hosts)}`);
     }
-    const gate = makeGate(where, rule, rule.name);
+    if (rule.shared !== undefined && typeof rule.shared !== 'boolean') {
+      throw new TypeError(`${where}: shared must be a boolean, got ${describe(rule.shared)}`);
+    }
+    const gate =
+      rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
+    const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
     for (const text of rule.hosts) {
       const pattern = parseHostPattern(where, text);
       const key = patternKey(pattern);
@@ -174,6 +235,26 @@ export class HostLimiter {
       else this.#wildcards.push({ suffix: pattern.suffix, gate });
     }
     this.#partners.set(rule.name, gate);
+    if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
+  }
+
+  #sharedGate(where: string, rule: PartnerRule): Semaphore {
+    if (this.#store === undefined) {
+      throw new TypeError(
+        `${where}: shared: true needs the limiter's store option (hostgate/redis)`,
+      );
+    }
+    try {
+      return this.#store.semaphore({
+        name: rule.name,
+        limit: rule.limit,
+        maxQueue: rule.maxQueue,
+        queueTimeout: rule.queueTimeout,
+        maxHold: rule.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      });
+    } catch (error) {
+      throw new TypeError(`${where}: ${(error as Error).message}`);
+    }
   }
 
   /** Most specific first: exact origin, then hostname, then the longest wildcard suffix. */
@@ -238,11 +319,26 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
       maxQueue: options.maxQueue,
       queueTimeout: options.queueTimeout,
       maxHold: options.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      maxHoldTotal: options.maxHoldTotal,
       name,
     });
   } catch (error) {
     throw new TypeError(`${where}: ${(error as Error).message}`);
   }
+}
+
+function parseStore(store: unknown): GateStore | undefined {
+  if (store === undefined) return undefined;
+  const s = store as Partial<GateStore> | null;
+  if (
+    s === null ||
+    typeof s !== 'object' ||
+    typeof s.semaphore !== 'function' ||
+    typeof s.close !== 'function'
+  ) {
+    throw new TypeError(`store must be a gate store (redisStore()), got ${describe(store)}`);
+  }
+  return s as GateStore;
 }
 
 function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPolicy {
@@ -256,6 +352,6 @@ function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPo
   checkObject('unknownHosts', value);
   checkKnownKeys('unknownHosts', value, GATE_KEYS);
   makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
-  const { limit, maxQueue, queueTimeout, maxHold } = value;
-  return { limit, maxQueue, queueTimeout, maxHold };
+  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal } = value;
+  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal };
 }

@@ -1,3 +1,17 @@
+export { AimdLimit, type AimdOptions } from './adaptive/aimd.js';
+export type { LimitAlgorithm, LimitBounds, LimitSample } from './adaptive/algorithm.js';
+export type { AdaptiveStats } from './adaptive/controller.js';
+export { GradientLimit, type GradientOptions } from './adaptive/gradient.js';
+export type { AdaptiveAlgorithmName, AdaptiveOptions } from './adaptive/options.js';
+export {
+  deadlineShedCount,
+  expectedWaitMs,
+  type GateLoad,
+  MAX_BUDGET_MS,
+  parseDuration,
+  parseGrpcTimeout,
+  shedForDeadline,
+} from './deadline.js';
 export {
   type AcquireMessage,
   type AcquireSite,
@@ -8,32 +22,42 @@ export {
   type PermitRequestInfo,
   type ReleaseMessage,
   type ReleaseReason,
+  type RequestErrorMessage,
+  type ResponseMessage,
   type ShedMessage,
   type ShedReason,
   type WaitAbortedMessage,
 } from './diagnostics.js';
+export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export {
   ClientDisconnectedError,
+  DeadlineExceededError,
+  DeadlineShedError,
   findShedError,
   HostgateError,
   type HostgateErrorCode,
   isHostgateError,
   isShedError,
+  LeaseLostError,
   PermitHoldTimeoutError,
   QueueFullError,
   QueueTimeoutError,
   ShedError,
+  StoreUnavailableError,
   TooManyHostsError,
   UnknownHostError,
 } from './errors.js';
 export { type FetchFunction, limitFetch } from './fetch.js';
+export { withDispatcher } from './global-fetch.js';
 export type { DurationSummary } from './histogram.js';
 export {
   DEFAULT_MAX_HOLD_MS,
   DEFAULT_MAX_HOSTS,
   DEFAULT_UNKNOWN_HOST_GATE,
   type GateOptions,
+  type GateStats,
+  type GateStore,
   HostLimiter,
   type HostLimiterOptions,
   type PartnerRule,
@@ -65,7 +89,8 @@ export {
   DEFAULT_QUEUE_TIMEOUT_MS,
   type DurationHistogramView,
   MAX_RETRY_AFTER_MS,
-  Permit,
+  type Permit,
+  type PermitTarget,
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,

@@ -1,6 +1,7 @@
 /** A gate's permits and waiters: what a Semaphore hands out and what it keeps in its queue. */
 import type { AcquireSite, PermitRequestInfo, ReleaseReason } from './diagnostics.js';
 import type { PermitHoldTimeoutError } from './errors.js';
+import { type PermitTarget, permitTarget } from './permit-target.js';
 import type { Semaphore } from './semaphore.js';
 
 export const HELD = 0;
@@ -9,59 +10,137 @@ export const EXPIRED = 2;
 
 /**
  * The gate's internal entry points, bound by Semaphore's static block so that its #private
- * state stays private while Permit and Waiter, here, can still reach it.
+ * state stays private while GatePermit and Waiter, here, can still reach it.
  */
 export const gateEntry = {
-  release: undefined as unknown as (gate: Semaphore, permit: Permit, reason: ReleaseReason) => void,
+  release: undefined as unknown as (
+    gate: Semaphore,
+    permit: GatePermit,
+    reason: ReleaseReason,
+  ) => void,
+  doubleRelease: undefined as unknown as (gate: Semaphore, permit: GatePermit) => void,
+  progress: undefined as unknown as (gate: Semaphore, permit: GatePermit) => void,
   abort: undefined as unknown as (gate: Semaphore, waiter: Waiter, reason: unknown) => void,
   expire: undefined as unknown as (gate: Semaphore, waiter: Waiter) => void,
 };
 
+/** Only a gate holds this: `new` on a permit's constructor from anywhere else throws. */
+export const GRANT: unique symbol = Symbol('hostgate.grant');
+
 /**
  * One granted slot of a gate. Release it exactly once — or bind it to a scope with
  * `using permit = await gate.acquire()`; a second `release()` is a counted no-op.
+ * A type users hold, never a class they construct: only a gate grants permits.
  */
-export class Permit implements Disposable {
+export interface Permit extends Disposable {
   /** The gate this permit belongs to. */
   readonly gate: Semaphore;
   /** Clock reading (ms) when the permit was granted. */
   readonly acquiredAt: number;
-  /**
-   * Runs once if the permit outlives the gate's `maxHold`, just before the gate takes it back.
-   * The holder must stop using the resource here (abort the request).
-   */
-  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined = undefined;
-  /** What the permit is for, set by the HTTP layers: method, origin and path for leak reports. */
-  request: PermitRequestInfo | undefined = undefined;
-  /** Where it was asked for; captured only while `gate.traceAcquires` is on (a leak detector). */
-  acquiredFrom: AcquireSite | undefined = undefined;
-  /** @internal holders list, oldest first */
-  prev: Permit | undefined = undefined;
-  /** @internal */
-  next: Permit | undefined = undefined;
-  /** @internal */
-  state = HELD;
-
-  constructor(gate: Semaphore, acquiredAt: number) {
-    this.gate = gate;
-    this.acquiredAt = acquiredAt;
-  }
-
+  /** Clock reading (ms) at the grant or the last `noteProgress()`. */
+  readonly aliveAt: number;
   /** Whether the slot has gone back to the gate (released, or taken back after `maxHold`). */
-  get released(): boolean {
-    return this.state !== HELD;
-  }
-
+  readonly released: boolean;
+  /**
+   * Runs once if the permit's request makes no progress for the gate's `maxHold` (or outlives
+   * `maxHoldTotal`), just before the gate takes it back: stop using the resource here.
+   */
+  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined;
+  /**
+   * What the permit is for, for leak reports: method, origin and path, never a query, header
+   * or body. Assign undici's dispatch options or `{ method, origin: url }`: only those three
+   * are kept (the query, credentials and everything else are dropped on assignment).
+   */
+  get request(): PermitTarget | undefined;
+  set request(info: PermitRequestInfo | undefined);
+  /** Where it was asked for; captured only while `gate.traceAcquires` is on (a leak detector). */
+  readonly acquiredFrom: AcquireSite | undefined;
+  /**
+   * The request made progress (response headers or bytes arrived): `maxHold` counts time
+   * without progress, so a stream that keeps sending keeps its permit.
+   */
+  noteProgress(): void;
   /**
    * Returns the slot to the gate. Idempotent: later calls change nothing. Pass `'aborted'` when
    * the request was cancelled by its caller (a client disconnect): counted as `abortedInFlight`.
    */
+  release(how?: 'released' | 'aborted'): void;
+}
+
+/** The gate's access to a permit's private state. */
+export const permitEntry = {
+  isHeld: undefined as unknown as (permit: GatePermit) => boolean,
+  settle: undefined as unknown as (
+    permit: GatePermit,
+    state: typeof RELEASED | typeof EXPIRED,
+  ) => void,
+};
+
+/** The one implementation of {@link Permit}; not exported from the package. */
+export class GatePermit implements Permit {
+  readonly #gate: Semaphore;
+  #state = HELD;
+  #request: PermitTarget | undefined = undefined;
+  readonly acquiredAt: number;
+  /** @internal Clock at the grant or the last progress: the holders list is in this order. */
+  aliveAt: number;
+  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined = undefined;
+  acquiredFrom: AcquireSite | undefined = undefined;
+  /** @internal holders list, least recently alive first */
+  prev: GatePermit | undefined = undefined;
+  /** @internal */
+  next: GatePermit | undefined = undefined;
+  /** @internal the `maxHoldTotal` timer, when the gate has one */
+  totalTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+
+  static {
+    permitEntry.isHeld = (permit) => permit.#state === HELD;
+    permitEntry.settle = (permit, state) => {
+      permit.#state = state;
+    };
+  }
+
+  constructor(grant: typeof GRANT, gate: Semaphore, acquiredAt: number) {
+    if (grant !== GRANT) {
+      throw new TypeError('Permit is not constructible: acquire one from a gate');
+    }
+    this.#gate = gate;
+    this.acquiredAt = acquiredAt;
+    this.aliveAt = acquiredAt;
+  }
+
+  get gate(): Semaphore {
+    return this.#gate;
+  }
+
+  get released(): boolean {
+    return this.#state !== HELD;
+  }
+
+  get request(): PermitTarget | undefined {
+    return this.#request;
+  }
+  set request(info: PermitRequestInfo | undefined) {
+    this.#request = permitTarget(info);
+  }
+
+  noteProgress(): void {
+    if (this.#state === HELD) gateEntry.progress(this.#gate, this);
+  }
+
   release(how?: 'released' | 'aborted'): void {
-    gateEntry.release(this.gate, this, how ?? 'released');
+    // `#state` is a brand check too: release() called on anything but a granted permit throws.
+    if (this.#state === HELD) {
+      this.#state = RELEASED;
+      gateEntry.release(this.#gate, this, how === 'aborted' ? 'aborted' : 'released');
+    } else if (this.#state === RELEASED) {
+      // After a maxHold take-back (EXPIRED) the holder's own release is expected, not a bug.
+      gateEntry.doubleRelease(this.#gate, this);
+    }
   }
 
   [Symbol.dispose](): void {
-    gateEntry.release(this.gate, this, 'released');
+    this.release();
   }
 }
 
@@ -85,7 +164,7 @@ export interface WaitTicket {
 
 /**
  * A parked waiter: a node in the FIFO queue and, with the default deadline, the deadline list.
- * It settles a promise (`acquire`) or tells a {@link WaitTarget} (`wait`).
+ * It settles a promise (`acquire`, `run`) or tells a {@link WaitTarget} (`wait`).
  */
 export class Waiter implements WaitTicket {
   prev: Waiter | undefined = undefined;
@@ -95,7 +174,6 @@ export class Waiter implements WaitTicket {
   queued = true;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   site: AcquireSite | undefined = undefined;
-  task: RunFn | undefined = undefined;
   constructor(
     readonly gate: Semaphore,
     readonly target: WaitTarget | undefined,
@@ -107,13 +185,7 @@ export class Waiter implements WaitTicket {
 
   granted(permit: Permit): void {
     if (this.target !== undefined) this.target.granted(permit);
-    else if (this.task !== undefined) {
-      // run(): the task starts on the grant and the caller's promise takes its result.
-      runHeld(permit, this.task, this.signal).then(
-        this.resolve as (value: unknown) => void,
-        this.reject,
-      );
-    } else this.resolve!(permit);
+    else this.resolve!(permit);
   }
 
   rejected(reason: unknown): void {

@@ -24,16 +24,23 @@ export interface SemaphoreOptions {
   /** Wait deadline in ms (per call override: `acquire({ timeout })`). Default 1000. */
   queueTimeout?: number;
   /**
-   * Longest a permit may be held, in ms. Past it the permit's `onHoldTimeout` hook runs
-   * (the HTTP layers abort the request there) and the permit returns to the gate. Unset: no bound
-   * at this level; the HTTP layers always set one.
+   * Longest a permit may go without progress, in ms: since its grant or its request's last
+   * `noteProgress()` (the HTTP layers note response headers and every body chunk). Past it the
+   * permit's `onHoldTimeout` hook runs (the HTTP layers abort the request there) and the permit
+   * returns to the gate. A stream that keeps sending keeps its permit; an unread body does not.
+   * Unset: no bound at this level; the HTTP layers always set one.
    */
   maxHold?: number;
+  /**
+   * Longest a permit may be held at all, in ms, progress or not: for partners that count a
+   * long stream against you. Unset by default. Costs one timer per permit.
+   */
+  maxHoldTotal?: number;
   /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
   name?: string;
   /**
-   * A permit held longer than this (ms) is a leak suspect (`leakSuspects`, `detectLeaks`).
-   * Default: half of `maxHold`; unset with no `maxHold`.
+   * A permit without progress for longer than this (ms) is a leak suspect (`leakSuspects`,
+   * `detectLeaks`). Default: half of `maxHold`; unset with no `maxHold`.
    */
   leakWarnAfter?: number;
   /** Clock in ms; defaults to `performance.now`. Inject one to test without global fake timers. */

@@ -18,10 +18,12 @@ import {
 
 import {
   EXPIRED,
+  GatePermit,
+  GRANT,
   gateEntry,
-  HELD,
   onWaiterTimer,
-  Permit,
+  type Permit,
+  permitEntry,
   RELEASED,
   type RunFn,
   runHeld,
@@ -39,7 +41,8 @@ import {
   type SemaphoreStats,
 } from './semaphore-options.js';
 
-export { Permit, type WaitTarget, type WaitTicket } from './permit.js';
+export type { Permit, WaitTarget, WaitTicket } from './permit.js';
+export type { PermitTarget } from './permit-target.js';
 export * from './semaphore-options.js';
 
 const SEMAPHORE_KEYS = [
@@ -47,6 +50,7 @@ const SEMAPHORE_KEYS = [
   'maxQueue',
   'queueTimeout',
   'maxHold',
+  'maxHoldTotal',
   'name',
   'leakWarnAfter',
   'now',
@@ -77,6 +81,7 @@ export class Semaphore {
   readonly #maxQueue: number;
   readonly #queueTimeout: number;
   readonly #maxHold: number | undefined;
+  readonly #maxHoldTotal: number | undefined;
   readonly #name: string | undefined;
   readonly #now: () => number;
 
@@ -89,9 +94,10 @@ export class Semaphore {
   #dHead: Waiter | undefined = undefined;
   #dTail: Waiter | undefined = undefined;
   #deadlineTimer: ReturnType<typeof setTimeout> | undefined = undefined;
-  // Holders in grant order; with one maxHold per gate their expiries are monotonic too.
-  #oldest: Permit | undefined = undefined;
-  #newest: Permit | undefined = undefined;
+  // Holders by `aliveAt` (grant or last progress), least recent first: with one maxHold per
+  // gate their no-progress deadlines are monotonic, so one timer at the head serves them all.
+  #oldest: GatePermit | undefined = undefined;
+  #newest: GatePermit | undefined = undefined;
   #holdTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   #acquired = 0;
@@ -107,15 +113,15 @@ export class Semaphore {
   #leakWarnAfter: number | undefined;
   #traceAcquires = false;
   #lastProgressAt: number;
-  #progressTicks = 0;
-  #ticksAtLastProgress = 0;
   /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
-  #expiring: Permit | undefined = undefined;
+  #expiring: GatePermit | undefined = undefined;
   readonly #waitHistogram = new DurationHistogram();
   readonly #holdHistogram = new DurationHistogram();
 
   static {
     gateEntry.release = (gate, permit, reason) => gate.#release(permit, reason);
+    gateEntry.doubleRelease = (gate, permit) => gate.#doubleRelease(permit);
+    gateEntry.progress = (gate, permit) => gate.#progress(permit);
     gateEntry.abort = (gate, waiter, reason) => gate.#abort(waiter, reason);
     gateEntry.expire = (gate, waiter) => gate.#expire(waiter);
   }
@@ -134,6 +140,10 @@ export class Semaphore {
         : durationMs('queueTimeout', options.queueTimeout);
     this.#maxHold =
       options.maxHold === undefined ? undefined : durationMs('maxHold', options.maxHold);
+    this.#maxHoldTotal =
+      options.maxHoldTotal === undefined
+        ? undefined
+        : durationMs('maxHoldTotal', options.maxHoldTotal);
     this.#name = optionalString('name', options.name);
     this.#leakWarnAfter =
       options.leakWarnAfter === undefined
@@ -163,11 +173,16 @@ export class Semaphore {
   get queued(): number {
     return this.#queued;
   }
+  /** Longest a permit may go without progress (ms) before the gate takes it back. */
   get maxHold(): number | undefined {
     return this.#maxHold;
   }
+  /** Longest a permit may be held at all (ms), progress or not; unset by default. */
+  get maxHoldTotal(): number | undefined {
+    return this.#maxHoldTotal;
+  }
 
-  /** Hold time (ms) past which a permit is a leak suspect: the option, else `maxHold / 2`. */
+  /** Time without progress (ms) past which a permit is a leak suspect: the option, else `maxHold / 2`. */
   get leakWarnAfter(): number | undefined {
     return this.#leakWarnAfter ?? (this.#maxHold === undefined ? undefined : this.#maxHold / 2);
   }
@@ -184,23 +199,12 @@ export class Semaphore {
   }
 
   /**
-   * The holders' last signs of life, as far as the gate can tell without reading a clock per
-   * response chunk: `at`, the clock at the last grant or release; `ticks`, response headers and
-   * chunks seen ever (`noteProgress()`); `ticksAt`, what `ticks` was at `at`. `ticks > ticksAt`
-   * means bytes arrived since `at`, at a time that an observer comparing `ticks` over its reads
-   * can bound. Exhausted and silent for long is a leak's signature.
+   * Clock (ms) of the holders' last sign of life: a grant, a release, or a permit's
+   * `noteProgress()` (response headers or bytes). Exhausted and silent for long is a leak's
+   * signature.
    */
-  progress(): { at: number; ticks: number; ticksAt: number } {
-    return {
-      at: this.#lastProgressAt,
-      ticks: this.#progressTicks,
-      ticksAt: this.#ticksAtLastProgress,
-    };
-  }
-
-  /** A holder's response made progress (headers or bytes arrived): a counter, no clock read. */
-  noteProgress(): void {
-    this.#progressTicks++;
+  get lastProgressAt(): number {
+    return this.#lastProgressAt;
   }
 
   /** Grant wait times (ms) as a histogram, read-only: exporters read `cumulative()` from it. */
@@ -258,9 +262,13 @@ export class Semaphore {
       reject = rej;
     });
     const waiter = new Waiter(this, undefined, resolve, reject, signal, now);
-    waiter.task = task;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
+    // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
+    // caller's async context (AsyncLocalStorage), a microtask after the grant, never on the
+    // stack of the release that granted it.
+    if (task !== undefined)
+      return promise.then((permit) => runHeld(permit, task, signal)) as Promise<never>;
     if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
@@ -302,16 +310,16 @@ export class Semaphore {
   }
 
   /**
-   * Acquires, runs `fn`, and releases on every exit path. `fn` starts the moment its permit is
-   * granted — for a queued call, inside the release that freed it. The permit is returned when
-   * `fn` settles, not when the signal aborts: `fn` gets the signal and should stop on it.
+   * Acquires, runs `fn`, and releases on every exit path. With a permit free, `fn` starts
+   * synchronously inside `run()`. A queued `fn` starts one microtask after its permit is
+   * granted, in the async context (AsyncLocalStorage) of its `run()` call, not in the
+   * releaser's and not on its stack. The permit is returned when `fn` settles, not when the
+   * signal aborts: `fn` gets the signal and should stop on it.
    */
   run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
   ): Promise<T> {
-    // No async frame and no closure parked per waiter: the waiter carries the task, and its
-    // promise settles with the task's result.
     return this.#acquire(options, false, fn) as Promise<T>;
   }
 
@@ -324,7 +332,7 @@ export class Semaphore {
     this.#drain();
   }
 
-  /** Permits held right now, oldest first (for leak reports). */
+  /** Permits held right now, least recently alive (granted or progressed) first. */
   holders(): Permit[] {
     const out: Permit[] = [];
     for (let p = this.#oldest; p !== undefined; p = p.next) out.push(p);
@@ -358,24 +366,31 @@ export class Semaphore {
     };
   }
 
+  /**
+   * @internal For gates whose permits come from elsewhere (`hostgate/redis`): one permit now,
+   * outside the queue, with its wait recorded. The caller has checked capacity its own way.
+   */
+  protected grantNow(waitedMs: number): Permit {
+    return this.#grant(waitedMs);
+  }
+
+  /** @internal Runs once per permit that went back (any reason), before waiters are served. */
+  protected released(_permit: Permit, _reason: ReleaseReason): void {}
+
   #grant(waitedMs: number, site?: AcquireSite, now: number = this.#now()): Permit {
     this.#held++;
     this.#acquired++;
     this.#waitHistogram.record(waitedMs);
-    const permit = new Permit(this, now);
-    this.#lastProgressAt = permit.acquiredAt;
-    this.#ticksAtLastProgress = this.#progressTicks;
+    const permit = new GatePermit(GRANT, this, now);
+    this.#lastProgressAt = now;
     if (this.#traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
-    const newest = this.#newest;
-    if (newest === undefined) {
-      this.#oldest = permit;
-    } else {
-      newest.next = permit;
-      permit.prev = newest;
-    }
-    this.#newest = permit;
+    this.#linkNewest(permit);
     if (this.#maxHold !== undefined && this.#holdTimer === undefined) {
       this.#armHoldTimer(this.#maxHold);
+    }
+    if (this.#maxHoldTotal !== undefined) {
+      permit.totalTimer = setTimeout(this.#onTotalTimer, this.#maxHoldTotal, permit);
+      permit.totalTimer.unref?.();
     }
     if (acquireChannel.hasSubscribers) {
       acquireChannel.publish({ gate: this, partner: this.#name, permit, waitedMs });
@@ -383,24 +398,14 @@ export class Semaphore {
     return permit;
   }
 
-  #release(permit: Permit, how: ReleaseReason): void {
-    if (permit.state !== HELD) {
-      // After a maxHold take-back the holder's own release is expected, not a bug.
-      if (permit.state === RELEASED) {
-        this.#doubleReleases++;
-        if (doubleReleaseChannel.hasSubscribers) {
-          doubleReleaseChannel.publish({ gate: this, partner: this.#name, permit });
-        }
-      }
-      return;
-    }
-    permit.state = RELEASED;
+  /** Called by the permit once it marked itself released: its state is checked there. */
+  #release(permit: GatePermit, how: ReleaseReason): void {
     this.#unlinkHolder(permit);
+    if (permit.totalTimer !== undefined) clearTimeout(permit.totalTimer);
     this.#held--;
     this.#released++;
     const now = this.#now();
     this.#lastProgressAt = now;
-    this.#ticksAtLastProgress = this.#progressTicks;
     const heldMs = now - permit.acquiredAt;
     this.#holdHistogram.record(heldMs);
     const estimate = this.#holdEstimate;
@@ -411,7 +416,36 @@ export class Semaphore {
     if (releaseChannel.hasSubscribers) {
       releaseChannel.publish({ gate: this, partner: this.#name, permit, heldMs, reason });
     }
+    this.released(permit, reason);
     this.#drain(now);
+  }
+
+  #doubleRelease(permit: GatePermit): void {
+    this.#doubleReleases++;
+    if (doubleReleaseChannel.hasSubscribers) {
+      doubleReleaseChannel.publish({ gate: this, partner: this.#name, permit });
+    }
+  }
+
+  /** A holder's request made progress: it moves to the young end of the holders list. */
+  #progress(permit: GatePermit): void {
+    const now = this.#now();
+    permit.aliveAt = now;
+    this.#lastProgressAt = now;
+    if (this.#newest === permit) return;
+    this.#unlinkHolder(permit);
+    this.#linkNewest(permit);
+  }
+
+  #linkNewest(permit: GatePermit): void {
+    const newest = this.#newest;
+    if (newest === undefined) {
+      this.#oldest = permit;
+    } else {
+      newest.next = permit;
+      permit.prev = newest;
+    }
+    this.#newest = permit;
   }
 
   #queueFull(): QueueFullError {
@@ -424,7 +458,7 @@ export class Semaphore {
     return error;
   }
 
-  #unlinkHolder(permit: Permit): void {
+  #unlinkHolder(permit: GatePermit): void {
     const { prev, next } = permit;
     if (prev === undefined) this.#oldest = next;
     else prev.next = next;
@@ -565,26 +599,31 @@ export class Semaphore {
     const maxHold = this.#maxHold!;
     const now = this.#now();
     let oldest = this.#oldest;
-    while (oldest !== undefined && oldest.acquiredAt + maxHold <= now) {
-      this.#takeBack(oldest, now - oldest.acquiredAt);
+    while (oldest !== undefined && oldest.aliveAt + maxHold <= now) {
+      this.#takeBack(oldest, now - oldest.acquiredAt, now - oldest.aliveAt);
       oldest = this.#oldest;
     }
     if (oldest !== undefined) {
       // A take-back may have granted to a waiter (or the hook acquired), arming the timer for
-      // that new permit; the oldest holder expires first.
+      // that new permit; the least recently alive holder expires first.
       if (this.#holdTimer !== undefined) clearTimeout(this.#holdTimer);
-      this.#armHoldTimer(oldest.acquiredAt + maxHold - now);
+      this.#armHoldTimer(oldest.aliveAt + maxHold - now);
     }
   };
 
-  /** maxHold passed: tell the holder to stop, then take the slot back whatever it did. */
-  #takeBack(permit: Permit, heldMs: number): void {
+  readonly #onTotalTimer = (permit: GatePermit): void => {
+    permit.totalTimer = undefined;
+    if (permitEntry.isHeld(permit)) this.#takeBack(permit, this.#now() - permit.acquiredAt);
+  };
+
+  /** maxHold (or maxHoldTotal) passed: tell the holder to stop, then take the slot back. */
+  #takeBack(permit: GatePermit, heldMs: number, quietMs?: number): void {
     this.#holdTimeouts++;
     const hook = permit.onHoldTimeout;
     permit.onHoldTimeout = undefined;
     this.#expiring = permit;
     if (hook !== undefined || holdTimeoutChannel.hasSubscribers) {
-      const error = new PermitHoldTimeoutError(this.#name, heldMs);
+      const error = new PermitHoldTimeoutError(this.#name, heldMs, quietMs);
       if (holdTimeoutChannel.hasSubscribers) {
         holdTimeoutChannel.publish({ gate: this, partner: this.#name, permit, heldMs, error });
       }
@@ -594,9 +633,12 @@ export class Semaphore {
         // The permit comes back regardless; a throwing hook must not strand it.
       }
     }
-    if (permit.state === HELD) this.#release(permit, 'hold_timeout');
+    if (permitEntry.isHeld(permit)) {
+      permitEntry.settle(permit, RELEASED);
+      this.#release(permit, 'hold_timeout');
+    }
     // Released by the hook or here: either way the holder's later release() is no double release.
-    permit.state = EXPIRED;
+    permitEntry.settle(permit, EXPIRED);
     this.#expiring = undefined;
   }
 

@@ -1,8 +1,9 @@
 import { AsyncResource } from 'node:async_hooks';
 import { type Dispatcher, errors } from 'undici';
+import { publishRequestError } from '../diagnostics.js';
 import type { PermitHoldTimeoutError } from '../errors.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../semaphore.js';
-import { releaseAfterTeardown, summarize } from './teardown.js';
+import { releaseAfterTeardown } from './teardown.js';
 
 /*
  * A request's journey through its gate, one phase at a time (it only moves forward):
@@ -176,9 +177,14 @@ export abstract class GatedRequest implements WaitTarget {
     } else this.#settle(error, this.#phase === STARTED);
   }
 
-  /** Response headers or bytes arrived: the gate's stall clock moves (leak signature). */
+  /** The permit while held (for the adaptive limits' response signal). */
+  protected get permit(): Permit | undefined {
+    return this.#permit;
+  }
+
+  /** Response headers or bytes arrived: maxHold and the stall clock count from here. */
   protected progressed(): void {
-    this.#permit?.gate.noteProgress();
+    this.#permit?.noteProgress();
   }
 
   /**
@@ -189,6 +195,7 @@ export abstract class GatedRequest implements WaitTarget {
     this.#phase = SETTLED;
     const permit = this.#takePermit();
     if (permit !== undefined) {
+      publishRequestError(permit, error); // adaptive limits: a timeout is a drop
       const reason = this.#aborted ? 'aborted' : 'released';
       if (reachedPartner) releaseAfterTeardown(permit, reason, this.#holdAfterAbortMs);
       else permit.release(reason);
@@ -208,7 +215,8 @@ export abstract class GatedRequest implements WaitTarget {
   #hold(permit: Permit): void {
     this.#permit = permit;
     const opts = this.#opts;
-    permit.request = summarize(opts.method, opts.origin, opts.path);
+    // Method, origin and path only: the permit reduces it again (no query) for leak reports.
+    permit.request = { method: opts.method, origin: opts.origin, path: opts.path };
     if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = this.#onHoldTimeout;
   }
 

@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { publishResponse } from '../diagnostics.js';
 import { GatedRequest } from './gated-request.js';
 
 /** undici's callback handler API, which its own `request`, `stream` and `fetch` still speak. */
@@ -66,6 +67,7 @@ export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
   ): boolean {
     if (this.settled) return true;
     this.progressed();
+    publishResponse(this.permit, statusCode, rawHeaders); // adaptive limits: RTT and status
     return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
   }
 

@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { publishResponse } from '../diagnostics.js';
 import { GatedRequest } from './gated-request.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -69,6 +70,7 @@ export class LimitHandler extends GatedRequest implements Handler {
   ): void {
     if (this.settled) return;
     this.progressed();
+    publishResponse(this.permit, statusCode, headers); // adaptive limits: RTT and status
     this.#controller.rawHeaders = controller?.rawHeaders ?? null;
     this.#handler.onResponseStart?.(this.#controller, statusCode, headers, statusMessage);
   }

@@ -2,6 +2,7 @@ import { type Dispatcher, errors } from 'undici';
 import { HostLimiter, type HostLimiterOptions } from '../host-limiter.js';
 import { describe } from '../options.js';
 import { Semaphore } from '../semaphore.js';
+import type { DispatchInterceptor } from './interceptor.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
 
@@ -19,6 +20,9 @@ import { LimitHandler } from './limit-handler.js';
  * `Pool`, which know their origin themselves) fails with undici's `InvalidArgumentError`: for a
  * Client or Pool use `limitGate(limiter.gateFor(origin))`.
  *
+ * Works with undici 7 and undici 8 (a peer dependency): the returned interceptor fits the
+ * `compose` of either version's `Agent`, `Pool` and `Client`.
+ *
  * @example
  * const limiter = new HostLimiter({ partners: [{ name: 'billing', hosts: ['api.billing.example'], limit: 20 }] });
  * const dispatcher = new Agent().compose(limitHosts(limiter));
@@ -26,10 +30,10 @@ import { LimitHandler } from './limit-handler.js';
  */
 export function limitHosts(
   limiterOrOptions: HostLimiter | HostLimiterOptions,
-): Dispatcher.DispatcherComposeInterceptor {
+): DispatchInterceptor {
   const limiter =
     limiterOrOptions instanceof HostLimiter ? limiterOrOptions : new HostLimiter(limiterOrOptions);
-  return (dispatch) =>
+  const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function limitedDispatch(opts, handler) {
       let gate: Semaphore | undefined;
       try {
@@ -46,6 +50,7 @@ export function limitHosts(
       if (gate === undefined) return dispatch(opts, handler);
       return dispatchThrough(gate, dispatch, opts, handler);
     };
+  return interceptor as DispatchInterceptor;
 }
 
 /**
@@ -77,14 +82,15 @@ function gateOf(limiter: HostLimiter, opts: Dispatcher.DispatchOptions): Semapho
  * @example
  * const dispatcher = new Agent().compose(limitGate(new Semaphore({ limit: 8, name: 'batch' })));
  */
-export function limitGate(gate: Semaphore): Dispatcher.DispatcherComposeInterceptor {
+export function limitGate(gate: Semaphore): DispatchInterceptor {
   if (!(gate instanceof Semaphore)) {
     throw new TypeError(`limitGate: expected a Semaphore, got ${describe(gate)}`);
   }
-  return (dispatch) =>
+  const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function gatedDispatch(opts, handler) {
       return dispatchThrough(gate, dispatch, opts, handler);
     };
+  return interceptor as DispatchInterceptor;
 }
 
 function dispatchThrough(

@@ -29,28 +29,3 @@ export function releaseAfterTeardown(
 function releaseAborted(permit: Permit): void {
   permit.release('aborted');
 }
-
-/**
- * What a permit records of its request for leak reports: method, origin and path — never the
- * query, headers or body (a query string often carries an API key).
- */
-export interface RequestSummary {
-  method: string;
-  origin: string | undefined;
-  path: string;
-}
-
-/** A {@link RequestSummary} of an origin and a path (the query is cut off here). */
-export function summarize(
-  method: string | undefined,
-  origin: string | URL | null | undefined,
-  path: string | null | undefined,
-): RequestSummary {
-  const p = path ?? '/';
-  const q = p.search(/[?#]/);
-  return {
-    method: method === undefined ? 'GET' : method.toUpperCase(),
-    origin: origin == null ? undefined : origin instanceof URL ? origin.origin : origin,
-    path: q === -1 ? p : p.slice(0, q),
-  };
-}

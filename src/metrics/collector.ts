@@ -8,6 +8,7 @@
  * ones): each read adds every live gate's increase since the previous read to its label's total.
  */
 
+import { controllerOf } from '../adaptive/signals.js';
 import {
   checkKnownKeys,
   checkObject,
@@ -31,6 +32,7 @@ import {
   RELEASED,
   RETRIES,
   readGate,
+  SHED_DEADLINE,
   SHED_FULL,
   SHED_TIMEOUT,
   VECTOR_LENGTH,
@@ -40,7 +42,7 @@ import {
   WAIT_SUM,
   windowQuantile,
 } from './gate-totals.js';
-import { type GateSource, leakSuspects } from './leaks.js';
+import { findLeaks, type GateSource } from './leaks.js';
 
 export { type BucketCounts, HOLD_BUCKETS_SECONDS, WAIT_BUCKETS_SECONDS } from './gate-totals.js';
 
@@ -78,7 +80,14 @@ export interface PartnerMetrics {
   partner: string;
   /** Live gates behind this row (0 when only counters remain, e.g. after an eviction). */
   gates: number;
+  /** The limit in force: an adaptive partner's effective limit. */
   limit: number;
+  /** The contract limit: the ceiling of an adaptive limit, else equal to `limit`. */
+  contractLimit: number;
+  /** Times an adaptive limit changed (0 for a fixed one). */
+  limitChanges: number;
+  /** The limit adapts to the partner (`adaptive` option). */
+  adaptive: boolean;
   inUse: number;
   available: number;
   queued: number;
@@ -87,6 +96,8 @@ export interface PartnerMetrics {
   released: number;
   shedQueueFull: number;
   shedQueueTimeout: number;
+  /** Calls refused before queueing because their request's deadline could not be met. */
+  shedDeadline: number;
   abortedWaiting: number;
   abortedInFlight: number;
   holdTimeouts: number;
@@ -96,7 +107,7 @@ export interface PartnerMetrics {
   hold: BucketCounts;
   /** Span (s) of the window the two rates below cover: since the oldest read of the last minute. */
   windowSeconds: number;
-  /** Shed calls (queue full + queue timeout) per second over the window. */
+  /** Shed calls (queue full + queue timeout + deadline) per second over the window. */
   shedPerSecond: number;
   /** p99 queue wait over the window, ms (interpolated in its bucket); `null` with no grants in it. */
   waitP99Ms: number | null;
@@ -138,7 +149,6 @@ export class MetricsCollector {
   /** Each live gate's counters at the previous read. */
   #lastByGate = new Map<Semaphore, Float64Array>();
   /** Each live gate's progress ticks, and when (gate clock) this collector first saw them. */
-  #ticksSeen = new Map<Semaphore, { ticks: number; at: number }>();
   /** Retry counts by retrier key at the previous read. */
   #lastRetries = new Map<string, number>();
   /** Running totals per label: only ever grow. */
@@ -201,13 +211,11 @@ export class MetricsCollector {
     }
     // Gates gone since the last read (evicted) are forgotten; their totals stay in their label.
     this.#lastByGate = lastByGate;
-    for (const gate of this.#ticksSeen.keys())
-      if (!lastByGate.has(gate)) this.#ticksSeen.delete(gate);
     this.#readRetries();
 
     const suspects = new Map<string, number>();
-    for (const suspect of leakSuspects(this.#source)) {
-      const label = this.labelFor(suspect.partner, suspect.permit.gate);
+    for (const { gate, suspect } of findLeaks(this.#source)) {
+      const label = this.labelFor(suspect.partner, gate);
       suspects.set(label, (suspects.get(label) ?? 0) + 1);
     }
 
@@ -218,20 +226,6 @@ export class MetricsCollector {
       out.push(this.#row(label, gates, totals, base, now, suspects.get(label) ?? 0));
     }
     return out;
-  }
-
-  /**
-   * When the gate's holders last showed progress, never later than the truth: a grant or
-   * release is timed exactly; response bytes only by when a read first saw their tick count.
-   */
-  #lastSignOfLife(gate: Semaphore): number {
-    const { at, ticks, ticksAt } = gate.progress();
-    if (ticks === ticksAt) return at; // no bytes since the last grant or release
-    const seen = this.#ticksSeen.get(gate);
-    if (seen !== undefined && seen.ticks === ticks) return Math.max(at, seen.at);
-    const now = gate.now(); // bytes since the previous read (or never read): count them as now
-    this.#ticksSeen.set(gate, { ticks, at: now });
-    return now;
   }
 
   #totalsOf(label: string): Float64Array {
@@ -292,6 +286,9 @@ export class MetricsCollector {
     leaks: number,
   ): PartnerMetrics {
     let limit = 0;
+    let contractLimit = 0;
+    let limitChanges = 0;
+    let adaptive = false;
     let inUse = 0;
     let available = 0;
     let queued = 0;
@@ -300,21 +297,28 @@ export class MetricsCollector {
     let stalled = false;
     for (const gate of gates) {
       limit += gate.limit;
+      const controlled = controllerOf(gate)?.stats();
+      contractLimit += controlled?.contractLimit ?? gate.limit;
+      limitChanges += controlled?.limitChanges ?? 0;
+      adaptive ||= controlled !== undefined;
       inUse += gate.held;
       available += gate.available;
       queued += gate.queued;
       maxQueue += gate.stats().maxQueue;
       if (gate.held === 0) continue;
-      const quiet = gate.now() - this.#lastSignOfLife(gate);
+      const quiet = gate.now() - gate.lastProgressAt;
       quietMs = quietMs === null ? quiet : Math.max(quietMs, quiet);
       if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
     }
     const windowMs = base === undefined ? 0 : now - base.at;
-    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]!;
+    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]! + v[SHED_DEADLINE]!;
     return {
       partner: label,
       gates: gates.length,
       limit,
+      contractLimit,
+      limitChanges,
+      adaptive,
       inUse,
       available,
       queued,
@@ -323,6 +327,7 @@ export class MetricsCollector {
       released: totals[RELEASED]!,
       shedQueueFull: totals[SHED_FULL]!,
       shedQueueTimeout: totals[SHED_TIMEOUT]!,
+      shedDeadline: totals[SHED_DEADLINE]!,
       abortedWaiting: totals[ABORTED_WAITING]!,
       abortedInFlight: totals[ABORTED_IN_FLIGHT]!,
       holdTimeouts: totals[HOLD_TIMEOUTS]!,

@@ -3,6 +3,7 @@
  * which is all the collector does with them (per-gate increases summed into per-label totals).
  */
 
+import { deadlineShedCount } from '../deadline.js';
 import type { Semaphore } from '../semaphore.js';
 
 /** Queue wait buckets (s): 0.1 ms catches immediate grants; the default wait deadline is 1 s. */
@@ -32,11 +33,12 @@ export const ABORTED_IN_FLIGHT = 5;
 export const HOLD_TIMEOUTS = 6;
 export const DOUBLE_RELEASES = 7;
 export const RETRIES = 8;
-export const WAIT_COUNT = 9;
-export const WAIT_SUM = 10;
-export const HOLD_COUNT = 11;
-export const HOLD_SUM = 12;
-export const WAIT_BUCKETS = 13;
+export const SHED_DEADLINE = 9;
+export const WAIT_COUNT = 10;
+export const WAIT_SUM = 11;
+export const HOLD_COUNT = 12;
+export const HOLD_SUM = 13;
+export const WAIT_BUCKETS = 14;
 export const HOLD_BUCKETS = WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
 export const VECTOR_LENGTH = HOLD_BUCKETS + HOLD_BUCKETS_SECONDS.length;
 export const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
@@ -54,6 +56,7 @@ export function readGate(gate: Semaphore): Float64Array {
   v[ABORTED_IN_FLIGHT] = s.abortedInFlight;
   v[HOLD_TIMEOUTS] = s.holdTimeouts;
   v[DOUBLE_RELEASES] = s.doubleReleases;
+  v[SHED_DEADLINE] = deadlineShedCount(gate);
   v[WAIT_COUNT] = s.wait.count;
   v[WAIT_SUM] = s.wait.sumMs / 1000;
   v[HOLD_COUNT] = s.hold.count;

@@ -1,20 +1,24 @@
 /**
- * Leaked permits, named while they can still be fixed: a permit held past its gate's
- * `leakWarnAfter` (default half of `maxHold`) is a suspect — an unread body, a missing
- * `release()`. Suspects are found by walking each gate's holders from the oldest, which are in
- * grant order, so a sweep stops at the first permit still young: no timer or work per permit.
+ * Leaked permits, named while they can still be fixed: a permit without progress past its
+ * gate's `leakWarnAfter` (default half of `maxHold`) is a suspect — an unread body, a missing
+ * `release()`. Suspects are found by walking each gate's holders, which are kept least recently
+ * alive first, so a sweep stops at the first permit seen alive lately: no timer or work per permit.
  */
 
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { channels, type PermitRequestInfo } from '../diagnostics.js';
+import { channels } from '../diagnostics.js';
 import { checkKnownKeys, checkObject, describe, durationMs } from '../options.js';
+import { permitTarget } from '../permit-target.js';
 import { type Permit, Semaphore } from '../semaphore.js';
 
-/** One permit held past its gate's `leakWarnAfter`. */
+/**
+ * One permit without progress past its gate's `leakWarnAfter`: plain data (JSON-serialisable,
+ * safe to log), never the permit itself, and never a query string, header or body.
+ */
 export interface LeakSuspect {
   /** Partner name, or the origin key of a per-origin gate. */
   partner: string;
-  /** The request's method, when the HTTP layer recorded it (`GET` when it did not say). */
+  /** The request's method, when the HTTP layer recorded it. */
   method: string | undefined;
   /** The request's origin (`https://api.x.com`), when recorded. */
   origin: string | undefined;
@@ -22,6 +26,8 @@ export interface LeakSuspect {
   path: string | undefined;
   /** How long it has been held, ms. */
   heldMs: number;
+  /** How long since its grant or its last response progress, ms. */
+  quietMs: number;
   /** The gate's `leakWarnAfter` it exceeded, ms. */
   leakWarnAfterMs: number;
   /**
@@ -29,8 +35,6 @@ export interface LeakSuspect {
    * when a leak detector was tracing the gate at the time; `undefined` otherwise.
    */
   acquiredFrom: string | undefined;
-  /** The permit itself (`release()` it to cure the leak by hand). */
-  permit: Permit;
 }
 
 /** Anything that lists gates by label: a `HostLimiter`. */
@@ -40,53 +44,56 @@ export interface GateSource {
   gate?(name: string): Semaphore | undefined;
 }
 
-/** Permits held past their gate's `leakWarnAfter`, oldest first per gate. */
+/** A suspect with the permit and gate behind it: for hostgate's own bookkeeping only. */
+export interface FoundLeak {
+  gate: Semaphore;
+  permit: Permit;
+  suspect: LeakSuspect;
+}
+
+/** Permits without progress past their gate's `leakWarnAfter`, least recently alive first per gate. */
 export function leakSuspects(source: GateSource | Semaphore): LeakSuspect[] {
-  const out: LeakSuspect[] = [];
+  return findLeaks(source).map((found) => found.suspect);
+}
+
+/** {@link leakSuspects} with the permit and gate of each. */
+export function findLeaks(source: GateSource | Semaphore): FoundLeak[] {
+  const out: FoundLeak[] = [];
   if (source instanceof Semaphore) collect(source, source.name ?? '', out);
   else for (const [key, gate] of source.gates()) collect(gate, gate.name ?? key, out);
   return out;
 }
 
-function collect(gate: Semaphore, partner: string, out: LeakSuspect[]): void {
+function collect(gate: Semaphore, partner: string, out: FoundLeak[]): void {
   const warnAfter = gate.leakWarnAfter;
   if (warnAfter === undefined || gate.held === 0) return;
   const now = gate.now();
   for (const permit of gate.holders()) {
-    const heldMs = now - permit.acquiredAt;
-    if (heldMs < warnAfter) break; // grant order: every later holder is younger
-    out.push(suspect(permit, partner, heldMs, warnAfter));
+    const quietMs = now - permit.aliveAt;
+    if (quietMs < warnAfter) break; // holders are least recently alive first
+    out.push({ gate, permit, suspect: suspect(permit, partner, now, quietMs, warnAfter) });
   }
 }
 
-function suspect(permit: Permit, partner: string, heldMs: number, warnAfter: number): LeakSuspect {
-  const { method, origin, path } = describeRequest(permit.request);
+function suspect(
+  permit: Permit,
+  partner: string,
+  now: number,
+  quietMs: number,
+  warnAfter: number,
+): LeakSuspect {
+  // Defensive: the permit keeps only method, origin and path, reduced again here.
+  const target = permitTarget(permit.request);
   return {
     partner,
-    method,
-    origin,
-    path,
-    heldMs,
+    method: target?.method,
+    origin: target?.origin || undefined,
+    path: target?.path || undefined,
+    heldMs: now - permit.acquiredAt,
+    quietMs,
     leakWarnAfterMs: warnAfter,
     acquiredFrom: formatSite(permit.acquiredFrom?.stack),
-    permit,
   };
-}
-
-function describeRequest(info: PermitRequestInfo | undefined): {
-  method: string | undefined;
-  origin: string | undefined;
-  path: string | undefined;
-} {
-  if (info === undefined) return { method: undefined, origin: undefined, path: undefined };
-  const method = (info.method ?? 'GET').toUpperCase();
-  if (info.origin == null) return { method, origin: undefined, path: info.path ?? undefined };
-  try {
-    const url = new URL(info.path ?? '', info.origin);
-    return { method, origin: url.origin, path: url.pathname };
-  } catch {
-    return { method, origin: String(info.origin), path: undefined };
-  }
 }
 
 // hostgate's own frames (src/ and middleware/, from source or dist/) and undici's say nothing
@@ -117,7 +124,7 @@ function formatSite(stack: string | undefined): string | undefined {
 }
 
 export interface LeakDetectorOptions {
-  /** Hold time (ms) past which a permit is reported; default each gate's own (`maxHold / 2`). */
+  /** Time without progress (ms) past which a permit is reported; default each gate's own (`maxHold / 2`). */
   leakWarnAfter?: number;
   /** Called once per suspect permit, from the sweep. A throw is swallowed. */
   onLeak?: (suspect: LeakSuspect) => void;
@@ -205,13 +212,13 @@ export class LeakDetector implements Disposable {
     if (this.#closed) return [];
     this.#adopt();
     const fresh: LeakSuspect[] = [];
-    for (const found of leakSuspects(this.#source)) {
-      if (this.#reported.has(found.permit)) continue;
-      this.#reported.add(found.permit);
-      fresh.push(found);
-      if (channels.leak.hasSubscribers) channels.leak.publish({ suspect: found });
+    for (const { permit, suspect } of findLeaks(this.#source)) {
+      if (this.#reported.has(permit)) continue;
+      this.#reported.add(permit);
+      fresh.push(suspect);
+      if (channels.leak.hasSubscribers) channels.leak.publish({ suspect });
       try {
-        this.#onLeak?.(found);
+        this.#onLeak?.(suspect);
       } catch {
         // A failing logger must not stop the sweep.
       }

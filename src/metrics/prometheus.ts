@@ -42,15 +42,17 @@ type Rows = () => PartnerMetrics[];
  *
  * | metric                              | type      | what                                         |
  * | ----------------------------------- | --------- | -------------------------------------------- |
- * | `hostgate_permits_limit`            | gauge     | the partner's concurrency cap                |
+ * | `hostgate_permits_limit`            | gauge     | the cap in force (adaptive: effective limit) |
+ * | `hostgate_permits_contract_limit`   | gauge     | the partner's contract (the adaptive ceiling)|
  * | `hostgate_permits_in_use`           | gauge     | permits held now                             |
  * | `hostgate_permits_available`        | gauge     | `limit - in_use`: at 0 while idle = a leak   |
  * | `hostgate_queued`                   | gauge     | callers waiting for a permit                 |
  * | `hostgate_leak_suspects`            | gauge     | permits held past `leakWarnAfter`            |
  * | `hostgate_stalled`                  | gauge     | 1: exhausted, no response bytes for a while  |
+ * | `hostgate_limit_changes_total`      | counter   | changes of an adaptive effective limit       |
  * | `hostgate_acquired_total`           | counter   | permits granted                              |
  * | `hostgate_released_total`           | counter   | permits returned (any way)                   |
- * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`                |
+ * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`    |
  * | `hostgate_aborted_total{stage}`     | counter   | `waiting`, `in_flight` (client disconnects)  |
  * | `hostgate_hold_timeouts_total`      | counter   | permits taken back after `maxHold`           |
  * | `hostgate_double_releases_total`    | counter   | `release()` of a released permit             |
@@ -128,7 +130,16 @@ export function registerMetrics(
     });
   };
 
-  gauge('permits_limit', 'Concurrency cap of the partner (permits).', (r) => r.limit);
+  gauge(
+    'permits_limit',
+    "Concurrency cap in force (permits): an adaptive partner's effective limit.",
+    (r) => r.limit,
+  );
+  gauge(
+    'permits_contract_limit',
+    "The partner's contract limit: the ceiling of an adaptive limit (= permits_limit if fixed).",
+    (r) => r.contractLimit,
+  );
   gauge('permits_in_use', 'Permits held now: requests in flight to the partner.', (r) => r.inUse);
   gauge(
     'permits_available',
@@ -142,6 +153,9 @@ export function registerMetrics(
     '1 when no permit is free and the holders got no response bytes for stallAfter.',
     (r) => (r.stalled ? 1 : 0),
   );
+  counter('limit_changes_total', 'Changes of an adaptive effective limit.', undefined, (r) => [
+    [undefined, r.limitChanges],
+  ]);
   counter('acquired_total', 'Permits granted.', undefined, (r) => [[undefined, r.acquired]]);
   counter('released_total', 'Permits returned, however they came back.', undefined, (r) => [
     [undefined, r.released],
@@ -149,6 +163,7 @@ export function registerMetrics(
   counter('shed_total', 'Callers refused without being served, by reason.', 'reason', (r) => [
     ['queue_full', r.shedQueueFull],
     ['queue_timeout', r.shedQueueTimeout],
+    ['deadline', r.shedDeadline],
   ]);
   counter(
     'aborted_total',

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
  * - `/held` — waits until the test calls `release()` (event-driven, no sleeps), then 200.
  * - `/status?code=503&retryAfter=1` — answers that status.
  * - `/stall` — sends headers and a first chunk, then never finishes (until the client leaves).
+ * - `/drip?every=ms&count=n` — a chunk every `every` ms, `count` chunks, then the end.
  * - `/reset` — sends headers and a chunk, then destroys the socket.
  * - `/redirect?to=/ok&hops=2` — 302 chains.
  * - `/flaky?id=k&fails=2&code=503&retryAfter=0&delay=ms` — the first `fails` requests naming
@@ -114,6 +115,18 @@ export async function startPartner(): Promise<Partner> {
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.write('first chunk');
         return;
+      case '/drip': {
+        const every = Number(q.get('every') ?? 50);
+        let left = Number(q.get('count') ?? 10);
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        const drip = setInterval(() => {
+          if (--left > 0) res.write('.');
+          else res.end('.');
+          if (left <= 0) clearInterval(drip);
+        }, every);
+        res.on('close', () => clearInterval(drip));
+        return;
+      }
       case '/reset':
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 1000 });
         res.write('partial', () => res.socket?.destroy());

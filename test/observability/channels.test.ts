@@ -123,43 +123,48 @@ describe('diagnostics channels', () => {
 });
 
 describe('progress clock', () => {
-  it('counts response chunks without reading a clock, and times grants and releases', () => {
+  it("times grants, releases and each permit's progress", () => {
     let now = 0;
-    let reads = 0;
-    const gate = new Semaphore({
-      limit: 1,
-      name: 'g',
-      now: () => {
-        reads++;
-        return now;
-      },
-    });
-    const permit = gate.tryAcquire()!;
-    expect(gate.progress()).toEqual({ at: 0, ticks: 0, ticksAt: 0 });
+    const gate = new Semaphore({ limit: 2, name: 'g', now: () => now });
+    const a = gate.tryAcquire()!;
+    now = 10;
+    const b = gate.tryAcquire()!;
+    expect(gate.lastProgressAt).toBe(10);
+    expect(gate.holders()).toEqual([a, b]);
     now = 50;
-    const before = reads;
-    gate.noteProgress();
-    gate.noteProgress();
-    expect(reads).toBe(before); // no clock read per chunk
-    expect(gate.progress()).toEqual({ at: 0, ticks: 2, ticksAt: 0 });
+    a.noteProgress();
+    expect(gate.lastProgressAt).toBe(50);
+    expect(a.aliveAt).toBe(50);
+    expect(b.aliveAt).toBe(10);
+    expect(gate.holders()).toEqual([b, a]); // least recently alive first
     now = 80;
-    permit.release();
-    expect(gate.progress()).toEqual({ at: 80, ticks: 2, ticksAt: 2 });
+    b.release();
+    expect(gate.lastProgressAt).toBe(80);
   });
 
   it('bounds the quiet time of an exhausted gate from its reads, never overstating it', () => {
     let now = 0;
     const gate = new Semaphore({ limit: 1, name: 'g', now: () => now });
     const collector = new MetricsCollector(gate, { stallAfter: 100, now: () => now });
-    gate.tryAcquire();
+    const permit = gate.tryAcquire()!;
     now = 150; // no byte since the grant: the stall is exact on the first read
     expect(collector.collect()[0]).toMatchObject({ quietMs: 150, stalled: true });
-    gate.noteProgress(); // a chunk at 150
+    permit.noteProgress(); // a chunk at 150
     now = 200;
-    expect(collector.collect()[0]).toMatchObject({ quietMs: 0, stalled: false }); // seen at 200
-    now = 290;
-    expect(collector.collect()[0]).toMatchObject({ quietMs: 90, stalled: false });
-    now = 300;
+    expect(collector.collect()[0]).toMatchObject({ quietMs: 50, stalled: false });
+    now = 250;
     expect(collector.collect()[0]).toMatchObject({ quietMs: 100, stalled: true });
+  });
+
+  it('item 8: the first look sees a stall that began before it (bytes, then silence)', () => {
+    let now = 0;
+    const gate = new Semaphore({ limit: 1, name: 'g', now: () => now });
+    const permit = gate.tryAcquire()!;
+    now = 5;
+    permit.noteProgress(); // response headers, then nothing
+    now = 5 + 10_000;
+    // The collector (and so the status page, the first scrape) is created only now.
+    const collector = new MetricsCollector(gate, { stallAfter: 10_000, now: () => now });
+    expect(collector.collect()[0]).toMatchObject({ quietMs: 10_000, stalled: true });
   });
 });

@@ -1,4 +1,5 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { inspect } from 'node:util';
 import { Registry } from 'prom-client';
 import { Agent, request, fetch as undiciFetch } from 'undici';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -72,8 +73,8 @@ describe('leak detector', () => {
       expect(suspect.heldMs).toBeGreaterThanOrEqual(150);
       expect(suspect.acquiredFrom).toContain('leaks.test.ts');
       expect(suspect.acquiredFrom).not.toContain('/src/dispatcher/');
-      expect(published.map((m) => m.suspect.permit)).toEqual([suspect.permit]);
-      expect(limiter.leaks().map((s) => s.permit)).toEqual([suspect.permit]);
+      expect(published.map((m) => m.suspect)).toEqual([suspect]);
+      expect(limiter.leaks().map((s) => s.path)).toEqual(['/ok']);
       expect(
         metricValue(await registry.metrics(), 'hostgate_leak_suspects', { partner: 'partner' }),
       ).toBe(1);
@@ -147,7 +148,7 @@ describe('leak detector', () => {
     withoutStacks.close();
   });
 
-  it('lists suspects without a detector, from maxHold / 2, oldest first', () => {
+  it('lists suspects without a detector, from maxHold / 2 without progress, oldest first', () => {
     let now = 0;
     const gate = new Semaphore({ limit: 3, maxHold: 1000, name: 'g', now: () => now });
     const a = gate.tryAcquire()!;
@@ -158,11 +159,94 @@ describe('leak detector', () => {
     expect(gate.leakWarnAfter).toBe(500);
     const limiter = { gates: () => new Map([['g', gate]]) };
     now = 600;
-    expect(detectLeaksList(limiter)).toEqual([a]);
+    expect(detectLeaksList(limiter)).toEqual([600]);
     now = 720;
-    expect(detectLeaksList(limiter)).toEqual([a, b]);
+    expect(detectLeaksList(limiter)).toEqual([720, 520]);
     a.release();
-    expect(detectLeaksList(limiter)).toEqual([b]);
+    expect(detectLeaksList(limiter)).toEqual([520]);
+    b.noteProgress(); // alive again: no longer a suspect
+    expect(detectLeaksList(limiter)).toEqual([]);
+  });
+
+  it('item 7: leak reports carry no secrets: plain data, no query, header or body', async () => {
+    const { limiter, gate } = setup(5000);
+    const reported: LeakSuspect[] = [];
+    const published: unknown[] = [];
+    const onMessage = (message: unknown) => published.push((message as LeakMessage).suspect);
+    subscribe('hostgate:leak', onMessage);
+    const detector = detectLeaks(limiter, {
+      leakWarnAfter: 100,
+      sweepEvery: 20,
+      onLeak: (suspect) => reported.push(suspect),
+    });
+    try {
+      const dispatcher = agent.compose(limitHosts(limiter));
+      const viaRequest = await request(`${partner.url}${UNREAD}&api_key=k1`, {
+        dispatcher,
+        headers: { authorization: 'Bearer s3cr3t-header' },
+      });
+      const limited = limitFetch(undiciFetch, limiter);
+      const viaFetch = await limited(`${partner.url}${UNREAD}&api_key=k2`, {
+        dispatcher: agent,
+        headers: { authorization: 'Bearer s3cr3t-fetch' },
+      });
+      await vi.waitFor(() => expect(reported).toHaveLength(2), { timeout: 3000, interval: 10 });
+      const reports = [reported, published, limiter.leaks(), detector.leaks()];
+      for (const report of reports) {
+        const json = JSON.stringify(report); // plain data: no cycle, no live permit
+        const shown = inspect(report, { depth: 10, showHidden: true });
+        for (const text of [json, shown]) {
+          for (const secret of ['secret', 'api_key', 's3cr3t', 'Bearer', 'pw@', 'user:']) {
+            expect(text).not.toContain(secret);
+          }
+        }
+      }
+      for (const suspect of limiter.leaks()) {
+        expect(Object.keys(suspect).sort()).toEqual([
+          'acquiredFrom',
+          'heldMs',
+          'leakWarnAfterMs',
+          'method',
+          'origin',
+          'partner',
+          'path',
+          'quietMs',
+        ]);
+        expect(suspect).toMatchObject({ method: 'GET', path: '/ok', origin: partner.origin });
+      }
+      // The permits themselves keep no more than the report shows.
+      for (const permit of gate.holders()) {
+        expect(inspect(permit.request)).not.toMatch(/secret|api_key|Bearer|s3cr3t/);
+      }
+      await viaRequest.body.dump().catch(() => {});
+      await viaFetch.body?.cancel();
+    } finally {
+      detector.close();
+      unsubscribe('hostgate:leak', onMessage);
+    }
+  });
+
+  it('item 7: a permit keeps method, origin and path only, whatever it is given', () => {
+    const gate = new Semaphore({ limit: 1 });
+    const permit = gate.tryAcquire()!;
+    permit.request = { method: 'post', origin: 'HTTPS://user:pw@API.x.com:8443/v1/a?token=t#f' };
+    expect(permit.request).toEqual({
+      method: 'POST',
+      origin: 'https://api.x.com:8443',
+      path: '/v1/a',
+    });
+    const dispatchOptions = {
+      origin: new URL('https://api.x.com'),
+      path: '/v2/b?api_key=k',
+      method: 'GET',
+      headers: { authorization: 'Bearer t' },
+      body: 'secret body',
+    };
+    permit.request = dispatchOptions;
+    expect(permit.request).toEqual({ method: 'GET', origin: 'https://api.x.com', path: '/v2/b' });
+    permit.request = undefined;
+    expect(permit.request).toBeUndefined();
+    permit.release();
   });
 
   it('rejects bad options with a TypeError naming them', () => {
@@ -178,7 +262,7 @@ describe('leak detector', () => {
 function detectLeaksList(limiter: { gates(): Map<string, Semaphore> }) {
   const detector = detectLeaks(limiter, { sweepEvery: 1000 });
   try {
-    return detector.leaks().map((s) => s.permit);
+    return detector.leaks().map((s) => s.heldMs);
   } finally {
     detector.close();
   }

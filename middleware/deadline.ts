@@ -1,0 +1,149 @@
+import type { IncomingMessage } from 'node:http';
+import { MAX_BUDGET_MS, parseDuration, parseGrpcTimeout } from '../src/deadline.js';
+import { checkKnownKeys, checkObject, describe } from '../src/options.js';
+
+/** How a deadline header's value is written. */
+export type DeadlineHeaderFormat =
+  /** Milliseconds (`250`, `1.5`) or a number with a unit `ms`, `s`, `m`, `h` (`300ms`, `2s`). */
+  | 'duration'
+  /** gRPC's `grpc-timeout`: up to 8 digits and a unit `n`, `u`, `m`, `S`, `M`, `H` (`100m`, `2S`). */
+  | 'grpc';
+
+export interface DeadlineHeader {
+  /** Header name (any case). */
+  name: string;
+  /** Default: `grpc` for `grpc-timeout`, `duration` for every other name. */
+  format?: DeadlineHeaderFormat;
+}
+
+/** A budget in ms from the request, or `undefined` for none. */
+export type BudgetFunction = (req: IncomingMessage) => number | undefined;
+
+/**
+ * Where a request's deadline budget comes from, and the rule for bad values.
+ *
+ * The budget is: the first listed header present with a valid value, capped by `max`; else
+ * `default` (capped by `max`); else `max`; else none. A header present with a bad value is
+ * treated as absent (`invalid: 'ignore'`) or answered with 400 (`invalid: 'reject'`): it can
+ * never lift the cap, and with a `default` or `max` it can never leave the request unbounded.
+ */
+export interface DeadlineOptions {
+  /** Header(s) carrying the client's budget, first present wins; e.g. `['x-request-timeout', 'grpc-timeout']`. */
+  header?: string | DeadlineHeader | readonly (string | DeadlineHeader)[];
+  /** Budget (ms, or a function of the request) when no header gives one. */
+  default?: number | BudgetFunction;
+  /** Upper bound (ms) on every budget, whatever its source. */
+  max?: number;
+  /** A header present with a bad value: `'ignore'` (default) treats it as absent; `'reject'` answers 400. */
+  invalid?: 'ignore' | 'reject';
+  /**
+   * Refuse an outbound call at once (`DeadlineShedError`, 503) when the budget left is shorter
+   * than its partner's expected wait plus p50 hold time (default `true`; needs `limiter`).
+   */
+  shedEarly?: boolean;
+}
+
+/** `outbound({ deadline })`: ms, a function of the request, or {@link DeadlineOptions}. */
+export type DeadlineOption = number | BudgetFunction | DeadlineOptions;
+
+interface HeaderRule {
+  name: string;
+  parse: (value: string) => number | undefined;
+}
+
+export interface ResolvedDeadline {
+  /** One request's budget in ms (`undefined`: none), or the bad header under `invalid: 'reject'`. */
+  budgetFor(req: IncomingMessage): number | undefined | InvalidHeader;
+  shedEarly: boolean;
+}
+
+export class InvalidHeader {
+  constructor(readonly header: string) {}
+}
+
+const DEADLINE_KEYS = ['header', 'default', 'max', 'invalid', 'shedEarly'] as const;
+
+export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadline | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'number') {
+    const ms = budgetMs('outbound deadline', value);
+    return { budgetFor: () => ms, shedEarly: true };
+  }
+  if (typeof value === 'function') {
+    return { budgetFor: (req) => checkedBudget(value(req)), shedEarly: true };
+  }
+  checkObject('outbound deadline', value);
+  checkKnownKeys('outbound deadline', value, DEADLINE_KEYS);
+  const headers = parseHeaders(value.header);
+  const max = value.max === undefined ? undefined : budgetMs('outbound deadline.max', value.max);
+  const fallback = value.default;
+  if (fallback !== undefined && typeof fallback !== 'function') {
+    budgetMs('outbound deadline.default', fallback);
+  }
+  if (headers.length === 0 && fallback === undefined && max === undefined) {
+    throw new TypeError('outbound deadline: give at least one of header, default, max');
+  }
+  const invalid = value.invalid ?? 'ignore';
+  if (invalid !== 'ignore' && invalid !== 'reject') {
+    throw new TypeError(
+      `outbound deadline.invalid must be 'ignore' or 'reject', got ${describe(invalid)}`,
+    );
+  }
+  const shedEarly = value.shedEarly ?? true;
+  if (typeof shedEarly !== 'boolean') {
+    throw new TypeError(
+      `outbound deadline.shedEarly must be a boolean, got ${describe(shedEarly)}`,
+    );
+  }
+  const cap = (ms: number | undefined) =>
+    ms === undefined || max === undefined ? ms : Math.min(ms, max);
+  return {
+    shedEarly,
+    budgetFor(req) {
+      for (const rule of headers) {
+        const raw = req.headers[rule.name];
+        if (raw === undefined) continue;
+        const ms = typeof raw === 'string' ? rule.parse(raw) : undefined;
+        if (ms !== undefined) return cap(ms);
+        if (invalid === 'reject') return new InvalidHeader(rule.name);
+      }
+      const ms = typeof fallback === 'function' ? checkedBudget(fallback(req)) : fallback;
+      return cap(ms) ?? max;
+    },
+  };
+}
+
+function parseHeaders(value: DeadlineOptions['header']): HeaderRule[] {
+  if (value === undefined) return [];
+  const list = (Array.isArray(value) ? value : [value]) as (string | DeadlineHeader)[];
+  return list.map((entry, i) => {
+    const where = `outbound deadline.header${Array.isArray(value) ? `[${i}]` : ''}`;
+    const header = typeof entry === 'string' ? { name: entry } : entry;
+    checkObject(where, header);
+    if (typeof header.name !== 'string' || !/^[!#$%&'*+.^`|~\w-]+$/.test(header.name)) {
+      throw new TypeError(
+        `${where}: name must be an HTTP header name, got ${describe(header.name)}`,
+      );
+    }
+    const name = header.name.toLowerCase();
+    const format = header.format ?? (name === 'grpc-timeout' ? 'grpc' : 'duration');
+    if (format !== 'duration' && format !== 'grpc') {
+      throw new TypeError(`${where}: format must be 'duration' or 'grpc', got ${describe(format)}`);
+    }
+    return { name, parse: format === 'grpc' ? parseGrpcTimeout : parseDuration };
+  });
+}
+
+function budgetMs(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_BUDGET_MS) {
+    throw new TypeError(
+      `${name} must be a budget in ms from 0 to ${MAX_BUDGET_MS}, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+/** A budget function's answer: `undefined` (no deadline) or a valid budget; anything else throws. */
+function checkedBudget(value: unknown): number | undefined {
+  return value === undefined ? undefined : budgetMs('outbound deadline function result', value);
+}

@@ -1,0 +1,28 @@
+/**
+ * `hostgate/redis`: gates whose cap is shared by every process on one Redis (node-redis 6 or
+ * ioredis 6), with leases, fair FIFO waiting across processes and pushed wake-ups.
+ */
+
+export { LeaseLostError, StoreUnavailableError } from '../errors.js';
+export {
+  type LeaseLostMessage,
+  type StoreErrorMessage,
+  storeChannels,
+} from './channels.js';
+export type { StoreClient, Subscriber } from './client.js';
+export {
+  DEFAULT_COMMAND_TIMEOUT_MS,
+  DEFAULT_HEARTBEAT_DIVISOR,
+  DEFAULT_LEASE_MS,
+  DEFAULT_PREFIX,
+  type LeaseLostPolicy,
+  type RedisStoreOptions,
+  type StoreErrorPolicy,
+} from './options.js';
+export {
+  type SharedGateView,
+  SharedSemaphore,
+  type SharedSemaphoreOptions,
+  type SharedSemaphoreStats,
+} from './shared-semaphore.js';
+export { type ClusterCounts, RedisStore, redisStore } from './store.js';

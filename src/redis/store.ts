@@ -1,0 +1,390 @@
+import { randomBytes } from 'node:crypto';
+import { checkKnownKeys, checkObject, describe } from '../options.js';
+import { storeChannels } from './channels.js';
+import { type StoreClient, type Subscriber, storeClient } from './client.js';
+import {
+  type RedisStoreOptions,
+  type ResolvedStoreOptions,
+  resolveStoreOptions,
+} from './options.js';
+import { KEY_SUFFIXES, type Script, scripts } from './scripts.js';
+import { SharedSemaphore, type SharedSemaphoreOptions } from './shared-semaphore.js';
+
+const GATE_KEYS = [
+  'name',
+  'limit',
+  'maxQueue',
+  'queueTimeout',
+  'maxHold',
+  'leakWarnAfter',
+] as const;
+
+/** A Redis reply of a gate's script: cluster-wide holders and tickets (and live processes). */
+export interface ClusterCounts {
+  held: number;
+  queued: number;
+}
+
+/**
+ * Shared gates on one Redis: every process with the same Redis, prefix and gate name shares one
+ * cap. Create it with {@link redisStore}.
+ */
+export class RedisStore {
+  readonly options: ResolvedStoreOptions;
+  /** This process's id in Redis (random; owner of its leases and tickets). */
+  readonly processId = randomBytes(8).toString('hex');
+  readonly #client: StoreClient;
+  readonly #wakeChannel: string;
+  readonly #gates = new Map<string, SharedSemaphore>();
+  /** Ticket id -> its gate, for routing wake-ups. */
+  readonly #tickets = new Map<string, SharedSemaphore>();
+  /** Acquires not yet answered: a release of the same id waits for them (never overtakes). */
+  readonly #inflight = new Map<string, Promise<unknown>>();
+  /** Ids to give back, per gate: sent together at the end of the tick, or after an outage. */
+  readonly #toRelease = new Map<SharedSemaphore, Set<string>>();
+  #flushQueued = false;
+  #lastFlush: Promise<unknown> = Promise.resolve();
+  #seq = 0;
+  #subscriber: Promise<Subscriber> | undefined = undefined;
+  #ready: Promise<void> | undefined = undefined;
+  #timer: ReturnType<typeof setInterval> | undefined = undefined;
+  #beating = false;
+  #degraded = false;
+  #closed = false;
+  #closing: Promise<void> | undefined = undefined;
+  #errors = 0;
+
+  constructor(options: RedisStoreOptions) {
+    this.options = resolveStoreOptions(options);
+    this.#client = storeClient(options.client);
+    this.#wakeChannel = `${this.options.prefix}wake:${this.processId}`;
+  }
+
+  /** Redis failed or timed out and has not answered a heartbeat since. */
+  get degraded(): boolean {
+    return this.#degraded;
+  }
+  get closed(): boolean {
+    return this.#closed;
+  }
+  /** Redis calls that failed or timed out, ever. */
+  get errors(): number {
+    return this.#errors;
+  }
+
+  /**
+   * A gate shared by every process on this Redis and prefix, in the shape of `Semaphore`.
+   *
+   * @example
+   * const jobs = store.semaphore({ name: 'pdf-render', limit: 8, maxQueue: 100, queueTimeout: 5000 });
+   * await jobs.run(() => render(doc));
+   */
+  semaphore(options: SharedSemaphoreOptions): SharedSemaphore {
+    checkObject('semaphore options', options);
+    checkKnownKeys('store.semaphore', options, GATE_KEYS);
+    const { name } = options;
+    if (typeof name !== 'string' || name === '' || /[{}]/.test(name)) {
+      throw new TypeError(
+        `name must be a non-empty string without { or } (it is the gate's Redis hash tag), got ${describe(name)}`,
+      );
+    }
+    if (this.#gates.has(name)) {
+      throw new TypeError(`this store already has a shared gate named ${JSON.stringify(name)}`);
+    }
+    if (this.#closed) throw new TypeError('the store is closed');
+    const base = `${this.options.prefix}{${name}}:`;
+    const keys = KEY_SUFFIXES.map((suffix) => base + suffix);
+    const gate = new SharedSemaphore(this, keys, options);
+    this.#gates.set(name, gate);
+    this.#startHeartbeat();
+    return gate;
+  }
+
+  /** A fresh ticket/lease id: `<process id>:<n>`. */
+  nextId(): string {
+    return `${this.processId}:${(++this.#seq).toString(36)}`;
+  }
+
+  /** Script arguments every script starts with. */
+  #common(gate: SharedSemaphore): (string | number)[] {
+    const { leaseMs } = this.options;
+    return [gate.limit, leaseMs, leaseMs, `${this.options.prefix}wake:`];
+  }
+
+  /**
+   * One round trip: a lease now, or a ticket in the queue. Rejects on error or timeout (the
+   * store is then degraded); a late answer is still awaited by a release of the same id.
+   */
+  acquire(gate: SharedSemaphore, id: string): Promise<{ granted: boolean } & ClusterCounts> {
+    this.#tickets.set(id, gate);
+    const raw = this.#whenReady().then(() =>
+      this.#eval(scripts.acquire, gate.keys, [...this.#common(gate), this.processId, id]),
+    );
+    const settled = raw.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#inflight.set(id, settled);
+    void settled.then(() => this.#inflight.delete(id));
+    return this.#timed(raw).then(async (reply) => {
+      const [granted, held, queued] = reply as number[];
+      if (granted === 1 && this.options.replicas > 0) await this.#replicate();
+      return { granted: granted === 1, held: Number(held), queued: Number(queued) };
+    });
+  }
+
+  /**
+   * Gives back leases and withdraws tickets, batched per gate until the end of the tick. An id
+   * whose acquire is still unanswered is released after that answer, never before it.
+   */
+  release(gate: SharedSemaphore, ids: readonly string[]): void {
+    for (const id of ids) {
+      this.#tickets.delete(id);
+      const pending = this.#inflight.get(id);
+      if (pending !== undefined) {
+        void pending.then(() => this.release(gate, [id]));
+        continue;
+      }
+      this.#releaseSet(gate).add(id);
+    }
+    if (!this.#flushQueued && !this.#degraded) {
+      this.#flushQueued = true;
+      queueMicrotask(() => {
+        this.#flushQueued = false;
+        if (!this.#degraded) void this.#flush();
+      });
+    }
+  }
+
+  #releaseSet(gate: SharedSemaphore): Set<string> {
+    let set = this.#toRelease.get(gate);
+    if (set === undefined) {
+      set = new Set();
+      this.#toRelease.set(gate, set);
+    }
+    return set;
+  }
+
+  /** Sends every batched release, one script per gate; failed ones stay for the next try. */
+  #flush(): Promise<unknown> {
+    const sends: Promise<unknown>[] = [];
+    for (const [gate, set] of this.#toRelease) {
+      this.#toRelease.delete(gate);
+      const ids = [...set];
+      const sent = this.#timed(
+        this.#whenReady().then(() =>
+          this.#eval(scripts.release, gate.keys, [...this.#common(gate), ...ids]),
+        ),
+      ).then(
+        (reply) => {
+          const [held, queued] = reply as number[];
+          gate.cluster(Number(held), Number(queued));
+        },
+        () => {
+          const again = this.#releaseSet(gate);
+          for (const id of ids) again.add(id);
+        },
+      );
+      sends.push(sent);
+    }
+    const all = Promise.all(sends);
+    this.#lastFlush = all;
+    return all;
+  }
+
+  /**
+   * Resolves once every release and withdrawal issued so far has been answered by Redis (or
+   * has failed): for tests and orderly shutdowns.
+   */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.#inflight.values()]);
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    await this.#lastFlush;
+  }
+
+  /** Routes a wake-up (a ticket granted in Redis) to its gate. */
+  #onWake = (id: string): void => {
+    this.#tickets.get(id)?.wake(id);
+  };
+
+  forget(id: string): void {
+    this.#tickets.delete(id);
+  }
+
+  #startHeartbeat(): void {
+    if (this.#timer !== undefined || this.#closed) return;
+    this.#timer = setInterval(() => void this.#beat(), this.options.heartbeatMs);
+    this.#timer.unref?.();
+    void this.#whenReady().catch(() => undefined);
+  }
+
+  /**
+   * Renews every lease and ticket of this process, one script per gate (pipelined), and is the
+   * safety re-check for lost wake-ups. While degraded it is also the probe: its success ends
+   * the outage (releases kept from it go first, on the same connection).
+   */
+  async #beat(): Promise<void> {
+    if (this.#beating || this.#closed) return;
+    this.#beating = true;
+    try {
+      await this.#timed(this.#whenReady());
+      const wasDegraded = this.#degraded;
+      const flushed = this.#flush();
+      const beats = [...this.#gates.values()].map((gate) => this.#beatGate(gate));
+      await Promise.all([flushed, ...beats]);
+      if (wasDegraded && this.#toRelease.size === 0) this.#recovered();
+    } catch {
+      // #timed has marked the store degraded; the next beat probes again.
+    } finally {
+      this.#beating = false;
+    }
+  }
+
+  async #beatGate(gate: SharedSemaphore): Promise<void> {
+    const leases = gate.leaseIds();
+    const tickets = gate.ticketIds();
+    const reply = (await this.#timed(
+      this.#eval(scripts.heartbeat, gate.keys, [
+        ...this.#common(gate),
+        this.processId,
+        leases.length,
+        ...leases,
+        ...tickets,
+      ]),
+    )) as [string[], string[], number, number, number];
+    const [lost, granted, held, queued, processes] = reply;
+    gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes));
+  }
+
+  #recovered(): void {
+    if (!this.#degraded) return;
+    this.#degraded = false;
+    if (storeChannels.storeUp.hasSubscribers) storeChannels.storeUp.publish({ store: this });
+    for (const gate of this.#gates.values()) gate.storeUp();
+  }
+
+  #failed(error: unknown): void {
+    this.#errors++;
+    if (this.#degraded || this.#closed) return;
+    this.#degraded = true;
+    if (storeChannels.storeError.hasSubscribers) {
+      storeChannels.storeError.publish({ store: this, error, policy: this.options.onStoreError });
+    }
+    for (const gate of this.#gates.values()) gate.storeDown();
+  }
+
+  /** Subscribed to our wake-up channel and scripts loaded: before the first script runs. */
+  #whenReady(): Promise<void> {
+    if (this.#ready !== undefined) return this.#ready;
+    // The store's own connection: its errors are the store's (counted), never unhandled.
+    this.#subscriber ??= this.#client.subscribe(this.#wakeChannel, this.#onWake, () => {
+      this.#errors++;
+    });
+    const subscribing = this.#subscriber;
+    subscribing.catch(() => {
+      if (this.#subscriber === subscribing) this.#subscriber = undefined;
+    });
+    const loads = Object.values(scripts).map((s) =>
+      this.#client.command(['SCRIPT', 'LOAD', s.source]),
+    );
+    const ready = Promise.all([subscribing, ...loads]).then(() => undefined);
+    this.#ready = ready;
+    ready.catch(() => {
+      if (this.#ready === ready) this.#ready = undefined;
+    });
+    return ready;
+  }
+
+  /** EVALSHA, and EVAL when Redis lost its script cache (SCRIPT FLUSH, restart, failover). */
+  #eval(
+    script: Script,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
+    const tail = [keys.length, ...keys, ...args];
+    return this.#client.command(['EVALSHA', script.sha, ...tail]).catch((error: unknown) => {
+      if (!String((error as Error)?.message ?? error).startsWith('NOSCRIPT')) throw error;
+      return this.#client.command(['EVAL', script.source, ...tail]);
+    });
+  }
+
+  /** Strict mode: the grant is on `replicas` replicas before anyone uses it. */
+  async #replicate(): Promise<void> {
+    const { replicas, commandTimeoutMs } = this.options;
+    const acked = await this.#timed(this.#client.command(['WAIT', replicas, commandTimeoutMs]));
+    if (Number(acked) < replicas) {
+      throw new Error(`WAIT: ${acked} of ${replicas} replicas acknowledged the grant in time`);
+    }
+  }
+
+  /** Every Redis call has its own timeout; a failure or timeout degrades the store. */
+  #timed<T>(call: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const error = new Error(`Redis did not answer within ${this.options.commandTimeoutMs} ms`);
+        this.#failed(error);
+        reject(error);
+      }, this.options.commandTimeoutMs);
+      call.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          this.#failed(error);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /**
+   * Gives back every lease and ticket of this process, stops the heartbeat and closes the
+   * connection the store opened. Idempotent. The client passed in stays open: it is the caller's.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    for (const gate of this.#gates.values()) {
+      const ids = gate.storeClosed();
+      if (ids.length > 0) this.release(gate, ids);
+    }
+    if (!this.#degraded) {
+      await Promise.allSettled([...this.#inflight.values()]);
+      await this.#lastFlush;
+      await this.#flush();
+    }
+    this.#toRelease.clear();
+    this.#tickets.clear();
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
+    if (subscriber !== undefined) {
+      await subscriber.then(
+        (s) => s.close(),
+        () => undefined,
+      );
+    }
+  }
+}
+
+/**
+ * A store of gates shared across processes through Redis.
+ *
+ * @example
+ * const client = await createClient({ url: 'redis://127.0.0.1:6379' }).connect();
+ * const store = redisStore({ client, prefix: 'myapp:hostgate:' });
+ * const limiter = new HostLimiter({
+ *   store,
+ *   partners: [{ name: 'billing', hosts: ['api.billing.example'], limit: 20, shared: true }],
+ * });
+ */
+export function redisStore(options: RedisStoreOptions): RedisStore {
+  return new RedisStore(options);
+}

@@ -1,0 +1,148 @@
+import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  HostLimiter,
+  type HostLimiterOptions,
+  limitFetch,
+  limitHosts,
+  type PartnerRule,
+} from '../../src/index.js';
+import { type Partner, startPartner } from '../helpers/partner.js';
+
+function construct(options: unknown): HostLimiter {
+  return new HostLimiter(options as HostLimiterOptions);
+}
+
+function adaptiveRule(adaptive: unknown, limit = 50): PartnerRule {
+  return { name: 'billing', hosts: ['api.billing.example'], limit, adaptive } as PartnerRule;
+}
+
+describe('adaptive option', () => {
+  it.each([
+    [{ min: 0 }, 'partner "billing": adaptive.min must be a positive integer, got 0'],
+    [{ min: 51 }, 'partner "billing": adaptive.min must be at most limit (50), got 51'],
+    [{ min: 5, initial: 4 }, 'adaptive.initial must be in [min, limit] = [5, 50], got 4'],
+    [{ initial: 60 }, 'adaptive.initial must be in [min, limit] = [1, 50], got 60'],
+    [{ algorithm: 'vegas' }, `adaptive.algorithm must be 'aimd' or 'gradient', got "vegas"`],
+    [{ backoff: 1 }, 'adaptive.backoff must be a number in (0, 1), got 1'],
+    [{ tolerance: 0.5 }, 'adaptive.tolerance must be a finite number >= 1, got 0.5'],
+    [{ minRtt: -1 }, 'adaptive.minRtt must be a duration in ms'],
+    [{ mn: 1 }, 'adaptive: unknown option "mn"'],
+    ['yes', 'adaptive must be an options object, got "yes"'],
+  ])('rejects %j with a TypeError naming the option', (adaptive, message) => {
+    expect(() => construct({ partners: [adaptiveRule(adaptive)] })).toThrow(TypeError);
+    expect(() => construct({ partners: [adaptiveRule(adaptive)] })).toThrow(message);
+  });
+
+  it('starts at `initial` and reports contract and effective limit in stats()', () => {
+    const limiter = new HostLimiter({ partners: [adaptiveRule({ min: 2, initial: 7 })] });
+    expect(limiter.gate('billing')!.limit).toBe(7);
+    const stats = limiter.stats().billing!;
+    expect(stats.limit).toBe(7);
+    expect(stats.adaptive).toMatchObject({
+      algorithm: 'aimd',
+      contractLimit: 50,
+      effectiveLimit: 7,
+      min: 2,
+      limitChanges: 0,
+    });
+  });
+
+  it('`true` takes the defaults: AIMD from min(limit, 20); fixed partners carry no adaptive stats', () => {
+    const limiter = new HostLimiter({
+      partners: [
+        adaptiveRule(true, 500),
+        { name: 'small', hosts: ['small.example'], limit: 8, adaptive: { algorithm: 'gradient' } },
+        { name: 'fixed', hosts: ['fixed.example'], limit: 8 },
+      ],
+    });
+    const stats = limiter.stats();
+    expect(stats.billing!.limit).toBe(20);
+    expect(stats.small!.adaptive).toMatchObject({ algorithm: 'gradient', effectiveLimit: 8 });
+    expect(stats.fixed!.adaptive).toBeUndefined();
+  });
+});
+
+describe('adaptive signals from the HTTP layers', () => {
+  let partner: Partner;
+  let agent: Agent;
+  beforeEach(async () => {
+    partner = await startPartner();
+    agent = new Agent({ keepAliveTimeout: 10_000 });
+  });
+  afterEach(async () => {
+    await agent.destroy();
+    await partner.close();
+  });
+
+  function setup(adaptive: PartnerRule['adaptive'] = { min: 2, initial: 10 }) {
+    const limiter = new HostLimiter({
+      partners: [{ name: 'partner', hosts: [partner.origin], limit: 40, adaptive }],
+      unknownHosts: 'reject',
+    });
+    return { limiter, gate: limiter.gate('partner')! };
+  }
+
+  const controllerApiOnly: Dispatcher.DispatcherComposeInterceptor =
+    (dispatch) => (opts, handler) =>
+      dispatch(opts, {
+        onRequestStart: (c, context) => handler.onRequestStart?.(c, context),
+        onResponseStart: (c, status, headers, message) =>
+          handler.onResponseStart?.(c, status, headers, message),
+        onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
+        onResponseEnd: (c, trailers) => handler.onResponseEnd?.(c, trailers),
+        onResponseError: (c, error) => handler.onResponseError?.(c, error),
+      });
+
+  it.each(['callback', 'controller'] as const)(
+    'a 503 with Retry-After cuts the limit and holds it down (%s handler API)',
+    async (api) => {
+      const { limiter } = setup();
+      const dispatcher =
+        api === 'callback'
+          ? agent.compose(limitHosts(limiter))
+          : agent.compose(limitHosts(limiter), controllerApiOnly);
+      const res = await request(`${partner.origin}/status?code=503&retryAfter=5`, { dispatcher });
+      await res.body.text();
+      const { adaptive } = limiter.stats().partner!;
+      expect(adaptive).toMatchObject({ effectiveLimit: 9, drops: 1, limitChanges: 1 });
+      expect(adaptive!.holdDownMs).toBeGreaterThan(4000);
+      expect(limiter.gate('partner')!.limit).toBe(9);
+    },
+  );
+
+  it('a 200 is an RTT sample, not a drop', async () => {
+    const { limiter } = setup();
+    const dispatcher = agent.compose(limitHosts(limiter));
+    const res = await request(`${partner.origin}/ok?delay=5`, { dispatcher });
+    await res.body.text();
+    const { adaptive } = limiter.stats().partner!;
+    expect(adaptive).toMatchObject({ samples: 1, drops: 0, effectiveLimit: 10 });
+    expect(adaptive!.minRttMs).toBeGreaterThan(0);
+  });
+
+  it('a response timeout is a drop; the caller aborting is not', async () => {
+    const { limiter } = setup();
+    const dispatcher = agent.compose(limitHosts(limiter));
+    await expect(
+      request(`${partner.origin}/held`, { dispatcher, headersTimeout: 50 }),
+    ).rejects.toMatchObject({ code: 'UND_ERR_HEADERS_TIMEOUT' });
+    expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, effectiveLimit: 9 });
+
+    const controller = new AbortController();
+    const pending = request(`${partner.origin}/held`, { dispatcher, signal: controller.signal });
+    await partner.waitForArrived(2);
+    controller.abort();
+    await expect(pending).rejects.toThrow();
+    expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, samples: 1 });
+    partner.openHeld();
+  });
+
+  it('limitFetch reports the same signals', async () => {
+    const { limiter } = setup({ min: 2, initial: 10, algorithm: 'gradient' });
+    const limited = limitFetch(undiciFetch, limiter);
+    const res = await limited(`${partner.origin}/status?code=429`, { dispatcher: agent });
+    await res.text();
+    expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, effectiveLimit: 9 });
+  });
+});

@@ -1,0 +1,374 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { getEventListeners } from 'node:events';
+import type express from 'express';
+import { Registry } from 'prom-client';
+import request from 'supertest';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { type OutboundOptions, outbound, retryAfterSeconds, shed } from '../../middleware/index.js';
+import { deadlineShedCount } from '../../src/deadline.js';
+import type { ShedMessage } from '../../src/diagnostics.js';
+import { DeadlineExceededError, DeadlineShedError } from '../../src/errors.js';
+import { HostLimiter } from '../../src/host-limiter.js';
+import { MetricsCollector } from '../../src/metrics/collector.js';
+import { registerMetrics } from '../../src/metrics/prometheus.js';
+import type { Semaphore } from '../../src/semaphore.js';
+import { expectInvariant } from '../helpers/invariant.js';
+import { type Partner, startPartner } from '../helpers/partner.js';
+import { metricValue } from '../observability/prom-text.js';
+import {
+  expressVersions,
+  type Listening,
+  listen,
+  Signals,
+  turnsUntil,
+  watchProcess,
+  watchQueue,
+} from './helpers.js';
+
+type Outcome = { ok: true; status: number } | { ok: false; error: unknown };
+
+/** The partner's hold times all past this: a budget under it cannot make it. */
+const SLOW_MS = 100;
+
+describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) => {
+  let partner: Partner;
+  let limiter: HostLimiter;
+  let gate: Semaphore;
+  let service: Listening;
+  let outcomes: Signals<Outcome>;
+  let signals: Signals<AbortSignal>;
+  let proc: ReturnType<typeof watchProcess>;
+  let middleware: ReturnType<typeof outbound>;
+  let reachedFinalHandler: unknown[];
+  const shutdown = new AbortController();
+
+  async function build(deadline: OutboundOptions['deadline'], limit = 1): Promise<void> {
+    limiter = new HostLimiter({
+      partners: [
+        { name: 'partner', hosts: [partner.origin], limit, maxQueue: 10, queueTimeout: 10_000 },
+      ],
+    });
+    gate = limiter.gate('partner')!;
+    const app = makeApp();
+    middleware = outbound({ limiter, deadline });
+    app.use(middleware);
+    app.get('/budget', (req, res) => {
+      res.json({ budgetMs: req.outbound.budgetMs ?? null, remaining: req.outbound.remainingMs() });
+    });
+    app.get('/call', (req, res, next) => {
+      const id = String(req.query.id);
+      signals.resolve(id, req.outbound.signal);
+      const url = partner.url + String(req.query.path);
+      const call =
+        req.query.via === 'request'
+          ? req.outbound.request(url).then(async (r) => {
+              await r.body.text();
+              return r.statusCode;
+            })
+          : req.outbound.fetch(url).then(async (r) => {
+              await r.text();
+              return r.status;
+            });
+      call.then(
+        (status) => {
+          outcomes.resolve(id, { ok: true, status });
+          res.json({ status });
+        },
+        (error: unknown) => {
+          outcomes.resolve(id, { ok: false, error });
+          next(error);
+        },
+      );
+    });
+    app.get('/own', async (req, res) => {
+      // A long-lived signal of the caller's (a shutdown signal) on every call.
+      for (let i = 0; i < 3; i++) {
+        const r = await req.outbound.request(`${partner.url}/ok`, { signal: shutdown.signal });
+        await r.body.text();
+      }
+      // Each request() call lets go once its body has closed (a turn or so after text()).
+      const listeners = () => getEventListeners(shutdown.signal, 'abort').length;
+      await turnsUntil(() => listeners() === 0, 'detached').catch(() => undefined);
+      const afterRequests = listeners();
+      const r = await req.outbound.fetch(`${partner.url}/ok`, { signal: shutdown.signal });
+      await r.text();
+      res.json({ afterRequests });
+    });
+    app.use(shed());
+    app.use(
+      (err: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        reachedFinalHandler.push(err);
+        res.status(500).end();
+      },
+    );
+    service = await listen(app);
+  }
+
+  beforeEach(async () => {
+    proc = watchProcess();
+    partner = await startPartner();
+    outcomes = new Signals();
+    signals = new Signals();
+    reachedFinalHandler = [];
+  });
+
+  afterEach(async () => {
+    await service?.close();
+    await partner.close();
+    await middleware?.close();
+    proc.stop();
+    expect(proc.warnings).toEqual([]);
+    expect(proc.rejections).toEqual([]);
+    expect(reachedFinalHandler).toEqual([]);
+  });
+
+  function call(id: string, path: string, via = 'fetch', headers: Record<string, string> = {}) {
+    return request(service.server)
+      .get('/call')
+      .set(headers)
+      .query({ id, path, via })
+      .then(
+        (r) => r,
+        (e: unknown) => e as request.Response,
+      );
+  }
+
+  /** Gives the gate a typical hold time above SLOW_MS: `n` calls that each take that long. */
+  async function warm(n = 1): Promise<void> {
+    await Promise.all(
+      Array.from({ length: n }, (_, i) => call(`warm${i}`, `/ok?delay=${SLOW_MS}`, 'request')),
+    );
+    expect(gate.holdTimes.count).toBe(n);
+    expect(gate.holdTimes.quantile(0.5)).toBeGreaterThanOrEqual(SLOW_MS);
+  }
+
+  describe('where the budget comes from', () => {
+    test('a number', async () => {
+      await build(300);
+      const r = await request(service.server).get('/budget').set('x-request-timeout', '5');
+      expect(r.body.budgetMs).toBe(300);
+      expect(r.body.remaining).toBeLessThanOrEqual(300);
+    });
+
+    test('a function of the request', async () => {
+      await build((req) => (req.headers['x-tier'] === 'batch' ? 5000 : 250));
+      const batch = await request(service.server).get('/budget').set('x-tier', 'batch');
+      expect(batch.body.budgetMs).toBe(5000);
+      expect((await request(service.server).get('/budget')).body.budgetMs).toBe(250);
+    });
+
+    test.each([
+      [{ 'x-request-timeout': '120' }, 120],
+      [{ 'x-request-timeout': '1.5s' }, 1500],
+      [{ 'grpc-timeout': '250m' }, 250],
+      [{ 'grpc-timeout': '2S' }, 2000],
+      [{ 'grpc-timeout': '1H' }, 3000], // capped by max
+      [{ 'x-request-timeout': 'later' }, 400], // bad: ignored, default applies
+      [{}, 400],
+    ])('headers %j give %d ms', async (headers, ms) => {
+      await build({ header: ['x-request-timeout', 'grpc-timeout'], default: 400, max: 3000 });
+      const r = await request(service.server).get('/budget').set(headers);
+      expect(r.body.budgetMs).toBe(ms);
+    });
+
+    test("a bad header under invalid: 'reject' is a 400 that does not echo the value", async () => {
+      await build({ header: 'grpc-timeout', max: 1000, invalid: 'reject' });
+      const r = await request(service.server).get('/budget').set('grpc-timeout', 'secret-ish');
+      expect(r.status).toBe(400);
+      expect(r.headers['content-type']).toBe('application/problem+json');
+      expect(r.body).toMatchObject({ type: 'urn:hostgate:problem:invalid-deadline', status: 400 });
+      expect(r.text).toContain('grpc-timeout');
+      expect(r.text).not.toContain('secret-ish');
+    });
+
+    test('no deadline: nothing changes, remaining is unbounded', async () => {
+      await build({ header: 'x-request-timeout' });
+      const r = await request(service.server).get('/budget');
+      expect(r.body).toEqual({ budgetMs: null, remaining: null }); // JSON has no Infinity
+      expect(partner.arrived).toBe(0);
+    });
+  });
+
+  describe.each(['fetch', 'request'])('with %s', (via) => {
+    test('a queued call waits no longer than the budget left, and never reaches the partner', async () => {
+      // No early shed here: the gate has no hold time yet, so the wait itself must be bounded.
+      await build({ header: 'x-request-timeout', max: 60_000 });
+      const queue = watchQueue(gate);
+      const holder = call('holder', '/held', via);
+      await partner.waitForActive(1);
+      const waiter = call('waiter', '/ok', via, { 'x-request-timeout': '100' });
+      await queue.waitForQueued(1);
+      expect(gate.queued).toBe(1);
+
+      const outcome = await outcomes.wait('waiter');
+      expect(outcome.ok === false && outcome.error).toBeInstanceOf(DeadlineExceededError);
+      expect((await signals.wait('waiter')).reason).toBeInstanceOf(DeadlineExceededError);
+      const r = await waiter;
+      expect(r.status).toBe(504);
+      expect(r.headers['retry-after']).toBeUndefined();
+      expect(r.body).toMatchObject({
+        type: 'urn:hostgate:problem:deadline-exceeded',
+        budgetMs: 100,
+      });
+      expect(gate.queued).toBe(0);
+      expect(gate.held).toBe(1); // the holder was never disturbed
+      expect(gate.stats().abortedWaiting).toBe(1);
+      expectInvariant(gate);
+
+      partner.release();
+      expect(await holder).toMatchObject({ status: 200 });
+      expect(partner.arrived).toBe(1);
+    });
+
+    test('an in-flight call is aborted at the deadline: the partner sees the close, the permit returns', async () => {
+      await build(80);
+      const caller = call('caller', '/held', via);
+      await partner.waitForActive(1);
+      expect(gate.held).toBe(1);
+
+      await partner.waitForClosedEarly(1);
+      const outcome = await outcomes.wait('caller');
+      expect(outcome.ok === false && outcome.error).toBeInstanceOf(DeadlineExceededError);
+      expect((await caller).status).toBe(504);
+      await turnsUntil(() => gate.held === 0, 'released');
+      expect(gate.stats()).toMatchObject({ held: 0, available: 1, acquired: 1, released: 1 });
+      expect(gate.stats().abortedInFlight).toBe(1);
+      expectInvariant(gate);
+    });
+
+    test('a call that cannot make it is shed at once: no queue slot, no permit, honest Retry-After', async () => {
+      await build({ header: 'x-request-timeout', max: 60_000 });
+      await warm();
+      const queue = watchQueue(gate);
+      const holder = call('holder', '/held', via);
+      await partner.waitForActive(1);
+      const queued = Array.from({ length: 9 }, (_, i) => call(`q${i}`, '/ok', via));
+      await queue.waitForQueued(9);
+      const before = gate.stats();
+      expect(before).toMatchObject({ held: 1, queued: 9 });
+      // Ten releases ahead at the partner's typical hold: the expected wait alone is past 1 s.
+      const p50 = gate.holdTimes.quantile(0.5);
+      const expectedWait = ((before.queued + 1) / before.limit) * p50;
+
+      const registry = new Registry();
+      registerMetrics(limiter, { registry });
+      const published: ShedMessage[] = [];
+      const onShed = (m: unknown) => published.push(m as ShedMessage);
+      subscribe('hostgate:shed', onShed);
+      const r = await call('late', '/ok', via, { 'x-request-timeout': '1000' }).finally(() =>
+        unsubscribe('hostgate:shed', onShed),
+      );
+      expect(r.status).toBe(503);
+      expect(published.map((m) => [m.reason, m.partner, m.queued])).toEqual([
+        ['deadline', 'partner', 9],
+      ]);
+      const text = await registry.metrics();
+      expect(
+        metricValue(text, 'hostgate_shed_total', { partner: 'partner', reason: 'deadline' }),
+      ).toBe(1);
+      expect(r.body).toMatchObject({
+        type: 'urn:hostgate:problem:deadline-shed',
+        partner: 'partner',
+      });
+      const outcome = await outcomes.wait('late');
+      const error = outcome.ok === false ? outcome.error : undefined;
+      expect(error).toBeInstanceOf(DeadlineShedError);
+      const shedError = error as DeadlineShedError;
+      expect(shedError.retryAfterMs).toBe(Math.ceil(expectedWait));
+      expect(shedError.neededMs).toBeCloseTo(expectedWait + p50);
+      expect(shedError.remainingMs).toBeLessThanOrEqual(1000);
+      expect(r.headers['retry-after']).toBe(String(retryAfterSeconds(expectedWait)));
+      expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(2);
+      expect(r.body.retryAfter).toBe(Number(r.headers['retry-after']));
+
+      const after = gate.stats();
+      expect(after).toMatchObject({
+        held: 1,
+        queued: 9,
+        acquired: before.acquired,
+        rejectedQueueFull: 0,
+        abortedWaiting: 0,
+      });
+      expect(deadlineShedCount(gate)).toBe(1);
+      const row = new MetricsCollector(limiter).collect().find((p) => p.partner === 'partner')!;
+      expect(row.shedDeadline).toBe(1);
+      expect(partner.arrived).toBe(2); // the warm-up call and the holder
+
+      partner.openHeld();
+      for (const r of [await holder, ...(await Promise.all(queued))]) {
+        expect(r.status).toBe(200);
+      }
+      expectInvariant(gate);
+      expect(gate.held).toBe(0);
+    });
+
+    test('a call with enough budget left goes ahead', async () => {
+      await build({ header: 'x-request-timeout', max: 60_000 });
+      await warm();
+      const r = await call('roomy', `/ok?delay=${SLOW_MS}`, via, { 'x-request-timeout': '30000' });
+      expect(r.status).toBe(200);
+      expect(deadlineShedCount(gate)).toBe(0);
+      expect(gate.stats().acquired).toBe(2);
+    });
+
+    test('a budget shorter than the typical call is shed even on an idle gate', async () => {
+      await build({ header: 'x-request-timeout', max: 60_000 });
+      await warm();
+      const r = await call('short', '/ok', via, { 'x-request-timeout': String(SLOW_MS / 4) });
+      expect(r.status).toBe(503);
+      expect(r.headers['retry-after']).toBe('1'); // nothing queued: retry at once (1 s floor)
+      expect(gate.stats()).toMatchObject({ held: 0, queued: 0, acquired: 1 });
+      expect(deadlineShedCount(gate)).toBe(1);
+    });
+
+    test('shedEarly: false lets the call try (and the deadline ends it)', async () => {
+      await build({ header: 'x-request-timeout', max: 60_000, shedEarly: false });
+      await warm();
+      const r = await call('try', '/held', via, { 'x-request-timeout': '50' });
+      expect(r.status).toBe(504);
+      expect(deadlineShedCount(gate)).toBe(0);
+      await turnsUntil(() => gate.held === 0, 'released');
+      expect(gate.stats().acquired).toBe(2);
+    });
+  });
+
+  test('a spent budget (0) fails every call at once without touching the gate', async () => {
+    await build({ header: 'x-request-timeout', max: 60_000 });
+    const r = await call('spent', '/ok', 'request', { 'x-request-timeout': '0' });
+    expect(r.status).toBe(504);
+    expect(gate.stats()).toMatchObject({ acquired: 0, queued: 0 });
+    expect(partner.arrived).toBe(0);
+  });
+
+  test('after a call settles no listener is left on the request signal, and the deadline timer is gone', async () => {
+    await build(60);
+    const r = await call('quick', '/ok', 'request');
+    expect(r.status).toBe(200);
+    const signal = await signals.wait('quick');
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+    // The response finished before the deadline: its timer was cleared with the response, so
+    // the signal never aborts. A later timer runs after it would have fired.
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    expect(signal.aborted).toBe(false);
+  });
+
+  test("a caller's long-lived signal keeps no listener once its calls settle and the request closes", async () => {
+    await build(10_000);
+    const r = await request(service.server).get('/own');
+    expect(r.body).toEqual({ afterRequests: 0 });
+    await turnsUntil(() => getEventListeners(shutdown.signal, 'abort').length === 0, 'detached');
+    // Node 20's AbortSignal.any keeps one entry per call on a source signal until it aborts.
+    expect(anyDependants(shutdown.signal)).toBe(0);
+    expect(gate.held).toBe(0);
+  });
+});
+
+/** Entries `AbortSignal.any` left on `signal` (Node's internal set of dependants), 0 if none. */
+function anyDependants(signal: AbortSignal): number {
+  const key = Object.getOwnPropertySymbols(signal).find(
+    (k) => k.description === 'kDependantSignals',
+  );
+  const set = key === undefined ? undefined : (signal as unknown as Record<symbol, unknown>)[key];
+  const size = (set as { size?: unknown } | undefined)?.size; // a primordials SafeSet: no instanceof
+  return typeof size === 'number' ? size : 0;
+}

@@ -1,0 +1,106 @@
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { type RedisStore, type RedisStoreOptions, redisStore } from '../../src/redis/index.js';
+import { type RedisServer, startRedis, stopAllRedis } from '../helpers/redis-server.js';
+
+/** The two clients hostgate/redis supports; every store test runs on both. */
+export const CLIENT_KINDS = ['node-redis', 'ioredis'] as const;
+export type ClientKind = (typeof CLIENT_KINDS)[number];
+
+export interface TestClient {
+  client: unknown;
+  /** One command on this client (to check that the store left it open). */
+  ping(): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/**
+ * A user's client, as a user would make it. Its own error listener: a test that kills Redis
+ * must see the store's behaviour, not the client's unhandled 'error' event.
+ */
+export async function connectClient(kind: ClientKind, server: RedisServer): Promise<TestClient> {
+  if (kind === 'node-redis') {
+    const client = createClient({ url: server.url });
+    client.on('error', () => {});
+    await client.connect();
+    return {
+      client,
+      ping: () => client.ping(),
+      close: async () => {
+        if (client.isOpen) client.destroy();
+      },
+    };
+  }
+  const client = new Redis(server.port, '127.0.0.1', { lazyConnect: true });
+  client.on('error', () => {});
+  await client.connect();
+  return {
+    client,
+    ping: () => client.ping(),
+    close: async () => client.disconnect(),
+  };
+}
+
+/** Opens clients and stores, and closes every one of them in `closeAll()` (afterEach). */
+export class Fleet {
+  readonly #clients: TestClient[] = [];
+  readonly #stores: RedisStore[] = [];
+  constructor(
+    readonly kind: ClientKind,
+    readonly server: () => RedisServer,
+  ) {}
+
+  async client(): Promise<TestClient> {
+    const c = await connectClient(this.kind, this.server());
+    this.#clients.push(c);
+    return c;
+  }
+
+  /** A store on a client of its own: in these tests, one store stands for one process. */
+  async store(options: Omit<RedisStoreOptions, 'client'> = {}): Promise<RedisStore> {
+    const { client } = await this.client();
+    const store = redisStore({ client, prefix: 'test:', commandTimeoutMs: 500, ...options });
+    this.#stores.push(store);
+    return store;
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all(this.#stores.splice(0).map((s) => s.close()));
+    await Promise.all(this.#clients.splice(0).map((c) => c.close()));
+  }
+}
+
+/** Resolves on the next message of a diagnostics-style callback registration. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/** A private redis-server for this test file: started before its tests, killed after them. */
+export function privateRedis(): () => RedisServer {
+  let server: RedisServer | undefined;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(stopAllRedis);
+  return () => server!;
+}
+
+/** Members of one of a gate's sorted sets: `h` leases, `q` tickets (prefix `test:`). */
+export async function zcard(server: RedisServer, gate: string, suffix: 'h' | 'q'): Promise<number> {
+  return Number(await server.command('ZCARD', `test:{${gate}}:${suffix}`));
+}
+
+/** A fleet for one describe block: every store and client closed, and Redis emptied, after each test. */
+export function useFleet(kind: ClientKind, server: () => RedisServer): Fleet {
+  const fleet = new Fleet(kind, server);
+  afterEach(async () => {
+    await fleet.closeAll();
+    await server().command('FLUSHALL');
+  });
+  return fleet;
+}
