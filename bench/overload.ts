@@ -5,7 +5,7 @@
  *
  *   npm run bench:overload                       # full run, writes docs/benchmarks.md + docs/overload.svg
  *   npx tsx bench/overload.ts --no-write         # full run, print only
- *   npx tsx bench/overload.ts --smoke            # a few hundred tasks, two rows: checks, never speed
+ *   npx tsx bench/overload.ts --smoke            # a hundred tasks, two rows: checks, never speed
  *   npx tsx bench/overload.ts --scale 1 --row-seconds 10   # the seed's own time base (slow)
  *
  * The model (seed time base): a partner serving at most 40 requests at a time, 40 ms each
@@ -86,7 +86,7 @@ const { values: args } = parseArgs({
 
 const smoke = args.smoke === true;
 const scale = Number(args.scale);
-const maxTasks = smoke ? 300 : Number(args.tasks);
+const maxTasks = smoke ? 100 : Number(args.tasks);
 const rows = (
   args.rows ?? (smoke ? '10,60' : [...SEED_ROWS.map((r) => r.permits), PAST_THE_EDGE].join(','))
 )

@@ -255,7 +255,8 @@ async function bestOfRounds(
   const rounds: number[] = [];
   let maxActive = 0;
   let spent = 0;
-  while (rounds.length < MAX_ROUNDS && (rounds.length === 0 || spent < ROUNDS_BUDGET_MS)) {
+  const maxRounds = params.rounds ?? MAX_ROUNDS;
+  while (rounds.length < maxRounds && (rounds.length === 0 || spent < ROUNDS_BUDGET_MS)) {
     fullGc();
     const r = await round();
     rounds.push(r.ms);
@@ -268,8 +269,30 @@ async function bestOfRounds(
 
 async function main(): Promise<void> {
   const arg = process.argv[2];
-  if (arg === undefined) throw new Error('usage: semaphore-case.ts <CaseParams as JSON>');
-  const params = JSON.parse(arg) as CaseParams;
+  if (arg === undefined)
+    throw new Error('usage: semaphore-case.ts <CaseParams (or a list) as JSON>');
+  const parsed = JSON.parse(arg) as CaseParams | CaseParams[];
+  if (!Array.isArray(parsed)) {
+    const { result, exitNow } = await runCase(parsed);
+    await sendResult(result);
+    // Leftover work (a timer-paced queue, promises that never settle) must not hold the exit.
+    if (exitNow) process.exit(0);
+    return;
+  }
+  // A list (the smoke run): every case in this one process, one after the other. Nothing is
+  // measured then, so sharing a process costs nothing but saves a start-up per case.
+  const results: CaseResult[] = [];
+  for (const params of parsed) {
+    const started = performance.now();
+    results.push((await runCase(params)).result);
+    const ms = (performance.now() - started).toFixed(0);
+    process.stderr.write(`${params.lib} ${params.kind} n=${params.n}: ${ms} ms\n`);
+  }
+  await sendResult(results);
+  process.exit(0);
+}
+
+async function runCase(params: CaseParams): Promise<{ result: CaseResult; exitNow: boolean }> {
   const lib = libById(params.lib);
   const { permits, n, cycles } = params;
   const make = () => lib.make(permits, n);
@@ -331,9 +354,7 @@ async function main(): Promise<void> {
     result.maxActive <= permits,
     `${result.maxActive} tasks ran at once with ${permits} permits`,
   );
-  await sendResult(result);
-  // Leftover work (a timer-paced queue, promises that never settle) must not hold the exit.
-  if (exitNow) process.exit(0);
+  return { result, exitNow };
 }
 
 main().catch((error: unknown) => {

@@ -180,6 +180,8 @@ export interface CaseParams {
   cycles: number;
   /** Run a smaller untimed round first so the measured one runs warm code. */
   warmup: boolean;
+  /** Throughput rounds at most (default 3; the smoke run: 1). */
+  rounds?: number;
 }
 
 export interface CaseResult {

@@ -66,6 +66,13 @@ const {
 const ACQUIRE_KEYS = ['signal', 'timeout'] as const;
 
 /**
+ * `run()`'s callback as its implementations see it: the overloads promise a present signal to
+ * callers who passed one, and `undefined` may reach only callers who did not.
+ */
+export type RunCallback<T> = ((signal: AbortSignal) => T | PromiseLike<T>) &
+  ((signal: AbortSignal | undefined) => T | PromiseLike<T>);
+
+/**
  * A counting semaphore with a bounded FIFO queue, wait deadlines, abort, and permits that
  * return exactly once.
  *
@@ -314,12 +321,18 @@ export class Semaphore {
    * synchronously inside `run()`. A queued `fn` starts one microtask after its permit is
    * granted, in the async context (AsyncLocalStorage) of its `run()` call, not in the
    * releaser's and not on its stack. The permit is returned when `fn` settles, not when the
-   * signal aborts: `fn` gets the signal and should stop on it.
+   * signal aborts: `fn` gets the signal and should stop on it (typed as present when one is
+   * passed).
    */
+  run<T>(
+    fn: (signal: AbortSignal) => T | PromiseLike<T>,
+    options: AcquireOptions & { signal: AbortSignal },
+  ): Promise<T>;
   run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
-  ): Promise<T> {
+  ): Promise<T>;
+  run<T>(fn: RunCallback<T>, options?: AcquireOptions): Promise<T> {
     return this.#acquire(options, false, fn) as Promise<T>;
   }
 

@@ -17,7 +17,7 @@ import {
   UnknownHostError,
 } from '../src/index.js';
 import { type Partner, startPartner } from './helpers/partner.js';
-import { released } from './helpers/turns.js';
+import { released } from './helpers/until.js';
 
 // nock patches the global fetch as soon as it is imported; only the nock block below turns it
 // on. Everything else talks to real loopback servers through the real fetches.

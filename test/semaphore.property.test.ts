@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { PermitHoldTimeoutError, QueueFullError, QueueTimeoutError } from '../src/errors.js';
-import { MAX_RETRY_AFTER_MS, type Permit, Semaphore } from '../src/semaphore.js';
+import {
+  MAX_RETRY_AFTER_MS,
+  type Permit,
+  Semaphore,
+  type WaitTarget,
+  type WaitTicket,
+} from '../src/semaphore.js';
 import { expectInvariant } from './helpers/invariant.js';
 
 /*
@@ -9,8 +15,14 @@ import { expectInvariant } from './helpers/invariant.js';
  * wait deadline is ≡ 5 (mod 10) while every grant (hence every maxHold expiry) falls on a
  * multiple of 10, so a deadline never coincides with a take-back and the model needs no
  * tie-breaking between timers. Commands run synchronously; only `flush` lets microtasks run,
- * so an abort and a grant in one step race exactly like they do in one tick.
+ * so an abort and a grant in one step race exactly like they do in one tick. Callers use all
+ * three ways in: `acquire()` (told on the next microtask), `wait(target)` (told synchronously,
+ * cancelled by its ticket) and `run(fn)` (fn starts at once with a permit free, else a microtask
+ * after its grant; the permit returns when fn settles).
  */
+
+/** Replay a failure with HOSTGATE_FC_SEED=<seed printed by fast-check>; HOSTGATE_FC_RUNS for more. */
+const SEED = Number(process.env.HOSTGATE_FC_SEED ?? 0x5e4a);
 
 const realSetImmediate = globalThis.setImmediate;
 const flushMicrotasks = (): Promise<void> => new Promise((resolve) => realSetImmediate(resolve));
@@ -40,6 +52,24 @@ const commandArb = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('acquireAborted' as const) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('wait' as const),
+      timeout: fc.option(deadlineArb, { nil: undefined }),
+      hook: hookArb,
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('run' as const),
+      signal: fc.boolean(),
+      timeout: fc.option(deadlineArb, { nil: undefined }),
+    }),
+  },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('finish' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('tryAcquire' as const), hook: hookArb }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }) },
   {
@@ -86,14 +116,24 @@ interface Grant {
 
 interface Call {
   readonly id: number;
-  readonly kind: 'acquire' | 'try';
+  readonly kind: 'acquire' | 'try' | 'wait' | 'run';
   readonly hook: Hook;
   readonly controller: AbortController | undefined;
   /**
-   * queued: waiting in the gate; delivering: granted, the caller has not resumed yet;
-   * holding: the caller has its permit.
+   * queued: waiting in the gate; delivering: granted, the caller has not resumed yet (a run()
+   * task has not started); holding: the caller has its permit (its task runs); finishing: a
+   * run() task returned, its permit goes back on the next flush; done: that happened.
    */
-  status: 'queued' | 'delivering' | 'holding' | 'full' | 'timeout' | 'aborted' | 'refused';
+  status:
+    | 'queued'
+    | 'delivering'
+    | 'holding'
+    | 'finishing'
+    | 'done'
+    | 'full'
+    | 'timeout'
+    | 'aborted'
+    | 'refused';
   viaQueue: boolean;
   abortedBeforeDelivery: boolean;
   expectedReason: unknown;
@@ -101,6 +141,10 @@ interface Call {
   grant: Grant | undefined;
   callerReleased: boolean;
   readonly hookCalls: PermitHoldTimeoutError[];
+  /** wait(): its ticket. run(): whether fn started, and how to let it return. */
+  ticket: WaitTicket | undefined;
+  started: boolean;
+  finishTask: (() => void) | undefined;
   // observed
   settled: 'pending' | 'fulfilled' | 'rejected';
   settlements: number;
@@ -143,8 +187,12 @@ class Model {
     this.acquired++;
     call.grant = grant;
     call.viaQueue = viaQueue;
-    if (call.kind === 'try') call.status = 'holding';
-    else {
+    if (call.kind === 'try' || call.kind === 'wait') {
+      call.status = 'holding';
+      grant.hookSet = call.hook !== 'none';
+    } else if (call.kind === 'run' && !viaQueue) {
+      call.status = 'holding'; // fn starts synchronously inside run()
+    } else {
       call.status = 'delivering';
       this.delivering.push(call);
     }
@@ -183,6 +231,16 @@ class Model {
       call.deadline = this.now + (timeout ?? this.config.queueTimeout);
       this.queue.push(call);
     }
+  }
+
+  /** A wait() ticket's cancel: only a queued waiter leaves (synchronously told). */
+  cancel(call: Call, reason: unknown): void {
+    if (call.status !== 'queued') return;
+    this.queue.splice(this.queue.indexOf(call), 1);
+    call.status = 'aborted';
+    call.expectedReason = reason;
+    this.abortedWaiting++;
+    this.drain();
   }
 
   abort(call: Call): void {
@@ -227,10 +285,21 @@ class Model {
     this.now = target;
   }
 
-  /** Callers resume in grant order; a same-tick abort hands the permit straight back. */
-  flush(): void {
-    while (this.delivering.length > 0) {
-      const call = this.delivering.shift()!;
+  /**
+   * Every microtask runs: returned run() tasks give their permits back, callers resume in
+   * grant order (queued run() tasks start), and a same-tick abort hands the permit straight
+   * back. Grants made on the way are delivered in the same flush, as in one tick.
+   */
+  flush(calls: readonly Call[]): void {
+    for (;;) {
+      const finishing = calls.find((c) => c.status === 'finishing');
+      if (finishing !== undefined) {
+        finishing.status = 'done';
+        this.callerRelease(finishing.grant!);
+        continue;
+      }
+      const call = this.delivering.shift();
+      if (call === undefined) return;
       if (call.abortedBeforeDelivery) {
         call.status = 'aborted';
         this.free(call.grant!);
@@ -273,6 +342,9 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
         grant: undefined,
         callerReleased: false,
         hookCalls: [],
+        ticket: undefined,
+        started: false,
+        finishTask: undefined,
         settled: 'pending',
         settlements: 0,
         value: undefined,
@@ -297,6 +369,29 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
       );
     };
 
+    /** wait(): told synchronously, exactly once. */
+    const targetFor = (call: Call): WaitTarget => ({
+      granted(permit) {
+        call.settlements++;
+        call.settled = 'fulfilled';
+        call.value = permit;
+        attachHook(call, permit);
+      },
+      rejected(reason) {
+        call.settlements++;
+        call.settled = 'rejected';
+        call.value = reason;
+      },
+    });
+
+    /** run(): the task records that it started and returns when the schedule says `finish`. */
+    const taskFor = (call: Call) => () => {
+      call.started = true;
+      return new Promise<string>((resolve) => {
+        call.finishTask = () => resolve(`result ${call.id}`);
+      });
+    };
+
     const bind = (grant: Grant, permit: Permit): void => {
       if (grant.permit !== undefined) {
         expect(permit).toBe(grant.permit);
@@ -308,6 +403,11 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
     };
 
     const release = (call: Call): void => {
+      if (call.kind === 'run') {
+        call.finishTask!();
+        call.status = 'finishing';
+        return;
+      }
       call.grant!.permit!.release();
       call.callerReleased = true;
       model.callerRelease(call.grant!);
@@ -345,16 +445,32 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
           expect(error.partner).toBe('p');
         }
         if (call.kind === 'try') continue;
+        if (call.kind === 'run') {
+          // A queued task starts a microtask after its grant, never inside the release.
+          expect(call.started, `run ${call.id} started`).toBe(
+            ['holding', 'finishing', 'done'].includes(call.status),
+          );
+        }
         if (call.status === 'queued') expect(call.settled).toBe('pending');
-        if (!settledNow) continue;
+        // wait() targets are told synchronously; promises only once microtasks ran.
+        if (!settledNow && call.kind !== 'wait') continue;
         switch (call.status) {
           case 'queued':
           case 'delivering':
+          case 'finishing':
             expect(call.settled).toBe('pending');
             break;
           case 'holding':
+            if (call.kind === 'run') {
+              expect(call.settled).toBe('pending');
+              break;
+            }
             expect(call.settled).toBe('fulfilled');
             bind(call.grant!, call.value as Permit);
+            break;
+          case 'done':
+            expect(call.settled).toBe('fulfilled');
+            expect(call.value).toBe(`result ${call.id}`);
             break;
           case 'aborted':
             expect(call.settled).toBe('rejected');
@@ -380,7 +496,7 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
 
     const flush = async (): Promise<void> => {
       await flushMicrotasks();
-      model.flush();
+      model.flush(calls);
     };
 
     // Synchronous on purpose: awaiting between commands would let callers resume.
@@ -407,6 +523,39 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
           call.expectedReason = controller.signal.reason;
           break;
         }
+        case 'wait': {
+          const call = newCall('wait', command.hook);
+          model.acquire(call, command.timeout);
+          call.ticket = gate.wait(targetFor(call), command.timeout);
+          // A ticket only for a waiter that was queued: settled ones get none.
+          expect(call.ticket !== undefined).toBe(call.status === 'queued');
+          break;
+        }
+        case 'cancel': {
+          const candidates = calls.filter((c) => c.ticket !== undefined);
+          if (candidates.length === 0) break;
+          const call = candidates[command.pick % candidates.length]!;
+          const reason = new Error(`cancel ${call.id}`);
+          call.ticket!.cancel(reason);
+          model.cancel(call, reason);
+          break;
+        }
+        case 'run': {
+          const controller = command.signal ? new AbortController() : undefined;
+          const call = newCall('run', 'none', controller);
+          const options =
+            controller === undefined && command.timeout === undefined
+              ? undefined
+              : { signal: controller?.signal, timeout: command.timeout };
+          observe(call, gate.run(taskFor(call), options) as Promise<never>);
+          model.acquire(call, command.timeout);
+          break;
+        }
+        case 'finish': {
+          const candidates = calls.filter((c) => c.kind === 'run' && c.status === 'holding');
+          if (candidates.length > 0) release(candidates[command.pick % candidates.length]!);
+          break;
+        }
         case 'tryAcquire': {
           const call = newCall('try', command.hook);
           const canGrant = model.queue.length === 0 && model.held < model.limit;
@@ -424,7 +573,7 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
         case 'doubleRelease': {
           const again = command.kind === 'doubleRelease';
           const candidates = calls.filter(
-            (c) => c.status === 'holding' && c.callerReleased === again,
+            (c) => c.kind !== 'run' && c.status === 'holding' && c.callerReleased === again,
           );
           if (candidates.length > 0) release(candidates[command.pick % candidates.length]!);
           break;
@@ -469,9 +618,9 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
     for (let round = 0; round < 50; round++) {
       await flush();
       check(gate.held, true);
-      for (const call of calls) {
-        if (call.status === 'holding' && !call.callerReleased) release(call);
-      }
+      // Those holding now; a wait() granted by these releases is checked first, next round.
+      const holding = calls.filter((c) => c.status === 'holding' && !c.callerReleased);
+      for (const call of holding) release(call);
       check(gate.held, false);
       if (model.queue.length === 0 && model.held === 0 && model.delivering.length === 0) break;
       step({ kind: 'advance', ms: 100 });
@@ -489,6 +638,7 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
     for (const call of calls) {
       expect(call.settlements).toBe(call.kind === 'try' ? 0 : 1);
       if (call.status === 'holding') expect(call.callerReleased).toBe(true);
+      expect(call.status).not.toBe('finishing');
     }
   } finally {
     vi.useRealTimers();
@@ -503,9 +653,9 @@ describe('Semaphore under random schedules', () => {
         fc.array(commandArb, { minLength: 4, maxLength: 60, size: 'max' }),
         runSchedule,
       ),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.HOSTGATE_FC_RUNS ?? 200), seed: SEED },
     );
-  });
+  }, 120_000); // ~10 ms a schedule on a quiet machine; a busy one may take ten times that
 
   it('model check: a same-tick abort after a grant hands the permit to the next waiter', async () => {
     // A fixed schedule through the same model, so the race is covered on every run.

@@ -19,6 +19,7 @@ import {
   DEFAULT_QUEUE_TIMEOUT_MS,
   MAX_RETRY_AFTER_MS,
   type Permit,
+  type RunCallback,
   Semaphore,
   type SemaphoreStats,
   type WaitTarget,
@@ -118,6 +119,7 @@ export class SharedSemaphore extends Semaphore {
   #abortedWaiting = 0;
   #rejectedStore = 0;
   #leasesLost = 0;
+  #known = false;
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: RedisStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -139,6 +141,11 @@ export class SharedSemaphore extends Semaphore {
       options.queueTimeout === undefined
         ? DEFAULT_QUEUE_TIMEOUT_MS
         : durationMs('queueTimeout', options.queueTimeout);
+  }
+
+  /** Redis has answered this process about this gate before (so a missing state means a loss). */
+  get known(): boolean {
+    return this.#known;
   }
 
   override get queued(): number {
@@ -217,10 +224,15 @@ export class SharedSemaphore extends Semaphore {
     });
   }
 
-  override async run<T>(
+  override run<T>(
+    fn: (signal: AbortSignal) => T | PromiseLike<T>,
+    options: AcquireOptions & { signal: AbortSignal },
+  ): Promise<T>;
+  override run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
-  ): Promise<T> {
+  ): Promise<T>;
+  override async run<T>(fn: RunCallback<T>, options?: AcquireOptions): Promise<T> {
     const permit = await this.acquire(options);
     try {
       return await fn(options?.signal ?? undefined);
@@ -257,8 +269,9 @@ export class SharedSemaphore extends Semaphore {
   #send(waiter: SharedWaiter): void {
     waiter.state = SENDING;
     this.#store.acquire(this, waiter.id).then(
-      ({ granted, held, queued }) => {
+      ({ granted, held, queued, processes }) => {
         this.cluster(held, queued);
+        this.#processes = Math.max(1, processes);
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted || waiter.grantedEarly) this.#grant(waiter, true);
         else waiter.state = QUEUED;
@@ -368,6 +381,7 @@ export class SharedSemaphore extends Semaphore {
   }
 
   cluster(held: number, queued: number): void {
+    this.#known = true;
     this.#clusterHeld = held;
     this.#clusterQueued = queued;
   }

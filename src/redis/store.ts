@@ -107,15 +107,21 @@ export class RedisStore {
 
   /** Script arguments every script starts with. */
   #common(gate: SharedSemaphore): (string | number)[] {
-    const { leaseMs } = this.options;
-    return [gate.limit, leaseMs, leaseMs, `${this.options.prefix}wake:`];
+    const { leaseMs, heartbeatMs } = this.options;
+    // Recovery window after Redis lost a gate's state: two heartbeats, time for every live
+    // holder to register its leases again before anyone else is granted.
+    const known = gate.known ? 1 : 0;
+    return [gate.limit, leaseMs, leaseMs, `${this.options.prefix}wake:`, known, 2 * heartbeatMs];
   }
 
   /**
    * One round trip: a lease now, or a ticket in the queue. Rejects on error or timeout (the
    * store is then degraded); a late answer is still awaited by a release of the same id.
    */
-  acquire(gate: SharedSemaphore, id: string): Promise<{ granted: boolean } & ClusterCounts> {
+  acquire(
+    gate: SharedSemaphore,
+    id: string,
+  ): Promise<{ granted: boolean; processes: number } & ClusterCounts> {
     this.#tickets.set(id, gate);
     const raw = this.#whenReady().then(() =>
       this.#eval(scripts.acquire, gate.keys, [...this.#common(gate), this.processId, id]),
@@ -127,9 +133,14 @@ export class RedisStore {
     this.#inflight.set(id, settled);
     void settled.then(() => this.#inflight.delete(id));
     return this.#timed(raw).then(async (reply) => {
-      const [granted, held, queued] = reply as number[];
+      const [granted, held, queued, processes] = reply as number[];
       if (granted === 1 && this.options.replicas > 0) await this.#replicate();
-      return { granted: granted === 1, held: Number(held), queued: Number(queued) };
+      return {
+        granted: granted === 1,
+        held: Number(held),
+        queued: Number(queued),
+        processes: Number(processes),
+      };
     });
   }
 
@@ -243,17 +254,29 @@ export class RedisStore {
   async #beatGate(gate: SharedSemaphore): Promise<void> {
     const leases = gate.leaseIds();
     const tickets = gate.ticketIds();
-    const reply = (await this.#timed(
-      this.#eval(scripts.heartbeat, gate.keys, [
-        ...this.#common(gate),
-        this.processId,
-        leases.length,
-        ...leases,
-        ...tickets,
-      ]),
-    )) as [string[], string[], number, number, number];
-    const [lost, granted, held, queued, processes] = reply;
-    gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes));
+    const raw = this.#eval(scripts.heartbeat, gate.keys, [
+      ...this.#common(gate),
+      this.processId,
+      leases.length,
+      ...leases,
+      ...tickets,
+    ]);
+    // Its answer counts even after the timeout: a client that resends it after a reconnect
+    // registers lost leases there, and only that answer says they were lost.
+    raw.then(
+      (reply) => {
+        const [lost, granted, held, queued, processes] = reply as [
+          string[],
+          string[],
+          number,
+          number,
+          number,
+        ];
+        gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes));
+      },
+      () => undefined,
+    );
+    await this.#timed(raw);
   }
 
   #recovered(): void {

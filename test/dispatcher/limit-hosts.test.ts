@@ -25,8 +25,8 @@ import {
 } from '../../src/index.js';
 import { controllerApiOnly, settle } from '../helpers/gate-events.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { released } from '../helpers/turns.js';
 import { globalFetchTakesDispatcher } from '../helpers/undici.js';
+import { released } from '../helpers/until.js';
 
 let partner: Partner;
 let agent: Agent;

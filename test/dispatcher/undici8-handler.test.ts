@@ -3,8 +3,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostLimiter, limitHosts, type Semaphore } from '../../src/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { released } from '../helpers/turns.js';
 import { undiciMajor } from '../helpers/undici.js';
+import { released } from '../helpers/until.js';
 
 // undici 8 dropped the callback-API wrappers: every handler limitHosts sees speaks the
 // controller API only, and onRequestStart may fire again for the same request.
@@ -25,7 +25,7 @@ let agent: Agent;
 
 function gated(limit: number) {
   const limiter = new HostLimiter({
-    partners: [{ name: 'p', hosts: [partner.origin], limit, maxQueue: 100 }],
+    partners: [{ name: 'p', hosts: [partner.origin], limit, maxQueue: 100, queueTimeout: 10_000 }],
     unknownHosts: 'reject',
   });
   return { gate: limiter.gate('p')!, limiter };

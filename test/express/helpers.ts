@@ -126,4 +126,4 @@ export function watchProcess(): { warnings: Error[]; rejections: unknown[]; stop
  * (no timers): for state that settles a few turns after the promise a test awaited (a
  * cancelled call's permit returns after undici has closed its socket). Rejects if it never does.
  */
-export { turnsUntil } from '../helpers/turns.js';
+export { released, until } from '../helpers/until.js';

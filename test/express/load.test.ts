@@ -7,7 +7,8 @@ import { outbound, shed } from '../../middleware/index.js';
 import { HostLimiter } from '../../src/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { expressVersions, jsonParser, Signals, turnsUntil, watchProcess } from './helpers.js';
+import { prng } from '../helpers/prng.js';
+import { expressVersions, jsonParser, Signals, until, watchProcess } from './helpers.js';
 
 const CLIENTS = 1000;
 const CAP = 20;
@@ -55,7 +56,8 @@ describe.each(expressVersions)('burst on %s', (_name, makeApp) => {
     const handlers = new Counter();
     const entered = new Signals<void>();
     const hangers = new Set<string>();
-    for (let i = 0; i < CLIENTS; i++) if (Math.random() < DISCONNECT_SHARE) hangers.add(String(i));
+    const random = prng(0x10ad);
+    for (let i = 0; i < CLIENTS; i++) if (random() < DISCONNECT_SHARE) hangers.add(String(i));
     const app = makeApp();
     app.use((_req, res, next) => {
       openResponses.up();
@@ -152,7 +154,7 @@ describe.each(expressVersions)('burst on %s', (_name, makeApp) => {
                   if (settled) return;
                   req.destroy();
                   finish('hungUp');
-                }, Math.random() * 20),
+                }, random() * 20),
               );
             }
           });
@@ -163,7 +165,7 @@ describe.each(expressVersions)('burst on %s', (_name, makeApp) => {
       await handlers.zero();
       // A fetch rejects as soon as it is cancelled; its permit follows once undici has closed
       // the socket and the partner has seen it (afterTeardown): a few turns later.
-      await turnsUntil(() => gate.held === 0 && partner.active === 0, 'idle');
+      await until(() => gate.held === 0 && partner.active === 0, 'idle');
     } finally {
       clearInterval(sampler);
       agent.destroy();

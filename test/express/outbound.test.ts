@@ -14,7 +14,7 @@ import {
   type Listening,
   listen,
   Signals,
-  turnsUntil,
+  until,
   watchProcess,
   watchQueue,
 } from './helpers.js';
@@ -172,7 +172,7 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
         ClientDisconnectedError,
       );
       // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
       expect(gate.available).toBe(1);
       expectInvariant(gate);
@@ -224,7 +224,7 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       await partner.waitForClosedEarly(1);
       await outcomes.wait('ka-drop');
       // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
     } finally {
       agent.destroy();
@@ -256,7 +256,7 @@ describe.each(expressVersions)('outbound() on %s', (_name, makeApp) => {
       await partner.waitForClosedEarly(1);
       expect(await done).toBe(499);
       // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
-      await turnsUntil(() => gate.held === 0, 'released');
+      await until(() => gate.held === 0, 'released');
       expect(gate.held).toBe(0);
     } finally {
       await s.close();

@@ -13,7 +13,7 @@ import {
   type Listening,
   listen,
   Signals,
-  turnsUntil,
+  until,
   watchProcess,
 } from './helpers.js';
 
@@ -147,7 +147,7 @@ describe.each(expressVersions)('outbound({ perRequest }) on %s', (_name, makeApp
     }
     expect(partner.arrived).toBe(3);
     // A cancelled call's permit returns once the partner has seen the close (afterTeardown).
-    await turnsUntil(() => gate.held === 0, 'released');
+    await until(() => gate.held === 0, 'released');
     expect(gate.held).toBe(0);
     expectInvariant(gate);
   });

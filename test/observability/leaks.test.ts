@@ -1,8 +1,8 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { inspect } from 'node:util';
 import { Registry } from 'prom-client';
-import { Agent, request, fetch as undiciFetch } from 'undici';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { request, fetch as undiciFetch } from 'undici';
+import { describe, expect, it, vi } from 'vitest';
 import {
   detectLeaks,
   HostLimiter,
@@ -14,25 +14,14 @@ import {
 } from '../../src/index.js';
 import { registerMetrics } from '../../src/metrics/prometheus.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { useLoopback } from '../helpers/loopback.js';
 import { metricValue } from './prom-text.js';
 
-let partner: Partner;
-let agent: Agent;
-
-beforeEach(async () => {
-  partner = await startPartner();
-  agent = new Agent({ keepAliveTimeout: 1000 });
-});
-
-afterEach(async () => {
-  await agent.destroy();
-  await partner.close();
-});
+const loop = useLoopback();
 
 function setup(maxHold = 800) {
   const limiter = new HostLimiter({
-    partners: [{ name: 'partner', hosts: [partner.origin], limit: 2, maxHold }],
+    partners: [{ name: 'partner', hosts: [loop.partner.origin], limit: 2, maxHold }],
     unknownHosts: 'reject',
   });
   const registry = new Registry();
@@ -56,8 +45,8 @@ describe('leak detector', () => {
       onLeak: (suspect) => reported.push(suspect),
     });
     try {
-      const dispatcher = agent.compose(limitHosts(limiter));
-      const leaked = await request(`${partner.url}${UNREAD}`, { dispatcher }); // never read
+      const dispatcher = loop.agent.compose(limitHosts(limiter));
+      const leaked = await request(`${loop.partner.url}${UNREAD}`, { dispatcher }); // never read
       expect(gate.held).toBe(1);
       expect(limiter.leaks()).toEqual([]); // young: not a suspect yet
 
@@ -66,7 +55,7 @@ describe('leak detector', () => {
       expect(suspect).toMatchObject({
         partner: 'partner',
         method: 'GET',
-        origin: partner.origin,
+        origin: loop.partner.origin,
         path: '/ok', // the query (a token) is never reported
         leakWarnAfterMs: 150,
       });
@@ -108,7 +97,10 @@ describe('leak detector', () => {
     const detector = detectLeaks(limiter, { leakWarnAfter: 100, sweepEvery: 20 });
     try {
       const limited = limitFetch(undiciFetch, limiter);
-      const res = await limited(`${partner.url}${UNREAD}`, { method: 'GET', dispatcher: agent });
+      const res = await limited(`${loop.partner.url}${UNREAD}`, {
+        method: 'GET',
+        dispatcher: loop.agent,
+      });
       expect(res.status).toBe(200);
       await vi.waitFor(() => expect(detector.leaks()).toHaveLength(1), {
         timeout: 2000,
@@ -118,7 +110,7 @@ describe('leak detector', () => {
       expect(suspect).toMatchObject({
         partner: 'partner',
         method: 'GET',
-        origin: partner.origin,
+        origin: loop.partner.origin,
         path: '/ok',
       });
       expect(suspect!.acquiredFrom).toContain('leaks.test.ts');
@@ -180,14 +172,14 @@ describe('leak detector', () => {
       onLeak: (suspect) => reported.push(suspect),
     });
     try {
-      const dispatcher = agent.compose(limitHosts(limiter));
-      const viaRequest = await request(`${partner.url}${UNREAD}&api_key=k1`, {
+      const dispatcher = loop.agent.compose(limitHosts(limiter));
+      const viaRequest = await request(`${loop.partner.url}${UNREAD}&api_key=k1`, {
         dispatcher,
         headers: { authorization: 'Bearer s3cr3t-header' },
       });
       const limited = limitFetch(undiciFetch, limiter);
-      const viaFetch = await limited(`${partner.url}${UNREAD}&api_key=k2`, {
-        dispatcher: agent,
+      const viaFetch = await limited(`${loop.partner.url}${UNREAD}&api_key=k2`, {
+        dispatcher: loop.agent,
         headers: { authorization: 'Bearer s3cr3t-fetch' },
       });
       await vi.waitFor(() => expect(reported).toHaveLength(2), { timeout: 3000, interval: 10 });
@@ -212,7 +204,7 @@ describe('leak detector', () => {
           'path',
           'quietMs',
         ]);
-        expect(suspect).toMatchObject({ method: 'GET', path: '/ok', origin: partner.origin });
+        expect(suspect).toMatchObject({ method: 'GET', path: '/ok', origin: loop.partner.origin });
       }
       // The permits themselves keep no more than the report shows.
       for (const permit of gate.holders()) {

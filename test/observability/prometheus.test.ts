@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
-import { Agent, type Dispatcher, request } from 'undici';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { type Dispatcher, request } from 'undici';
+import { describe, expect, it, vi } from 'vitest';
 import {
   ClientDisconnectedError,
   createRetrier,
@@ -16,21 +16,10 @@ import {
 } from '../../src/index.js';
 import { registerMetrics } from '../../src/metrics/prometheus.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { useLoopback } from '../helpers/loopback.js';
 import { labelValues, metricValue, parseMetrics } from './prom-text.js';
 
-let partner: Partner;
-let agent: Agent;
-
-beforeEach(async () => {
-  partner = await startPartner();
-  agent = new Agent({ keepAliveTimeout: 1000 });
-});
-
-afterEach(async () => {
-  await agent.destroy();
-  await partner.close();
-});
+const loop = useLoopback();
 
 /** Every counter and gauge of one partner, as the registry renders them. */
 function scraped(text: string, p: string) {
@@ -89,21 +78,21 @@ describe('registerMetrics (prom-client)', () => {
   it('agrees with stats() and with the partner after mixed traffic with disconnects and shedding', async () => {
     const limiter = new HostLimiter({
       partners: [
-        { name: 'partner', hosts: [partner.origin], limit: 4, maxQueue: 3, queueTimeout: 150 },
+        { name: 'partner', hosts: [loop.partner.origin], limit: 4, maxQueue: 3, queueTimeout: 150 },
       ],
       unknownHosts: 'reject',
     });
     const gate = limiter.gate('partner')!;
     const registry = new Registry();
     registerMetrics(limiter, { registry });
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     const get = (path: string, signal?: AbortSignal) =>
-      request(`${partner.url}${path}`, { dispatcher, signal });
+      request(`${loop.partner.url}${path}`, { dispatcher, signal });
 
     // Four in flight at the partner, parked until released.
     const inFlight = [0, 1, 2, 3].map(() => new AbortController());
     const held = inFlight.map((c) => settle(get('/held', c.signal)));
-    await partner.waitForActive(4);
+    await loop.partner.waitForActive(4);
 
     // Three wait; one of them is cancelled by its client; two more are shed at once.
     const waitAbort = new AbortController();
@@ -123,8 +112,8 @@ describe('registerMetrics (prom-client)', () => {
     // Two clients disconnect mid-request (one as outbound() does, one plain abort()).
     inFlight[0]!.abort(new ClientDisconnectedError());
     inFlight[1]!.abort();
-    await partner.waitForClosedEarly(2);
-    partner.release(); // the other two answer
+    await loop.partner.waitForClosedEarly(2);
+    loop.partner.release(); // the other two answer
     const done = await Promise.all(held);
     for (const r of done.slice(2)) if (r.ok) await r.value.body.dump();
     expect(done.filter((r) => r.ok)).toHaveLength(2);
@@ -132,12 +121,12 @@ describe('registerMetrics (prom-client)', () => {
     // Then ordinary traffic through both client layers, with one body cancelled early.
     for (let i = 0; i < 5; i++) await drain(get('/ok?size=1000'));
     const limited = limitFetch((input: string, init?: RequestInit) => fetch(input, init), limiter);
-    for (let i = 0; i < 3; i++) await (await limited(`${partner.url}/ok?size=100`)).text();
+    for (let i = 0; i < 3; i++) await (await limited(`${loop.partner.url}/ok?size=100`)).text();
     const fetchAbort = new AbortController();
-    const res = await limited(`${partner.url}/stall`, { signal: fetchAbort.signal });
+    const res = await limited(`${loop.partner.url}/stall`, { signal: fetchAbort.signal });
     expect(res.status).toBe(200);
     fetchAbort.abort(new ClientDisconnectedError());
-    await partner.waitForClosedEarly(3);
+    await loop.partner.waitForClosedEarly(3);
 
     // An aborted request's permit may come back just after the partner saw the close.
     await vi.waitFor(() => expect(gate.held).toBe(0), { timeout: 2000, interval: 5 });
@@ -163,9 +152,9 @@ describe('registerMetrics (prom-client)', () => {
     });
     // The partner's own view: every permit was one request it saw, and every in-flight
     // abort was one request it saw closed early; it never saw more than the limit.
-    expect(partner.arrived).toBe(metrics.acquired);
-    expect(partner.closedEarly).toBe(metrics.abortedInFlight);
-    expect(partner.peak).toBeLessThanOrEqual(4);
+    expect(loop.partner.arrived).toBe(metrics.acquired);
+    expect(loop.partner.closedEarly).toBe(metrics.abortedInFlight);
+    expect(loop.partner.peak).toBeLessThanOrEqual(4);
 
     // Histograms: cumulative buckets ending in +Inf = count.
     const buckets = parseMetrics(text).filter(
@@ -239,13 +228,13 @@ describe('registerMetrics (prom-client)', () => {
 
   it('exports the retry layer’s retries per partner', async () => {
     const limiter = new HostLimiter({
-      partners: [{ name: 'partner', hosts: [partner.origin], limit: 4 }],
+      partners: [{ name: 'partner', hosts: [loop.partner.origin], limit: 4 }],
     });
     const retrier = createRetrier({ limiter, baseDelay: 1, sleep: () => Promise.resolve() });
     const registry = new Registry();
     registerMetrics(limiter, { registry, retrier });
     const fetchWithRetry = retrier.wrap(limitFetch(fetch, limiter));
-    const res = await fetchWithRetry(`${partner.url}/flaky?id=a&fails=2&code=503`);
+    const res = await fetchWithRetry(`${loop.partner.url}/flaky?id=a&fails=2&code=503`);
     expect(res.status).toBe(200);
     await res.text();
     const text = await registry.metrics();

@@ -1,7 +1,10 @@
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { PartnerStatus, StatusBody } from '../../middleware/index.js';
 import { statusHandler } from '../../middleware/index.js';
-import { HostLimiter } from '../../src/index.js';
+import { HostLimiter, Semaphore } from '../../src/index.js';
+import { registerMetrics } from '../../src/metrics/prometheus.js';
+import { metricValue } from './prom-text.js';
 import { type StatusScene, startStatusScene } from './status-scene.js';
 
 let scene: StatusScene;
@@ -118,5 +121,22 @@ describe('statusHandler', () => {
     expect(() => statusHandler(limiter, { colour: 'red' } as never)).toThrow(
       /unknown option "colour"/,
     );
+  });
+});
+
+describe('item 8: the first look sees a stall that began before it', () => {
+  it('status page and first Prometheus scrape mark a gate exhausted and silent since before', async () => {
+    let now = 0;
+    const gate = new Semaphore({ limit: 1, name: 'quiet', now: () => now });
+    const permit = gate.tryAcquire()!;
+    now = 10;
+    permit.noteProgress(); // headers arrived, then nothing
+    now = 10 + 10_000;
+    const page = statusHandler(gate, { stallAfter: 10_000, now: () => now });
+    expect(page.body().partners[0]).toMatchObject({ state: 'stalled', quietMs: 10_000 });
+    const registry = new Registry();
+    registerMetrics(gate, { registry, stallAfter: 10_000, now: () => now });
+    expect(metricValue(await registry.metrics(), 'hostgate_stalled', { partner: 'quiet' })).toBe(1);
+    permit.release();
   });
 });

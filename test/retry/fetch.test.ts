@@ -9,7 +9,7 @@ import {
   type RetrierOptions,
 } from '../../src/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { released } from '../helpers/turns.js';
+import { released } from '../helpers/until.js';
 
 // Partner answers are scripted with nock underneath limitFetch, over Node's global fetch.
 const origin = 'http://billing.test';

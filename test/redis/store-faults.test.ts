@@ -1,0 +1,190 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { afterEach, expect, it } from 'vitest';
+import { LeaseLostError, StoreUnavailableError } from '../../src/errors.js';
+import type { LeaseLostMessage, RedisStore } from '../../src/redis/index.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { CLIENT_KINDS, deferred, privateRedis, useFleet, zcard } from './clients.js';
+
+const redis = privateRedis();
+
+/** Resolves with the next message on a diagnostics channel whose `store` is `store` (if given). */
+function nextMessage<T>(name: string, store?: RedisStore): Promise<T> {
+  const { promise, resolve } = deferred<T>();
+  const listener = (message: unknown) => {
+    if (store !== undefined && (message as { store?: unknown }).store !== store) return;
+    unsubscribe(name, listener);
+    resolve(message as T);
+  };
+  subscribe(name, listener);
+  return promise;
+}
+
+/** Blocks the event loop: what a long GC pause or a synchronous hog does to a process. */
+function stall(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // spin
+  }
+}
+
+const FAST = { leaseMs: 1500, heartbeatMs: 100, commandTimeoutMs: 200 } as const;
+/** After an empty restart nobody is granted for two heartbeats: wide enough for a busy machine. */
+const RESTART = { leaseMs: 3000, heartbeatMs: 300, commandTimeoutMs: 200 } as const;
+
+for (const kind of CLIENT_KINDS) {
+  describeRedis(`a shared gate when Redis fails, on ${kind}`, () => {
+    const fleet = useFleet(kind, redis);
+    afterEach(() => {
+      redis().resume(); // a failed test must not leave Redis paused for the next one
+    });
+
+    it("'reject': a paused Redis sheds with StoreUnavailableError, and gating resumes after it", async () => {
+      const store = await fleet.store({ ...FAST, onStoreError: 'reject' });
+      const gate = store.semaphore({ name: 'paused', limit: 2, queueTimeout: 5000 });
+      const held = await gate.acquire();
+      const down = nextMessage('hostgate:store-error', store);
+      redis().pause();
+      const shed = await gate.acquire().catch((error: unknown) => error);
+      expect(shed).toBeInstanceOf(StoreUnavailableError);
+      expect((shed as StoreUnavailableError).retryAfterMs).toBeGreaterThan(0);
+      await down;
+      expect(gate.stats().shared.mode).toBe('reject');
+      // Degraded: the next caller is shed at once, without waiting for another timeout.
+      await expect(gate.acquire()).rejects.toBeInstanceOf(StoreUnavailableError);
+      const up = nextMessage('hostgate:store-up', store);
+      redis().resume();
+      await up;
+      const again = await gate.acquire();
+      expect(gate.stats().shared).toMatchObject({ mode: 'redis', held: 2 });
+      held.release();
+      again.release();
+      await store.settled();
+      expect(await zcard(redis(), 'paused', 'h')).toBe(0);
+      expect(gate.stats().shared.rejectedStoreUnavailable).toBe(2);
+    });
+
+    it("'local': a killed Redis leaves each process ceil(limit / processes), and Redis counts those permits once it is back", async () => {
+      const [a, b] = [await fleet.store(FAST), await fleet.store(FAST)];
+      const ga = a.semaphore({ name: 'killed', limit: 4, queueTimeout: 10_000 });
+      const gb = b.semaphore({ name: 'killed', limit: 4, queueTimeout: 10_000 });
+      (await gb.acquire()).release();
+      const fromRedis = await ga.acquire();
+      expect(ga.stats().shared.processes).toBe(2);
+      const down = nextMessage('hostgate:store-error', a);
+      await redis().kill();
+      const local = await ga.acquire(); // share = ceil(4 / 2) = 2, one of them held from Redis
+      await down;
+      expect(ga.stats().shared.mode).toBe('local');
+      const third = ga.acquire(); // over this process's share: it waits for Redis
+      expect(ga.held).toBe(2);
+      const up = nextMessage('hostgate:store-up', a);
+      const lost = nextMessage<LeaseLostMessage>('hostgate:lease-lost');
+      await redis().restart(); // empty: it forgot the lease granted before the outage
+      await up;
+      expect((await lost).partner).toBe('killed');
+      // Both permits in flight count in the restarted Redis: the one it forgot (counted as
+      // lost) and the one granted locally during the outage (registered, not lost); the waiter
+      // took a ticket there and got the third permit of four.
+      const thirdPermit = await third;
+      await a.settled();
+      expect(await zcard(redis(), 'killed', 'h')).toBe(3);
+      expect(ga.stats().shared).toMatchObject({ leasesLost: 1, mode: 'redis' });
+      for (const permit of [fromRedis, local, thirdPermit]) permit.release();
+      await a.settled();
+      expect(await zcard(redis(), 'killed', 'h')).toBe(0);
+      expect(a.errors).toBeGreaterThan(0);
+    });
+
+    it('after Redis restarts empty between heartbeats, leases are registered again and tickets re-queued', async () => {
+      const [a, b] = [await fleet.store(RESTART), await fleet.store(RESTART)];
+      const ga = a.semaphore({ name: 'restart', limit: 1, queueTimeout: 10_000 });
+      const gb = b.semaphore({ name: 'restart', limit: 1, queueTimeout: 10_000 });
+      const held = await ga.acquire();
+      const waiting = gb.acquire();
+      await b.settled();
+      const lost = nextMessage<LeaseLostMessage>('hostgate:lease-lost');
+      await redis().restart();
+      expect((await lost).partner).toBe('restart');
+      await a.settled();
+      expect(await zcard(redis(), 'restart', 'h')).toBe(1);
+      held.release();
+      (await waiting).release();
+      await b.settled();
+      expect(await zcard(redis(), 'restart', 'h')).toBe(0);
+    });
+
+    it('a lease lost to an event-loop stall is counted, published, and by option aborts its holder', async () => {
+      const store = await fleet.store({
+        leaseMs: 300,
+        heartbeatMs: 50,
+        commandTimeoutMs: 1000,
+        onLeaseLost: 'abort',
+      });
+      const gate = store.semaphore({ name: 'stall', limit: 1 });
+      const permit = await gate.acquire();
+      const stopped = deferred<unknown>();
+      permit.onHoldTimeout = (error) => stopped.resolve(error);
+      const lost = nextMessage<LeaseLostMessage>('hostgate:lease-lost');
+      stall(600);
+      const message = await lost;
+      expect(message).toMatchObject({ partner: 'stall', policy: 'abort' });
+      expect(await stopped.promise).toBeInstanceOf(LeaseLostError);
+      expect(gate.stats().shared.leasesLost).toBe(1);
+      // Never silently re-taken: it counts against the cap again until its holder lets go.
+      expect(await zcard(redis(), 'stall', 'h')).toBe(1);
+      permit.release();
+      await store.settled();
+      expect(await zcard(redis(), 'stall', 'h')).toBe(0);
+    });
+
+    it("a dead process's permits come back when its leases run out", async () => {
+      const dead = await fleet.client();
+      const { redisStore } = await import('../../src/redis/index.js');
+      const a = redisStore({
+        client: dead.client,
+        prefix: 'test:',
+        leaseMs: 600,
+        heartbeatMs: 100,
+      });
+      const ga = a.semaphore({ name: 'death', limit: 2 });
+      await ga.acquire();
+      await ga.acquire();
+      const b = await fleet.store({ leaseMs: 600, heartbeatMs: 100 });
+      const gb = b.semaphore({ name: 'death', limit: 2, queueTimeout: 10_000 });
+      const waiting = gb.acquire();
+      await b.settled();
+      await dead.close(); // a's heartbeats stop reaching Redis: as good as SIGKILL for a's leases
+      const permit = await waiting;
+      expect(gb.stats().shared.held).toBeLessThanOrEqual(2);
+      permit.release();
+      await a.close();
+    });
+
+    it('reloads its scripts after SCRIPT FLUSH, and an abort never overtakes its own acquire', async () => {
+      const store = await fleet.store(FAST);
+      const gate = store.semaphore({ name: 'flush', limit: 1, queueTimeout: 10_000 });
+      (await gate.acquire()).release();
+      await redis().command('SCRIPT', 'FLUSH');
+      // Granted by EVAL after NOSCRIPT, aborted in the same tick: the release follows the grant.
+      const controller = new AbortController();
+      const granted = gate.acquire({ signal: controller.signal });
+      controller.abort(new Error('gone'));
+      await expect(granted).rejects.toThrow('gone');
+      await redis().command('SCRIPT', 'FLUSH');
+      const held = await gate.acquire();
+      const queued = [1, 2, 3].map(() => {
+        const c = new AbortController();
+        const wait = gate.acquire({ signal: c.signal });
+        c.abort(new Error('gone'));
+        return wait.catch(() => 'aborted');
+      });
+      expect(await Promise.all(queued)).toEqual(['aborted', 'aborted', 'aborted']);
+      await store.settled();
+      expect(await zcard(redis(), 'flush', 'q')).toBe(0);
+      expect(await zcard(redis(), 'flush', 'h')).toBe(1);
+      held.release();
+      await store.settled();
+      expect(await zcard(redis(), 'flush', 'h')).toBe(0);
+    });
+  });
+}
