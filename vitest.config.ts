@@ -16,6 +16,8 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    // Type tests (test/types/*.test-d.ts, expectTypeOf) are checked by `npm run typecheck`:
+    // tsc covers test/ already, and vitest's typecheck mode would run it a second time (~30 s).
     testTimeout: 20_000,
     hookTimeout: 20_000,
   },

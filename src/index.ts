@@ -6,6 +6,8 @@ export type { AdaptiveAlgorithmName, AdaptiveOptions } from './adaptive/options.
 export {
   deadlineShedCount,
   expectedWaitMs,
+  formatDuration,
+  formatGrpcTimeout,
   type GateLoad,
   MAX_BUDGET_MS,
   parseDuration,
@@ -72,6 +74,7 @@ export {
   OTHER_ORIGINS,
   type PartnerMetrics,
   type RetryStatsSource,
+  type SharedPartnerMetrics,
   WAIT_BUCKETS_SECONDS,
 } from './metrics/collector.js';
 export {

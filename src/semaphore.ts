@@ -31,6 +31,7 @@ import {
   type WaitTarget,
   type WaitTicket,
 } from './permit.js';
+import { nextWaiter, parseQueueOrder } from './queue-order.js';
 import {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
@@ -55,6 +56,8 @@ const SEMAPHORE_KEYS = [
   'name',
   'leakWarnAfter',
   'now',
+  'queueOrder',
+  'lifoAfter',
 ] as const;
 const {
   acquire: acquireChannel,
@@ -66,6 +69,13 @@ const {
 } = channels;
 const ACQUIRE_KEYS = ['signal', 'timeout', 'weight'] as const;
 const WAIT_KEYS = ['timeout', 'weight'] as const;
+
+/**
+ * `run()`'s callback as its implementations see it: the overloads promise a present signal to
+ * callers who passed one, and `undefined` may reach only callers who did not.
+ */
+export type RunCallback<T> = ((signal: AbortSignal) => T | PromiseLike<T>) &
+  ((signal: AbortSignal | undefined) => T | PromiseLike<T>);
 
 /**
  * A counting semaphore with a bounded FIFO queue, wait deadlines, abort, and permits that
@@ -86,6 +96,8 @@ export class Semaphore {
   readonly #maxHoldTotal: number | undefined;
   readonly #name: string | undefined;
   readonly #now: () => number;
+  /** Adaptive LIFO's standing-queue age (ms); `undefined`: FIFO (queue-order.ts). */
+  readonly #lifoAfter: number | undefined;
 
   #held = 0;
   #queued = 0;
@@ -157,6 +169,7 @@ export class Semaphore {
     // The global, looked up per call: fake timers (vitest, sinon) replace globalThis.performance,
     // and the clock must run on the same time as the setTimeout deadlines it is compared with.
     this.#now = options.now ?? (() => performance.now());
+    this.#lifoAfter = parseQueueOrder(options.queueOrder, options.lifoAfter);
     this.#lastProgressAt = this.#now();
   }
 
@@ -336,12 +349,18 @@ export class Semaphore {
    * synchronously inside `run()`. A queued `fn` starts one microtask after its permit is
    * granted, in the async context (AsyncLocalStorage) of its `run()` call, not in the
    * releaser's and not on its stack. The permit is returned when `fn` settles, not when the
-   * signal aborts: `fn` gets the signal and should stop on it.
+   * signal aborts: `fn` gets the signal and should stop on it (typed as present when one is
+   * passed).
    */
+  run<T>(
+    fn: (signal: AbortSignal) => T | PromiseLike<T>,
+    options: AcquireOptions & { signal: AbortSignal },
+  ): Promise<T>;
   run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
-  ): Promise<T> {
+  ): Promise<T>;
+  run<T>(fn: RunCallback<T>, options?: AcquireOptions): Promise<T> {
     return this.#acquire(options, false, fn) as Promise<T>;
   }
 
@@ -511,7 +530,7 @@ export class Semaphore {
   }
 
   /**
-   * Grants to waiters, oldest first, while permits are free. A WaitTarget runs inside this
+   * Grants to waiters, oldest first (newest first under adaptive LIFO), while permits are free. A WaitTarget runs inside this
    * loop and may release (and so drain) again: the inner call returns at once and this loop
    * picks up its work, so a chain of synchronous failures cannot grow the stack.
    */
@@ -519,12 +538,13 @@ export class Semaphore {
     if (this.#draining) return;
     this.#draining = true;
     try {
-      // FIFO in weight units: a heavy head waits for room, and nobody behind overtakes it.
-      while (this.#head !== undefined && this.#held + this.#head.weight <= this.#limit) {
-        const waiter = this.#head;
-        this.#dequeue(waiter);
+      while (this.#head !== undefined && this.#held < this.#limit) {
         // One clock read serves every grant of this pass (and the release that started it).
         now ??= this.#now();
+        const waiter = nextWaiter(this.#head, this.#tail!, now, this.#lifoAfter);
+        // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
+        if (this.#held + waiter.weight > this.#limit) break;
+        this.#dequeue(waiter);
         waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now, waiter.weight));
       }
     } finally {

@@ -35,7 +35,9 @@ describe("withDispatcher: Node's global fetch through a limited dispatcher, type
     'gates 100 global fetch calls at the partner limit, and an abort while queued returns the place at once',
     async () => {
       const limiter = new HostLimiter({
-        partners: [{ name: 'p', hosts: [partner.origin], limit: 4, maxQueue: 200 }],
+        partners: [
+          { name: 'p', hosts: [partner.origin], limit: 4, maxQueue: 200, queueTimeout: 10_000 },
+        ],
       });
       const gate = limiter.gate('p')!;
       const dispatcher = agent.compose(limitHosts(limiter));

@@ -19,6 +19,7 @@ import {
   DEFAULT_QUEUE_TIMEOUT_MS,
   MAX_RETRY_AFTER_MS,
   type Permit,
+  type RunCallback,
   Semaphore,
   type SemaphoreStats,
   type WaitTarget,
@@ -223,10 +224,15 @@ export class SharedSemaphore extends Semaphore {
     });
   }
 
-  override async run<T>(
+  override run<T>(
+    fn: (signal: AbortSignal) => T | PromiseLike<T>,
+    options: AcquireOptions & { signal: AbortSignal },
+  ): Promise<T>;
+  override run<T>(
     fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
     options?: AcquireOptions,
-  ): Promise<T> {
+  ): Promise<T>;
+  override async run<T>(fn: RunCallback<T>, options?: AcquireOptions): Promise<T> {
     const permit = await this.acquire(options);
     try {
       return await fn(options?.signal ?? undefined);

@@ -25,7 +25,7 @@ let agent: Agent;
 
 function gated(limit: number) {
   const limiter = new HostLimiter({
-    partners: [{ name: 'p', hosts: [partner.origin], limit, maxQueue: 100 }],
+    partners: [{ name: 'p', hosts: [partner.origin], limit, maxQueue: 100, queueTimeout: 10_000 }],
     unknownHosts: 'reject',
   });
   return { gate: limiter.gate('p')!, limiter };

@@ -61,7 +61,9 @@ const collect = async () => (await reader.collect()).resourceMetrics;
 describe('hostgate/otel: the per-partner instruments on an OpenTelemetry meter', () => {
   it('reports leases, queue, results and durations after real traffic through a gate', async () => {
     const limiter = new HostLimiter({
-      partners: [{ name: 'billing', hosts: [partner.origin], limit: 3, maxQueue: 5 }],
+      partners: [
+        { name: 'billing', hosts: [partner.origin], limit: 3, maxQueue: 5, queueTimeout: 10_000 },
+      ],
     });
     const gate = limiter.gate('billing')!;
     const meter = provider.getMeter('test');

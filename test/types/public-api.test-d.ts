@@ -1,7 +1,7 @@
 // Type tests: `npm run typecheck` (tsc over test/) fails when one of these stops compiling.
 import { Agent, Client, Pool } from 'undici';
 import { Agent as Agent8, Client as Client8, Pool as Pool8 } from 'undici8';
-import { describe, it } from 'vitest';
+import { describe, expectTypeOf, it } from 'vitest';
 import { HostLimiter, limitGate, limitHosts, Semaphore, withDispatcher } from '../../src/index.js';
 
 const limiter = new HostLimiter({ partners: [{ name: 'p', hosts: ['p.test'], limit: 2 }] });
@@ -29,5 +29,32 @@ describe("withDispatcher types Node's global fetch with a dispatcher", () => {
     void fetch('http://p.test', withDispatcher(new Agent8().compose(limitHosts(limiter))));
     // @ts-expect-error not a dispatcher
     withDispatcher({ dispatcher: new Agent() });
+  });
+});
+
+describe('Semaphore.run', () => {
+  it('types the signal as present in the callback when one is passed', () => {
+    const ac = new AbortController();
+    void gate.run(
+      (signal) => {
+        expectTypeOf(signal).toEqualTypeOf<AbortSignal>();
+        return signal.aborted;
+      },
+      { signal: ac.signal, timeout: 100 },
+    );
+    void gate.run((signal) => {
+      expectTypeOf(signal).toEqualTypeOf<AbortSignal | undefined>();
+    });
+    void gate.run((signal) => expectTypeOf(signal).toEqualTypeOf<AbortSignal | undefined>(), {
+      timeout: 100,
+    });
+  });
+  it('refuses a callback that needs a signal when none is passed', () => {
+    // @ts-expect-error no signal in the options: the callback may get undefined
+    void gate.run((signal: AbortSignal) => signal.aborted, { timeout: 100 });
+  });
+  it('resolves to what the callback returns', () => {
+    expectTypeOf(gate.run(() => 42)).toEqualTypeOf<Promise<number>>();
+    expectTypeOf(gate.run(async () => 'x')).toEqualTypeOf<Promise<string>>();
   });
 });
