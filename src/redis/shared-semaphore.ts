@@ -485,12 +485,14 @@ export class SharedSemaphore extends Semaphore {
 
   /**
    * While Redis is unreachable under 'local': grant in arrival order up to this process's share,
-   * `localLimit` or `ceil(limit / processes last seen)`, counting permits still held from Redis.
+   * `localLimit` or `ceil(limit / processes last seen)` (1 if it never reached Redis), counting
+   * permits still held from Redis.
    */
   #serveFallback(): void {
     const { localLimit, onStoreError } = this.#store.options;
     if (!this.#store.degraded || onStoreError !== 'local') return;
-    const share = localLimit ?? Math.ceil(this.limit / this.#processes);
+    // A process that never heard from Redis knows no fleet size: one permit until it does.
+    const share = localLimit ?? (this.#known ? Math.ceil(this.limit / this.#processes) : 1);
     for (const waiter of [...this.#waiters]) {
       if (this.held >= share) return;
       if (waiter.state === FALLBACK) this.#grant(waiter, false);
