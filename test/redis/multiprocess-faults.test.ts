@@ -164,17 +164,24 @@ describeRedis('Redis paused, killed, restarted and failed over under a shared ga
       queueTimeout: 5000,
     });
     const loaded = load(replicas, 300, 1400);
-    await partner.waitForArrived(150);
+    await partner.waitForArrived(100);
     expect(partner.peak).toBeLessThanOrEqual(CAP + 1);
 
+    // The worst case of asynchronous replication: the standby stops receiving while grants go
+    // on (every lease it knows of runs out meanwhile), then the primary dies and the standby
+    // takes over with none of the current holders.
+    standby.pause();
+    const pausedAt = partner.arrived;
+    await partner.waitForArrived(pausedAt + 100);
     await primary.kill();
+    standby.resume();
     await standby.promote();
     proxy.switchTo(standby.port);
     partner.resetPeak();
     expect((await loaded).map((r) => r.other)).toEqual([0, 0, 0]);
     const failoverPeak = partner.peak;
-    // The README's bound for a failover: at most the grants the replica had not received (at
-    // most the cap), for at most one lease.
+    // The bound for a failover: the grants the standby never received (at most the cap) come
+    // on top of the cap until their holders' next heartbeat registers them again.
     expect(failoverPeak).toBeLessThanOrEqual(2 * CAP);
     console.log(`failover: partner peak ${failoverPeak} with a shared cap of ${CAP}`);
 
