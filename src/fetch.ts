@@ -1,5 +1,4 @@
 import { publishRequestError, publishResponse } from './diagnostics.js';
-import { afterTeardown } from './dispatcher/permit-request.js';
 import type { PermitHoldTimeoutError } from './errors.js';
 import { HostLimiter, type HostLimiterOptions } from './host-limiter.js';
 import { describe, optionalSignal } from './options.js';
@@ -331,4 +330,9 @@ function keepIdentity(target: ResponseLike, url: string, redirected: boolean, ty
       writable: true,
     },
   });
+}
+
+/** Three event-loop turns: until limitFetch follows the dispatcher's teardown policy. */
+function afterTeardown(fn: () => void): void {
+  setImmediate(() => setImmediate(() => setImmediate(fn)));
 }

@@ -73,6 +73,7 @@ export {
   OTHER_ORIGINS,
   type PartnerMetrics,
   type RetryStatsSource,
+  type SharedPartnerMetrics,
   WAIT_BUCKETS_SECONDS,
 } from './metrics/collector.js';
 export {

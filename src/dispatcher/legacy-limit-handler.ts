@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { publishResponse } from '../diagnostics.js';
-import { PermitRequest } from './permit-request.js';
+import { GatedRequest } from './gated-request.js';
 
 /** undici's callback handler API, which its own `request`, `stream` and `fetch` still speak. */
 export interface LegacyHandler {
@@ -20,11 +20,11 @@ export interface LegacyHandler {
 }
 
 /**
- * A permit for a request whose caller speaks undici's callback API. Passing those callbacks
- * straight through spares undici converting headers to objects and back on every response,
- * which costs more than the whole limiter; the inner dispatcher uses this handler as it is.
+ * A gated request whose caller speaks undici's callback API. Passing those callbacks straight
+ * through spares undici converting headers to objects and back on every response, which costs
+ * more than the whole limiter; the inner dispatcher uses this handler as it is.
  */
-export class LegacyLimitHandler extends PermitRequest implements LegacyHandler {
+export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
   readonly #handler: LegacyHandler;
   #abortInner: ((reason?: Error) => void) | undefined = undefined;
 
@@ -32,34 +32,31 @@ export class LegacyLimitHandler extends PermitRequest implements LegacyHandler {
     dispatch: Dispatcher.Dispatch,
     opts: Dispatcher.DispatchOptions,
     handler: LegacyHandler,
+    holdAfterAbortMs: number,
   ) {
-    super(dispatch, opts);
+    super(dispatch, opts, holdAfterAbortMs);
     this.#handler = handler;
   }
 
-  protected startEarly(): void {
-    this.#handler.onConnect?.((reason?: Error) => this.abort(reason), {});
+  protected startCaller(): void {
+    this.#handler.onConnect?.(this.callerAbort, {});
   }
 
-  protected failCaller(reason: unknown): void {
-    this.#handler.onError?.(reason as Error);
+  protected errorCaller(error: Error): void {
+    this.#handler.onError?.(error);
   }
 
-  protected abortInner(reason: unknown): boolean {
-    if (this.#abortInner === undefined) return false;
-    this.#abortInner(reason as Error);
-    return true;
+  protected abortInner(reason: Error): void {
+    this.#abortInner?.(reason);
   }
 
-  onConnect(abort: (reason?: Error) => void, context?: object): void {
+  onConnect(abort: (reason?: Error) => void): void {
     this.#abortInner = abort;
-    // On the fast path the caller gets undici's own abort: its abort needs no detour through us.
-    if (!this.startedEarly) this.#handler.onConnect?.(abort, context);
-    if (this.isAborted) abort(this.abortReason as Error);
+    this.innerStarted();
   }
 
   onResponseStarted(): void {
-    this.#handler.onResponseStarted?.();
+    if (!this.settled) this.#handler.onResponseStarted?.();
   }
 
   onHeaders(
@@ -68,29 +65,28 @@ export class LegacyLimitHandler extends PermitRequest implements LegacyHandler {
     resume: () => void,
     statusText: string,
   ): boolean {
+    if (this.settled) return true;
     this.progressed();
     publishResponse(this.permit, statusCode, rawHeaders); // adaptive limits: RTT and status
     return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.settled) return true;
     this.progressed();
     return this.#handler.onData?.(chunk) ?? true;
   }
 
   onComplete(trailers: string[] | null): void {
-    this.release();
-    this.#handler.onComplete?.(trailers);
+    if (this.innerEnded()) this.#handler.onComplete?.(trailers);
   }
 
   onError(error: Error): void {
-    this.failed(error);
-    this.#handler.onError?.(error);
+    this.innerFailed(error);
   }
 
   onUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {
     // The partner answered; the socket now belongs to the caller's protocol.
-    this.release();
-    this.#handler.onUpgrade?.(statusCode, rawHeaders, socket);
+    if (this.innerEnded()) this.#handler.onUpgrade?.(statusCode, rawHeaders, socket);
   }
 }

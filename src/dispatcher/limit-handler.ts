@@ -1,74 +1,53 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { publishResponse } from '../diagnostics.js';
-import { PermitRequest } from './permit-request.js';
+import { GatedRequest } from './gated-request.js';
 
 type Controller = Dispatcher.DispatchController;
 type Handler = Dispatcher.DispatchHandler;
 type Headers = Parameters<NonNullable<Handler['onResponseStart']>>[2];
 
 /**
- * A permit for a request whose caller speaks undici's controller API (`onRequestStart`, …).
- *
- * It is both the handler the inner dispatcher calls and the controller the caller sees, so a
- * request costs one object: the caller's abort/pause/resume reach the inner controller once
- * there is one. Later callbacks (end-then-error, an undefined controller) release nothing more.
+ * A gated request whose caller speaks undici's controller API (`onRequestStart`, …). The caller
+ * gets a {@link GateController} of its own: outer handlers may change that object (undici's
+ * `dump` replaces `controller.abort`), and none of the gate's own paths go through it.
  */
-export class LimitHandler extends PermitRequest implements Handler, Controller {
+export class LimitHandler extends GatedRequest implements Handler {
   readonly #handler: Handler;
+  readonly #controller: GateController;
   #inner: Controller | undefined = undefined;
-  #paused = false;
-  rawHeaders: Controller['rawHeaders'] = null;
-  rawTrailers: Controller['rawTrailers'] = null;
 
-  constructor(dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, handler: Handler) {
-    super(dispatch, opts);
+  constructor(
+    dispatch: Dispatcher.Dispatch,
+    opts: Dispatcher.DispatchOptions,
+    handler: Handler,
+    holdAfterAbortMs: number,
+  ) {
+    super(dispatch, opts, holdAfterAbortMs);
     this.#handler = handler;
+    this.#controller = new GateController(this);
   }
 
-  protected startEarly(): void {
-    this.#handler.onRequestStart?.(this, {});
+  protected startCaller(): void {
+    this.#handler.onRequestStart?.(this.#controller, {});
   }
 
-  protected failCaller(reason: unknown): void {
-    this.#handler.onResponseError?.(this, reason as Error);
+  protected errorCaller(error: Error): void {
+    this.#handler.onResponseError?.(this.#controller, error);
   }
 
-  protected abortInner(reason: unknown): boolean {
-    if (this.#inner === undefined) return false;
-    this.#inner.abort(reason as Error);
-    return true;
+  protected abortInner(reason: Error): void {
+    this.#inner?.abort(reason);
   }
 
-  // --- controller (what the caller sees) ---------------------------------------------------
-
-  get paused(): boolean {
-    return this.#paused;
-  }
-  get reason(): Error | null {
-    return this.abortReason as Error | null;
-  }
-  get aborted(): boolean {
-    return this.isAborted;
+  /** @internal the caller's pause and resume, once the inner request exists */
+  get inner(): Controller | undefined {
+    return this.#inner;
   }
 
-  pause(): void {
-    this.#paused = true;
-    this.#inner?.pause();
-  }
-
-  resume(): void {
-    this.#paused = false;
-    this.#inner?.resume();
-  }
-
-  // --- handler (what the inner dispatcher calls) -------------------------------------------
-
-  onRequestStart(controller: Controller, context: unknown): void {
+  onRequestStart(controller: Controller): void {
     this.#inner = controller;
-    if (!this.startedEarly) this.#handler.onRequestStart?.(this, context);
-    if (this.isAborted) controller.abort(this.abortReason as Error);
-    else if (this.#paused) controller.pause();
+    if (this.innerStarted() && this.#controller.paused) controller.pause();
   }
 
   onRequestUpgrade(
@@ -78,9 +57,9 @@ export class LimitHandler extends PermitRequest implements Handler, Controller {
     socket: Duplex,
   ): void {
     // The partner answered; the socket now belongs to the caller's protocol.
-    this.release();
-    this.rawHeaders = controller?.rawHeaders ?? null;
-    this.#handler.onRequestUpgrade?.(this, statusCode, headers, socket);
+    if (!this.innerEnded()) return;
+    this.#controller.rawHeaders = controller?.rawHeaders ?? null;
+    this.#handler.onRequestUpgrade?.(this.#controller, statusCode, headers, socket);
   }
 
   onResponseStart(
@@ -89,25 +68,62 @@ export class LimitHandler extends PermitRequest implements Handler, Controller {
     headers: Headers,
     statusMessage?: string,
   ): void {
+    if (this.settled) return;
     this.progressed();
     publishResponse(this.permit, statusCode, headers); // adaptive limits: RTT and status
-    this.rawHeaders = controller?.rawHeaders ?? null;
-    this.#handler.onResponseStart?.(this, statusCode, headers, statusMessage);
+    this.#controller.rawHeaders = controller?.rawHeaders ?? null;
+    this.#handler.onResponseStart?.(this.#controller, statusCode, headers, statusMessage);
   }
 
   onResponseData(_controller: Controller, chunk: Buffer): void {
+    if (this.settled) return;
     this.progressed();
-    this.#handler.onResponseData?.(this, chunk);
+    this.#handler.onResponseData?.(this.#controller, chunk);
   }
 
   onResponseEnd(controller: Controller, trailers: Headers): void {
-    this.release();
-    this.rawTrailers = controller?.rawTrailers ?? null;
-    this.#handler.onResponseEnd?.(this, trailers);
+    if (!this.innerEnded()) return;
+    this.#controller.rawTrailers = controller?.rawTrailers ?? null;
+    this.#handler.onResponseEnd?.(this.#controller, trailers);
   }
 
-  onResponseError(_controller: Controller | undefined, error: unknown): void {
-    this.failed(error);
-    this.#handler.onResponseError?.(this, error as Error);
+  onResponseError(_controller: Controller | undefined, error: Error): void {
+    this.innerFailed(error);
+  }
+}
+
+/** The controller the caller sees: its abort, pause and resume reach the request through here. */
+class GateController implements Controller {
+  readonly #request: LimitHandler;
+  #paused = false;
+  rawHeaders: Controller['rawHeaders'] = null;
+  rawTrailers: Controller['rawTrailers'] = null;
+
+  constructor(request: LimitHandler) {
+    this.#request = request;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+  get aborted(): boolean {
+    return this.#request.aborted;
+  }
+  get reason(): Error | null {
+    return this.#request.abortReason;
+  }
+
+  abort(reason?: Error): void {
+    this.#request.callerAbort(reason);
+  }
+
+  pause(): void {
+    this.#paused = true;
+    this.#request.inner?.pause();
+  }
+
+  resume(): void {
+    this.#paused = false;
+    this.#request.inner?.resume();
   }
 }

@@ -1,4 +1,4 @@
-import type { Dispatcher } from 'undici';
+import { type Dispatcher, errors } from 'undici';
 import { HostLimiter, type HostLimiterOptions } from '../host-limiter.js';
 import { describe } from '../options.js';
 import { Semaphore } from '../semaphore.js';
@@ -15,6 +15,11 @@ import { LimitHandler } from './limit-handler.js';
  * `agent.compose(limitHosts(limiter), interceptors.retry(), interceptors.redirect())`
  * (in `compose(a, b)`, `b` is the outermost).
  *
+ * The gate is picked by the request's `opts.origin`, which undici's `request`, `fetch` and
+ * `stream` set from their URL. A request without one (`client.request({ path })` on a `Client` or
+ * `Pool`, which know their origin themselves) fails with undici's `InvalidArgumentError`: for a
+ * Client or Pool use `limitGate(limiter.gateFor(origin))`.
+ *
  * Works with undici 7 and undici 8 (a peer dependency): the returned interceptor fits the
  * `compose` of either version's `Agent`, `Pool` and `Client`.
  *
@@ -30,12 +35,12 @@ export function limitHosts(
     limiterOrOptions instanceof HostLimiter ? limiterOrOptions : new HostLimiter(limiterOrOptions);
   const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function limitedDispatch(opts, handler) {
-      let gate: ReturnType<HostLimiter['gateFor']>;
+      let gate: Semaphore | undefined;
       try {
-        gate = limiter.gateFor(opts.origin as string | URL);
+        gate = gateOf(limiter, opts);
       } catch (error) {
-        // Bad URL, unknown host under 'reject', every per-origin gate busy: the request fails
-        // before it starts, as a dispatch error.
+        // Unknown host under 'reject', every per-origin gate busy, a bad origin: the request
+        // fails before it starts, as a dispatch error (one terminal callback, as undici does).
         handler.onResponseError?.(
           undefined as unknown as Dispatcher.DispatchController,
           error as Error,
@@ -49,9 +54,30 @@ export function limitHosts(
 }
 
 /**
+ * The gate of a request's origin. What undici's Agent would refuse (no origin, an empty one, not
+ * http(s)) is refused with undici's own error (`InvalidArgumentError`, `UND_ERR_INVALID_ARG`):
+ * limitHosts changes no error's type.
+ */
+function gateOf(limiter: HostLimiter, opts: Dispatcher.DispatchOptions): Semaphore | undefined {
+  const origin = opts.origin;
+  if (origin == null || origin === '') {
+    throw new errors.InvalidArgumentError(
+      'opts.origin must be a non-empty string or URL. limitHosts picks the gate by origin: on a Client or Pool (whose requests carry none) use limitGate(limiter.gateFor(origin)).',
+    );
+  }
+  try {
+    return limiter.gateFor(origin as string | URL);
+  } catch (error) {
+    if ((error as Error).constructor !== TypeError) throw error;
+    throw new errors.InvalidArgumentError((error as Error).message);
+  }
+}
+
+/**
  * An undici interceptor that holds a permit of one gate per request: every request the
  * dispatcher sends, whatever its host, from dispatch until its response has ended. Used by
- * `hostgate/express` for `perRequest`; also a plain "at most N at once" for a dispatcher.
+ * `hostgate/express` for `perRequest`; also a plain "at most N at once" for a dispatcher, and
+ * the way to gate a `Client` or `Pool` (one origin): `limitGate(limiter.gateFor(origin)!)`.
  *
  * @example
  * const dispatcher = new Agent().compose(limitGate(new Semaphore({ limit: 8, name: 'batch' })));
@@ -76,10 +102,9 @@ function dispatchThrough(
   // undici hands interceptors a handler with both APIs when its caller spoke the callback
   // one (request, stream, fetch do): keep to that API and undici converts nothing.
   const legacy = handler as LegacyHandler;
-  const limited =
+  const request =
     typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
-      ? new LegacyLimitHandler(dispatch, opts, legacy)
-      : new LimitHandler(dispatch, opts, handler);
-  const permit = gate.tryAcquire();
-  return permit === undefined ? limited.wait(gate) : limited.dispatchWith(permit);
+      ? new LegacyLimitHandler(dispatch, opts, legacy, 0)
+      : new LimitHandler(dispatch, opts, handler, 0);
+  return request.start(gate);
 }

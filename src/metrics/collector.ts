@@ -117,6 +117,34 @@ export interface PartnerMetrics {
   quietMs: number | null;
   /** Exhausted (no permit free) and quiet for `stallAfter`: the leak signature. */
   stalled: boolean;
+  /**
+   * A gate shared by every replica (`hostgate/redis`): the whole cluster's view, as of its last
+   * Redis answer. The fields above are this process's. `null` for a local gate.
+   */
+  shared: SharedPartnerMetrics | null;
+}
+
+/** The cluster-wide numbers of a shared partner. */
+export interface SharedPartnerMetrics {
+  /** Permits held by every process together. */
+  inUse: number;
+  /** Callers of every process waiting in Redis. */
+  queued: number;
+  /** Processes that used the gate within a lease. */
+  processes: number;
+  /** Redis answers; false while the store's `onStoreError` policy is in force. */
+  storeUp: boolean;
+  /** Leases Redis lost while this process held them (stalls, a Redis restart). */
+  leasesLost: number;
+}
+
+/** What a shared gate's `stats()` adds (read by shape: metrics do not import hostgate/redis). */
+interface SharedStatsView {
+  held: number;
+  queued: number;
+  processes: number;
+  mode: string;
+  leasesLost: number;
 }
 
 const COLLECTOR_KEYS = ['maxOriginLabels', 'stallAfter', 'retrier', 'now'] as const;
@@ -295,6 +323,7 @@ export class MetricsCollector {
     let maxQueue = 0;
     let quietMs: number | null = null;
     let stalled = false;
+    let shared: SharedPartnerMetrics | null = null;
     for (const gate of gates) {
       limit += gate.limit;
       const controlled = controllerOf(gate)?.stats();
@@ -304,7 +333,17 @@ export class MetricsCollector {
       inUse += gate.held;
       available += gate.available;
       queued += gate.queued;
-      maxQueue += gate.stats().maxQueue;
+      const stats = gate.stats();
+      maxQueue += stats.maxQueue;
+      const view = (stats as { shared?: SharedStatsView }).shared;
+      if (view !== undefined) {
+        shared ??= { inUse: 0, queued: 0, processes: 0, storeUp: true, leasesLost: 0 };
+        shared.inUse += view.held;
+        shared.queued += view.queued;
+        shared.processes = Math.max(shared.processes, view.processes);
+        shared.storeUp &&= view.mode === 'redis';
+        shared.leasesLost += view.leasesLost;
+      }
       if (gate.held === 0) continue;
       const quiet = gate.now() - gate.lastProgressAt;
       quietMs = quietMs === null ? quiet : Math.max(quietMs, quiet);
@@ -344,6 +383,7 @@ export class MetricsCollector {
       leakSuspects: leaks,
       quietMs,
       stalled,
+      shared,
     };
   }
 }

@@ -50,6 +50,11 @@ type Rows = () => PartnerMetrics[];
  * | `hostgate_leak_suspects`            | gauge     | permits held past `leakWarnAfter`            |
  * | `hostgate_stalled`                  | gauge     | 1: exhausted, no response bytes for a while  |
  * | `hostgate_limit_changes_total`      | counter   | changes of an adaptive effective limit       |
+ * | `hostgate_shared_permits_in_use`    | gauge     | shared gates: held by every replica          |
+ * | `hostgate_shared_queued`            | gauge     | shared gates: waiting in Redis, all replicas |
+ * | `hostgate_shared_processes`         | gauge     | shared gates: live processes                 |
+ * | `hostgate_shared_store_up`          | gauge     | shared gates: 1 while Redis answers          |
+ * | `hostgate_shared_leases_lost_total` | counter   | shared gates: leases Redis lost under us     |
  * | `hostgate_acquired_total`           | counter   | permits granted                              |
  * | `hostgate_released_total`           | counter   | permits returned (any way)                   |
  * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`    |
@@ -92,7 +97,7 @@ export function registerMetrics(
   const names: string[] = [];
   const live = (r: PartnerMetrics) => r.gates > 0;
 
-  const gauge = (name: string, help: string, value: (r: PartnerMetrics) => number) => {
+  const gauge = (name: string, help: string, value: (r: PartnerMetrics) => number | undefined) => {
     names.push(prefix + name);
     new Gauge({
       name: prefix + name,
@@ -101,7 +106,10 @@ export function registerMetrics(
       registers,
       collect() {
         this.reset();
-        for (const r of rows()) if (live(r)) this.set({ partner: r.partner }, value(r));
+        for (const r of rows()) {
+          const v = live(r) ? value(r) : undefined;
+          if (v !== undefined) this.set({ partner: r.partner }, v);
+        }
       },
     });
   };
@@ -152,6 +160,33 @@ export function registerMetrics(
     'stalled',
     '1 when no permit is free and the holders got no response bytes for stallAfter.',
     (r) => (r.stalled ? 1 : 0),
+  );
+  // Shared gates (hostgate/redis) only: the whole cluster, beside this process's numbers above.
+  gauge(
+    'shared_permits_in_use',
+    'Shared gates: permits held by every replica together (as of the last Redis answer).',
+    (r) => r.shared?.inUse,
+  );
+  gauge(
+    'shared_queued',
+    'Shared gates: callers of every replica waiting in Redis.',
+    (r) => r.shared?.queued,
+  );
+  gauge(
+    'shared_processes',
+    'Shared gates: processes that used the gate within a lease.',
+    (r) => r.shared?.processes,
+  );
+  gauge(
+    'shared_store_up',
+    "Shared gates: 1 while Redis answers, 0 while the store's onStoreError policy is in force.",
+    (r) => (r.shared === null ? undefined : r.shared.storeUp ? 1 : 0),
+  );
+  counter(
+    'shared_leases_lost_total',
+    'Shared gates: leases Redis lost while this process held them (stalls, a Redis restart).',
+    undefined,
+    (r) => (r.shared === null ? [] : [[undefined, r.shared.leasesLost]]),
   );
   counter('limit_changes_total', 'Changes of an adaptive effective limit.', undefined, (r) => [
     [undefined, r.limitChanges],

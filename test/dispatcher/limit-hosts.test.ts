@@ -23,6 +23,7 @@ import {
   Semaphore,
   UnknownHostError,
 } from '../../src/index.js';
+import { controllerApiOnly, settle } from '../helpers/gate-events.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { globalFetchTakesDispatcher } from '../helpers/undici.js';
 import { released } from '../helpers/until.js';
@@ -46,18 +47,6 @@ afterEach(async () => {
  * every exit-path test.
  */
 let handlerApi: 'callback' | 'controller' = 'callback';
-const controllerApiOnly: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
-  dispatch(opts, {
-    onRequestStart: (c, context) => handler.onRequestStart?.(c, context),
-    onRequestUpgrade: (c, status, headers, socket) =>
-      handler.onRequestUpgrade?.(c, status, headers, socket),
-    onResponseStart: (c, status, headers, message) =>
-      handler.onResponseStart?.(c, status, headers, message),
-    onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
-    onResponseEnd: (c, trailers) => handler.onResponseEnd?.(c, trailers),
-    onResponseError: (c, error) => handler.onResponseError?.(c, error),
-  });
-
 function setup(
   rule: Partial<HostLimiterOptions['partners'] extends (infer R)[] | undefined ? R : never> = {},
 ) {
@@ -96,15 +85,6 @@ function expectInvariant(gate: Semaphore) {
   const s = gate.stats();
   if (s.held <= s.limit) expect(s.held + s.available).toBe(s.limit);
   expect(s.held).toBeLessThanOrEqual(s.limit);
-}
-
-async function settle<T>(promise: Promise<T>): Promise<unknown> {
-  try {
-    await promise;
-    return undefined;
-  } catch (error) {
-    return error;
-  }
 }
 
 describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)', (api) => {

@@ -67,14 +67,21 @@ export async function startPartner(): Promise<Partner> {
     arrived++;
     if (active > peak) peak = active;
     let done = false;
+    const socket = req.socket;
     const finish = () => {
       if (done) return;
       done = true;
+      socket.off('end', finish);
+      socket.off('error', finish);
       active--;
       if (!res.writableFinished) closedEarly++;
       notify();
     };
     res.on('close', finish);
+    // The client closing its side (FIN, or RST over unread data) ends the request for the
+    // partner: the first thing it can see of a cancellation, before res 'close'.
+    socket.once('end', finish);
+    socket.once('error', finish);
     notify();
     const url = new URL(req.url ?? '/', 'http://partner');
     const q = url.searchParams;
