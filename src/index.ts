@@ -98,6 +98,7 @@ export {
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type WaitOptions,
   type WaitTarget,
   type WaitTicket,
 } from './semaphore.js';
