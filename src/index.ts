@@ -6,6 +6,8 @@ export type { AdaptiveAlgorithmName, AdaptiveOptions } from './adaptive/options.
 export {
   deadlineShedCount,
   expectedWaitMs,
+  formatDuration,
+  formatGrpcTimeout,
   type GateLoad,
   MAX_BUDGET_MS,
   parseDuration,
@@ -30,6 +32,7 @@ export {
 } from './diagnostics.js';
 export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
+export { LimitedAgent, type WrappedDispatcher } from './dispatcher/limited-agent.js';
 export {
   ClientDisconnectedError,
   DeadlineExceededError,
@@ -95,6 +98,7 @@ export {
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type WaitOptions,
   type WaitTarget,
   type WaitTicket,
 } from './semaphore.js';
