@@ -25,8 +25,8 @@ export type FetchFunction = (input: never, init?: never) => Promise<unknown>;
  *   fetch) aborts the wait: the call rejects at once with `signal.reason`, leaves the queue, and
  *   never reaches the partner. Aborted later, it aborts the request and, once the response is
  *   here, ends the body (whether or not anyone is reading); the permit returns once the
- *   connection is down (`afterTeardown`: a few event-loop turns), so the next waiter cannot
- *   reach the partner before it has seen this request close.
+ *   connection is closed on our side (the teardown policy of every entry point, plus the
+ *   partner's `holdAfterAbort`), counted as `aborted`, as is a body the caller cancels.
  * - The permit is released exactly once: when the body has been read to its end, cancelled
  *   (`res.body.cancel()`), or has errored; at once for a response without a body (204, HEAD);
  *   and when `fetchFn` rejects or throws.
