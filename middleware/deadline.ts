@@ -1,5 +1,12 @@
 import type { IncomingMessage } from 'node:http';
-import { MAX_BUDGET_MS, parseDuration, parseGrpcTimeout } from '../src/deadline.js';
+import { type Dispatcher, Headers, type RequestInit } from 'undici';
+import {
+  formatDuration,
+  formatGrpcTimeout,
+  MAX_BUDGET_MS,
+  parseDuration,
+  parseGrpcTimeout,
+} from '../src/deadline.js';
 import { checkKnownKeys, checkObject, describe } from '../src/options.js';
 
 /** How a deadline header's value is written. */
@@ -41,6 +48,12 @@ export interface DeadlineOptions {
    * than its partner's expected wait plus p50 hold time (default `true`; needs `limiter`).
    */
   shedEarly?: boolean;
+  /**
+   * Send the budget left to every partner in this header (e.g. `grpc-timeout`), rounded down,
+   * so a partner that honours it stops when the caller stops waiting. A header the call sets
+   * itself is left as it is. Default: not sent (a third party need not learn your timeouts).
+   */
+  propagate?: string | DeadlineHeader;
 }
 
 /** `outbound({ deadline })`: ms, a function of the request, or {@link DeadlineOptions}. */
@@ -49,32 +62,44 @@ export type DeadlineOption = number | BudgetFunction | DeadlineOptions;
 interface HeaderRule {
   name: string;
   parse: (value: string) => number | undefined;
+  format: (ms: number) => string;
+}
+
+/** Where outbound calls carry the budget left, and how it is written. */
+export interface Propagation {
+  name: string;
+  format: (ms: number) => string;
 }
 
 export interface ResolvedDeadline {
   /** One request's budget in ms (`undefined`: none), or the bad header under `invalid: 'reject'`. */
   budgetFor(req: IncomingMessage): number | undefined | InvalidHeader;
   shedEarly: boolean;
+  propagate: Propagation | undefined;
 }
 
 export class InvalidHeader {
   constructor(readonly header: string) {}
 }
 
-const DEADLINE_KEYS = ['header', 'default', 'max', 'invalid', 'shedEarly'] as const;
+const DEADLINE_KEYS = ['header', 'default', 'max', 'invalid', 'shedEarly', 'propagate'] as const;
 
 export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadline | undefined {
   if (value === undefined) return undefined;
   if (typeof value === 'number') {
     const ms = budgetMs('outbound deadline', value);
-    return { budgetFor: () => ms, shedEarly: true };
+    return { budgetFor: () => ms, shedEarly: true, propagate: undefined };
   }
   if (typeof value === 'function') {
-    return { budgetFor: (req) => checkedBudget(value(req)), shedEarly: true };
+    return { budgetFor: (req) => checkedBudget(value(req)), shedEarly: true, propagate: undefined };
   }
   checkObject('outbound deadline', value);
   checkKnownKeys('outbound deadline', value, DEADLINE_KEYS);
-  const headers = parseHeaders(value.header);
+  const headers = parseHeaders('outbound deadline.header', value.header);
+  const propagate =
+    value.propagate === undefined
+      ? undefined
+      : parseHeaders('outbound deadline.propagate', value.propagate, false)[0];
   const max = value.max === undefined ? undefined : budgetMs('outbound deadline.max', value.max);
   const fallback = value.default;
   if (fallback !== undefined && typeof fallback !== 'function') {
@@ -99,6 +124,7 @@ export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadli
     ms === undefined || max === undefined ? ms : Math.min(ms, max);
   return {
     shedEarly,
+    propagate,
     budgetFor(req) {
       for (const rule of headers) {
         const raw = req.headers[rule.name];
@@ -113,11 +139,14 @@ export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadli
   };
 }
 
-function parseHeaders(value: DeadlineOptions['header']): HeaderRule[] {
+function parseHeaders(what: string, value: DeadlineOptions['header'], many = true): HeaderRule[] {
   if (value === undefined) return [];
+  if (!many && Array.isArray(value)) {
+    throw new TypeError(`${what} must be one header (a name or { name, format }), got an array`);
+  }
   const list = (Array.isArray(value) ? value : [value]) as (string | DeadlineHeader)[];
   return list.map((entry, i) => {
-    const where = `outbound deadline.header${Array.isArray(value) ? `[${i}]` : ''}`;
+    const where = `${what}${Array.isArray(value) ? `[${i}]` : ''}`;
     const header = typeof entry === 'string' ? { name: entry } : entry;
     checkObject(where, header);
     if (typeof header.name !== 'string' || !/^[!#$%&'*+.^`|~\w-]+$/.test(header.name)) {
@@ -130,7 +159,9 @@ function parseHeaders(value: DeadlineOptions['header']): HeaderRule[] {
     if (format !== 'duration' && format !== 'grpc') {
       throw new TypeError(`${where}: format must be 'duration' or 'grpc', got ${describe(format)}`);
     }
-    return { name, parse: format === 'grpc' ? parseGrpcTimeout : parseDuration };
+    return format === 'grpc'
+      ? { name, parse: parseGrpcTimeout, format: formatGrpcTimeout }
+      : { name, parse: parseDuration, format: formatDuration };
   });
 }
 
@@ -146,4 +177,53 @@ function budgetMs(name: string, value: unknown): number {
 /** A budget function's answer: `undefined` (no deadline) or a valid budget; anything else throws. */
 function checkedBudget(value: unknown): number | undefined {
   return value === undefined ? undefined : budgetMs('outbound deadline function result', value);
+}
+
+/** fetch's `headers` with `header` (the budget left) added, unless the call sets it itself. */
+export function fetchHeaders(
+  header: [string, string] | undefined,
+  init: RequestInit | undefined,
+  input: unknown,
+): { headers?: Headers } {
+  if (header === undefined) return {};
+  const own =
+    init?.headers ??
+    (typeof input === 'object' && input !== null && 'headers' in input
+      ? (input.headers as Headers) // a Request: init.headers would replace its own
+      : undefined);
+  const headers = new Headers(own);
+  if (headers.has(header[0])) return {};
+  headers.set(header[0], header[1]);
+  return { headers };
+}
+
+type RequestHeaders = Dispatcher.RequestOptions['headers'];
+
+/** request's `headers` (a record, flat array or iterable of pairs) with `header` added. */
+export function requestHeaders(
+  header: [string, string] | undefined,
+  given: RequestHeaders,
+): { headers?: RequestHeaders } {
+  if (header === undefined) return {};
+  const [name, value] = header;
+  if (Array.isArray(given)) {
+    // undici's flat [name, value, name, value, ...] form.
+    for (let i = 0; i < given.length; i += 2) {
+      if (String(given[i]).toLowerCase() === name) return {};
+    }
+    return { headers: [...given, name, value] };
+  }
+  const out: Record<string, string | string[]> = {};
+  const entries: Iterable<[string, unknown]> =
+    given == null
+      ? []
+      : Symbol.iterator in given
+        ? (given as Iterable<[string, unknown]>)
+        : Object.entries(given);
+  for (const [key, v] of entries) {
+    if (key.toLowerCase() === name) return {};
+    if (v !== undefined) out[key] = v as string | string[];
+  }
+  out[name] = value;
+  return { headers: out };
 }

@@ -16,6 +16,7 @@ import {
   Semaphore,
   shedForDeadline,
 } from '../src/index.js';
+import { fetchHeaders, type Propagation, requestHeaders } from './deadline.js';
 import type {
   Outbound,
   OutboundFetchInit,
@@ -36,6 +37,8 @@ export interface Shared {
   /** Set when `outbound()` knows the partner gates: the early deadline shed needs them. */
   limiter: HostLimiter | undefined;
   shedEarly: boolean;
+  /** Header that carries the budget left to partners, if any. */
+  propagate: Propagation | undefined;
 }
 
 /** One inbound request's outbound client. Everything in it is released with the request. */
@@ -133,6 +136,7 @@ export class OutboundContext implements Outbound {
     const combined = this.#combine(own);
     const call = undiciFetch(input, {
       ...init,
+      ...fetchHeaders(this.#budgetHeader(), init, input),
       dispatcher: this.#dispatcherFor(),
       signal: combined.signal,
     });
@@ -150,6 +154,7 @@ export class OutboundContext implements Outbound {
     const combined = this.#combine(options?.signal ?? undefined);
     const call = undiciRequest(url, {
       ...options,
+      ...requestHeaders(this.#budgetHeader(), options?.headers),
       dispatcher: this.#dispatcherFor(),
       signal: combined.signal,
     }) as Promise<Dispatcher.ResponseData>;
@@ -190,6 +195,13 @@ export class OutboundContext implements Outbound {
     const own = this.#perRequestGate;
     const ownWait = own === undefined ? 0 : expectedWaitMs(own, gate.holdTimes.quantile(0.5));
     return shedForDeadline(gate, remaining, ownWait);
+  }
+
+  /** `[name, value]` of the budget-left header when `deadline.propagate` asks for one. */
+  #budgetHeader(): [string, string] | undefined {
+    const propagate = this.#shared.propagate;
+    if (propagate === undefined || this.deadline === undefined) return undefined;
+    return [propagate.name, propagate.format(this.deadline - performance.now())];
   }
 
   /**

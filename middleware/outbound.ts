@@ -162,6 +162,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     perRequest,
     limiter,
     shedEarly: deadline?.shedEarly ?? false,
+    propagate: deadline?.propagate,
   };
 
   const middleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => {

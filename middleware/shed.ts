@@ -42,6 +42,7 @@ const TITLES: Record<string, string> = {
   HOSTGATE_QUEUE_TIMEOUT: 'Waited too long for capacity',
   HOSTGATE_TOO_MANY_HOSTS: 'Too many upstream hosts busy',
   HOSTGATE_DEADLINE_SHED: 'Not enough time left for the upstream call',
+  HOSTGATE_STORE_UNAVAILABLE: 'Shared capacity store unreachable',
 };
 
 /**

@@ -52,6 +52,20 @@ export function parseDuration(value: string): number | undefined {
   return Number.isFinite(ms) ? Math.min(MAX_BUDGET_MS, ms) : undefined;
 }
 
+/**
+ * `ms` as a `grpc-timeout` value: whole milliseconds (`250m`), or whole seconds (`S`) past
+ * gRPC's 8 digits. Rounded down, so a partner never gets more time than is left.
+ */
+export function formatGrpcTimeout(ms: number): string {
+  const whole = Math.max(0, Math.floor(ms));
+  return whole <= 99_999_999 ? `${whole}m` : `${Math.min(99_999_999, Math.floor(whole / 1000))}S`;
+}
+
+/** `ms` as a duration header value: whole milliseconds, rounded down. */
+export function formatDuration(ms: number): string {
+  return String(Math.max(0, Math.floor(ms)));
+}
+
 /** The counters and shape {@link expectedWaitMs} reads; a `Semaphore` has them all. */
 export interface GateLoad {
   readonly limit: number;

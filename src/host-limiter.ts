@@ -47,6 +47,13 @@ export interface GateOptions {
   maxHold?: number;
   /** Longest a request may hold its permit at all, in ms, progress or not (default unset). */
   maxHoldTotal?: number;
+  /**
+   * `'fifo'` (default) or `'adaptive-lifo'`: newest first while the oldest waiter has waited
+   * `lifoAfter` ms (default 100), so under a standing queue the callers served are the ones
+   * that can still use the answer. See queue-order.ts.
+   */
+  queueOrder?: 'fifo' | 'adaptive-lifo';
+  lifoAfter?: number;
 }
 
 export interface PartnerRule extends GateOptions {
@@ -106,7 +113,15 @@ export interface HostLimiterOptions {
 }
 
 const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts', 'store'] as const;
-const GATE_KEYS = ['limit', 'maxQueue', 'queueTimeout', 'maxHold', 'maxHoldTotal'] as const;
+const GATE_KEYS = [
+  'limit',
+  'maxQueue',
+  'queueTimeout',
+  'maxHold',
+  'maxHoldTotal',
+  'queueOrder',
+  'lifoAfter',
+] as const;
 const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', 'holdAfterAbort', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
@@ -234,6 +249,11 @@ export class HostLimiter {
     if (rule.shared !== undefined && typeof rule.shared !== 'boolean') {
       throw new TypeError(`${where}: shared must be a boolean, got ${describe(rule.shared)}`);
     }
+    if (rule.adaptive !== undefined && rule.adaptive !== false && rule.shared === true) {
+      // The shared cap is one number in Redis for every process; per-process adaptation
+      // within it is not built yet, and a silently fixed limit would be worse than an error.
+      throw new TypeError(`${where}: adaptive is not supported with shared: true yet`);
+    }
     const gate =
       rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
     const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
@@ -338,6 +358,8 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
       queueTimeout: options.queueTimeout,
       maxHold: options.maxHold ?? DEFAULT_MAX_HOLD_MS,
       maxHoldTotal: options.maxHoldTotal,
+      queueOrder: options.queueOrder,
+      lifoAfter: options.lifoAfter,
       name,
     });
   } catch (error) {
@@ -370,6 +392,6 @@ function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPo
   checkObject('unknownHosts', value);
   checkKnownKeys('unknownHosts', value, GATE_KEYS);
   makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
-  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal } = value;
-  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal };
+  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter } = value;
+  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter };
 }

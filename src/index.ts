@@ -6,6 +6,8 @@ export type { AdaptiveAlgorithmName, AdaptiveOptions } from './adaptive/options.
 export {
   deadlineShedCount,
   expectedWaitMs,
+  formatDuration,
+  formatGrpcTimeout,
   type GateLoad,
   MAX_BUDGET_MS,
   parseDuration,

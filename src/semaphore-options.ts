@@ -43,6 +43,13 @@ export interface SemaphoreOptions {
    * `detectLeaks`). Default: half of `maxHold`; unset with no `maxHold`.
    */
   leakWarnAfter?: number;
+  /**
+   * `'fifo'` (default: the order callers asked in) or `'adaptive-lifo'`: newest first while
+   * the oldest waiter has waited `lifoAfter` ms (the queue stands), FIFO otherwise.
+   */
+  queueOrder?: 'fifo' | 'adaptive-lifo';
+  /** With `'adaptive-lifo'`: the standing-queue age in ms (default 100). */
+  lifoAfter?: number;
   /** Clock in ms; defaults to `performance.now`. Inject one to test without global fake timers. */
   now?: () => number;
 }

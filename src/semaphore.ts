@@ -31,6 +31,7 @@ import {
   type WaitTarget,
   type WaitTicket,
 } from './permit.js';
+import { nextWaiter, parseQueueOrder } from './queue-order.js';
 import {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
@@ -54,6 +55,8 @@ const SEMAPHORE_KEYS = [
   'name',
   'leakWarnAfter',
   'now',
+  'queueOrder',
+  'lifoAfter',
 ] as const;
 const {
   acquire: acquireChannel,
@@ -91,6 +94,8 @@ export class Semaphore {
   readonly #maxHoldTotal: number | undefined;
   readonly #name: string | undefined;
   readonly #now: () => number;
+  /** Adaptive LIFO's standing-queue age (ms); `undefined`: FIFO (queue-order.ts). */
+  readonly #lifoAfter: number | undefined;
 
   #held = 0;
   #queued = 0;
@@ -162,6 +167,7 @@ export class Semaphore {
     // The global, looked up per call: fake timers (vitest, sinon) replace globalThis.performance,
     // and the clock must run on the same time as the setTimeout deadlines it is compared with.
     this.#now = options.now ?? (() => performance.now());
+    this.#lifoAfter = parseQueueOrder(options.queueOrder, options.lifoAfter);
     this.#lastProgressAt = this.#now();
   }
 
@@ -481,7 +487,7 @@ export class Semaphore {
   }
 
   /**
-   * Grants to waiters, oldest first, while permits are free. A WaitTarget runs inside this
+   * Grants to waiters, oldest first (newest first under adaptive LIFO), while permits are free. A WaitTarget runs inside this
    * loop and may release (and so drain) again: the inner call returns at once and this loop
    * picks up its work, so a chain of synchronous failures cannot grow the stack.
    */
@@ -490,10 +496,10 @@ export class Semaphore {
     this.#draining = true;
     try {
       while (this.#head !== undefined && this.#held < this.#limit) {
-        const waiter = this.#head;
-        this.#dequeue(waiter);
         // One clock read serves every grant of this pass (and the release that started it).
         now ??= this.#now();
+        const waiter = nextWaiter(this.#head, this.#tail!, now, this.#lifoAfter);
+        this.#dequeue(waiter);
         waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now));
       }
     } finally {

@@ -1,7 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, test } from 'vitest';
 import { InvalidHeader, parseDeadline } from '../middleware/deadline.js';
-import { expectedWaitMs, MAX_BUDGET_MS, parseDuration, parseGrpcTimeout } from '../src/deadline.js';
+import {
+  expectedWaitMs,
+  formatDuration,
+  formatGrpcTimeout,
+  MAX_BUDGET_MS,
+  parseDuration,
+  parseGrpcTimeout,
+} from '../src/deadline.js';
 
 describe('parseGrpcTimeout', () => {
   test.each([
@@ -70,6 +77,23 @@ describe('parseDuration', () => {
     '12345678901234567', // 17 digits
   ])('%j is not a duration', (value) => {
     expect(parseDuration(value)).toBeUndefined();
+  });
+});
+
+describe('formatting the budget left', () => {
+  test.each([
+    [250.9, '250m'],
+    [0, '0m'],
+    [-3, '0m'],
+    [99_999_999, '99999999m'],
+    [100_000_000.5, '100000S'],
+  ])('grpc-timeout of %d ms is %j (rounded down)', (ms, text) => {
+    expect(formatGrpcTimeout(ms)).toBe(text);
+    expect(parseGrpcTimeout(text)).toBeLessThanOrEqual(Math.max(0, ms));
+  });
+  test('a duration is whole ms, rounded down', () => {
+    expect(formatDuration(1234.9)).toBe('1234');
+    expect(formatDuration(-1)).toBe('0');
   });
 });
 
@@ -167,6 +191,8 @@ describe('outbound deadline option', () => {
     [{ header: 'x', invalid: 'drop' }, /deadline.invalid must be 'ignore' or 'reject'/],
     [{ header: 'x', shedEarly: 'yes' }, /deadline.shedEarly must be a boolean/],
     [{ header: 'x', timeout: 5 }, /unknown option "timeout"/],
+    [{ max: 5, propagate: ['a', 'b'] }, /deadline.propagate must be one header/],
+    [{ max: 5, propagate: 'no spaces' }, /deadline.propagate: name must be an HTTP header name/],
   ])('rejects %j at construction', (value, message) => {
     expect(() => parseDeadline(value as never)).toThrow(TypeError);
     expect(() => parseDeadline(value as never)).toThrow(message);

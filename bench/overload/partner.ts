@@ -144,6 +144,11 @@ export async function startPartnerServer(initial: PartnerConfig): Promise<{
       entry.res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 });
       entry.res.end('ok');
     }
+    // Capacity lowered mid-run (configure): this worker retires instead of taking more work.
+    if (busy > config.capacity) {
+      busy--;
+      return;
+    }
     for (let next = shift(); next !== undefined; next = shift()) {
       if (next.gone && !config.serveAbandoned) {
         stats.skippedAbandoned++;
@@ -203,6 +208,17 @@ export async function startPartnerServer(initial: PartnerConfig): Promise<{
     switch (command.cmd) {
       case 'configure':
         config = command.config;
+        // Capacity raised mid-run: idle workers take queued requests at once.
+        for (let next = busy < config.capacity ? shift() : undefined; next !== undefined; ) {
+          if (next.gone && !config.serveAbandoned) {
+            stats.skippedAbandoned++;
+            stats.open--;
+          } else {
+            if (++busy > stats.peakBusy) stats.peakBusy = busy;
+            startService(next, now());
+          }
+          next = busy < config.capacity ? shift() : undefined;
+        }
         return undefined;
       case 'reset':
         stats = zero();

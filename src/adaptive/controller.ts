@@ -51,10 +51,11 @@ export class AdaptiveController {
   #samples = 0;
   #holdUntil = Number.NEGATIVE_INFINITY;
 
-  constructor(gate: Semaphore, options: ResolvedAdaptive) {
+  /** `algorithm` replaces the one `options` names (benchmarks plug in other algorithms). */
+  constructor(gate: Semaphore, options: ResolvedAdaptive, algorithm?: LimitAlgorithm) {
     this.gate = gate;
     this.#options = options;
-    this.#algorithm = makeAlgorithm(options);
+    this.#algorithm = algorithm ?? makeAlgorithm(options);
     gate.setLimit(this.#algorithm.limit);
   }
 

@@ -276,20 +276,22 @@ export class SharedSemaphore extends Semaphore {
         if (granted || waiter.grantedEarly) this.#grant(waiter, true);
         else waiter.state = QUEUED;
       },
-      () => {
-        if (waiter.state !== SENDING) return;
-        // The outcome is unknown: give the id back (after a late answer, never before it).
-        this.#store.release(this, [waiter.id]);
-        if (this.#store.options.onStoreError === 'reject') {
-          this.#finish(waiter);
-          this.#rejectedStore++;
-          waiter.target.rejected(this.#unavailable());
-        } else {
-          this.#toFallback(waiter);
-          this.#serveFallback();
-        }
-      },
+      () => this.#sendFailed(waiter),
     );
+  }
+
+  #sendFailed(waiter: SharedWaiter): void {
+    if (waiter.state !== SENDING) return;
+    // The outcome is unknown: give the id back (after a late answer, never before it).
+    this.#store.release(this, [waiter.id]);
+    if (this.#store.options.onStoreError === 'reject') {
+      this.#finish(waiter);
+      this.#rejectedStore++;
+      waiter.target.rejected(this.#unavailable());
+    } else {
+      this.#toFallback(waiter);
+      this.#serveFallback();
+    }
   }
 
   #grant(waiter: SharedWaiter, inRedis: boolean): void {
@@ -316,7 +318,17 @@ export class SharedSemaphore extends Semaphore {
     if (waiter.state === SENDING) waiter.grantedEarly = true;
     else if (waiter.state === QUEUED) {
       this.#store.forget(id);
-      this.#grant(waiter, true);
+      if (this.#store.options.replicas === 0) {
+        this.#grant(waiter, true);
+        return;
+      }
+      waiter.state = SENDING; // strict mode: granted only once the replicas have the grant
+      this.#store.confirm(this, id).then(
+        () => {
+          if (waiter.state === SENDING) this.#grant(waiter, true);
+        },
+        () => this.#sendFailed(waiter),
+      );
     }
   }
 

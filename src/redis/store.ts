@@ -331,10 +331,33 @@ export class RedisStore {
     });
   }
 
+  /**
+   * Strict mode, a ticket granted by another process's release: that grant is in the
+   * replication stream before a write of ours, so renewing the lease and then WAIT proves
+   * that the replicas have the grant too.
+   */
+  confirm(gate: SharedSemaphore, id: string): Promise<void> {
+    const raw = this.#eval(scripts.heartbeat, gate.keys, [
+      ...this.#common(gate),
+      this.processId,
+      1,
+      id,
+    ]);
+    const settled = raw.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#inflight.set(id, settled);
+    void settled.then(() => this.#inflight.delete(id));
+    return this.#timed(raw).then(() => this.#replicate());
+  }
+
   /** Strict mode: the grant is on `replicas` replicas before anyone uses it. */
   async #replicate(): Promise<void> {
     const { replicas, commandTimeoutMs } = this.options;
-    const acked = await this.#timed(this.#client.command(['WAIT', replicas, commandTimeoutMs]));
+    // Half the command timeout: a WAIT that runs out is an answer (too few replicas), not an outage.
+    const waitMs = Math.max(1, Math.floor(commandTimeoutMs / 2));
+    const acked = await this.#timed(this.#client.command(['WAIT', replicas, waitMs]));
     if (Number(acked) < replicas) {
       throw new Error(`WAIT: ${acked} of ${replicas} replicas acknowledged the grant in time`);
     }

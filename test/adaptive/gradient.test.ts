@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Gradient2Port } from '../../bench/adaptive/netflix.js';
 import { GradientLimit } from '../../src/adaptive/gradient.js';
 import { drive, mean, quantile } from './model.js';
 
@@ -23,6 +24,15 @@ describe('GradientLimit', () => {
     // 3000 round trips of 40+ ms: two minutes of steady overload, and the limit stays put
     expect(Math.max(...limits.slice(1000))).toBeLessThanOrEqual(52);
     expect(limits.at(-1)! - limits[1000]!).toBeLessThanOrEqual(2);
+  });
+
+  it("is the fix: Netflix's Gradient2 (ported) climbs to the ceiling in the same scenario", () => {
+    const limits = drive(new Gradient2Port(bounds), {
+      rounds: 3000,
+      baseMs: 40,
+      capacity: () => 40,
+    });
+    expect(limits.at(-1)).toBe(500);
   });
 
   it('cuts on drops instead of ignoring them, once per round trip', () => {

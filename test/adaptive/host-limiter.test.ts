@@ -34,6 +34,12 @@ describe('adaptive option', () => {
     expect(() => construct({ partners: [adaptiveRule(adaptive)] })).toThrow(message);
   });
 
+  it('refuses adaptive on a shared gate rather than silently keeping it fixed', () => {
+    expect(() => construct({ partners: [{ ...adaptiveRule(true), shared: true }] })).toThrow(
+      'partner "billing": adaptive is not supported with shared: true yet',
+    );
+  });
+
   it('starts at `initial` and reports contract and effective limit in stats()', () => {
     const limiter = new HostLimiter({ partners: [adaptiveRule({ min: 2, initial: 7 })] });
     expect(limiter.gate('billing')!.limit).toBe(7);

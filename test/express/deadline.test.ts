@@ -1,8 +1,11 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { getEventListeners } from 'node:events';
+import { getEventListeners, once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { Registry } from 'prom-client';
 import request from 'supertest';
+import { Headers, Request } from 'undici';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { type OutboundOptions, outbound, retryAfterSeconds, shed } from '../../middleware/index.js';
 import { deadlineShedCount } from '../../src/deadline.js';
@@ -361,6 +364,64 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
     // Node 20's AbortSignal.any keeps one entry per call on a source signal until it aborts.
     expect(anyDependants(shutdown.signal)).toBe(0);
     expect(gate.held).toBe(0);
+  });
+
+  test('deadline.propagate sends the budget left to the partner, and leaves a header the call set', async () => {
+    const seen: Record<string, string | undefined>[] = [];
+    const echo = http.createServer((req, res) => {
+      seen.push({
+        grpc: req.headers['grpc-timeout'] as string | undefined,
+        a: req.headers['x-a'] as string | undefined,
+      });
+      res.end('ok');
+    });
+    echo.listen(0, '127.0.0.1');
+    await once(echo, 'listening');
+    const url = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/`;
+    try {
+      const app = makeApp();
+      middleware = outbound({
+        limiter: { partners: [] },
+        deadline: { default: 5000, propagate: 'grpc-timeout' },
+      });
+      app.use(middleware);
+      app.get('/', async (req, res) => {
+        const o = req.outbound;
+        const read = async (p: Promise<{ body: { text(): Promise<string> } }>) =>
+          (await p).body.text();
+        await read(o.request(url));
+        await read(o.request(url, { headers: { 'x-a': '1' } }));
+        await read(o.request(url, { headers: ['x-a', '2'] }));
+        await read(o.request(url, { headers: { 'Grpc-Timeout': '5m' } }));
+        await (await o.fetch(url)).text();
+        await (await o.fetch(url, { headers: new Headers({ 'x-a': '3' }) })).text();
+        await (await o.fetch(new Request(url, { headers: { 'x-a': '4' } }))).text();
+        await (await o.fetch(url, { headers: [['grpc-timeout', '7m']] })).text();
+        res.end();
+      });
+      service = await listen(app);
+      expect((await request(service.server).get('/')).status).toBe(200);
+    } finally {
+      await new Promise((resolve) => echo.close(resolve));
+    }
+    expect(seen.map((h) => h.a)).toEqual([
+      undefined,
+      '1',
+      '2',
+      undefined,
+      undefined,
+      '3',
+      '4',
+      undefined,
+    ]);
+    const sent = seen.map((h) => h.grpc);
+    expect(sent[3]).toBe('5m');
+    expect(sent[7]).toBe('7m');
+    for (const value of [...sent.slice(0, 3), ...sent.slice(4, 7)]) {
+      expect(value).toMatch(/^\d+m$/);
+      expect(Number.parseInt(value!, 10)).toBeLessThanOrEqual(5000);
+      expect(Number.parseInt(value!, 10)).toBeGreaterThan(0);
+    }
   });
 });
 

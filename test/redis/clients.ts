@@ -71,14 +71,7 @@ export class Fleet {
   }
 }
 
-/** Resolves on the next message of a diagnostics-style callback registration. */
-export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
+export { deferred } from '../express/helpers.js';
 
 /** A private redis-server for this test file: started before its tests, killed after them. */
 export function privateRedis(): () => RedisServer {

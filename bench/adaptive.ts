@@ -1,0 +1,307 @@
+/**
+ * Adaptive limits benchmark (issue 13), against the seed's partner: 40 requests at a time,
+ * 40 ms each (1,000/s), queueing the rest inside itself; a 500 ms call timeout armed at dispatch.
+ *
+ *   npm run bench:adaptive                # full run (~3 min), writes docs/benchmarks.md + docs/adaptive.svg
+ *   npx tsx bench/adaptive.ts --no-write  # full run, print only
+ *   npx tsx bench/adaptive.ts --smoke     # a few seconds: checks that it runs, never speed
+ *
+ * (a) told a contract of 500 and nothing else, 10,000 callers at once;
+ * (b) contract 40, 60 callers in a closed loop, the partner's capacity 40 → 10 → 40;
+ * side by side: a fixed limit, hostgate AIMD and gradient, ports of Netflix Gradient2 and Vegas.
+ */
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { renderTimeChart, type TimeSeries } from './adaptive/chart.js';
+import {
+  goodputSeries,
+  type LoopResult,
+  recoveryMs,
+  runClosedLoop,
+  window,
+} from './adaptive/closed-loop.js';
+import { ADAPTIVE_LABEL, type AdaptiveKind, makeAdaptiveContender } from './adaptive/contenders.js';
+import { formatMs } from './lib/stats.js';
+import { markdownTable } from './lib/table.js';
+import { runBurst } from './overload/driver.js';
+import { forkPartner, type PartnerConfig } from './overload/partner.js';
+import { summarize } from './overload/report.js';
+
+const { values: args } = parseArgs({
+  options: {
+    smoke: { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+    tasks: { type: 'string', default: '10000' },
+    only: { type: 'string', default: 'a,b' },
+    out: { type: 'string', default: 'docs' },
+  },
+  strict: true,
+});
+const smoke = args.smoke === true;
+const write = !smoke && args['no-write'] !== true;
+const only = new Set(args.only!.split(','));
+const tasks = smoke ? 300 : Number(args.tasks);
+const log = (line = '') => process.stdout.write(`${line}\n`);
+const failures: string[] = [];
+
+const PARTNER: PartnerConfig = {
+  capacity: 40,
+  serviceMs: 40,
+  extraMs: 3,
+  queueMax: 100_000,
+  serveAbandoned: true,
+};
+const TIMEOUT_MS = 500;
+const KINDS: AdaptiveKind[] = ['fixed', 'aimd', 'gradient', 'gradient2', 'vegas'];
+const COLORS: Record<AdaptiveKind, string> = {
+  fixed: '#888888',
+  aimd: '#1b6ac9',
+  gradient: '#0a8a4a',
+  gradient2: '#d9731a',
+  vegas: '#8e44ad',
+};
+
+const pct = (x: number) => `${Math.round(x * 100)}%`;
+const rate = (x: number) => (Number.isFinite(x) ? `${Math.round(x)}/s` : 'n/a');
+
+async function main(): Promise<void> {
+  const partner = await forkPartner(PARTNER);
+  const sections: string[] = [];
+  const load = os.loadavg()[0]!.toFixed(2);
+  try {
+    if (only.has('a')) sections.push(await contract500(partner));
+    if (only.has('b')) sections.push(await capacityDrop(partner));
+  } finally {
+    await partner.close();
+  }
+  const header = [
+    `Node ${process.version}, ${os.cpus()[0]?.model.trim()}, ${os.cpus().length} cores, load ${load} at start; partner in its own process.`,
+  ];
+  const report = [...header, '', ...sections].join('\n');
+  log(`\n${report}`);
+  if (write) {
+    const outDir = join(dirname(fileURLToPath(import.meta.url)), '..', args.out!);
+    await mkdir(outDir, { recursive: true });
+    await writeSection(join(outDir, 'benchmarks.md'), report);
+    log(`wrote ${join(args.out!, 'benchmarks.md')} and ${join(args.out!, 'adaptive.svg')}`);
+  }
+}
+
+/** (a): the client is told 500 and nothing else; 10,000 callers arrive at once. */
+async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Promise<string> {
+  const model = { timeoutMs: TIMEOUT_MS, clientWorkMs: 0 };
+  const unloadedRun = await runBurst(
+    makeAdaptiveContender('fixed', partner.origin, {
+      contract: 10,
+      maxQueue: 1000,
+      queueTimeout: 600_000,
+    }),
+    partner,
+    partner.origin,
+    smoke ? 100 : 400,
+    model,
+    60_000,
+  );
+  const unloaded = summarize(unloadedRun, 1).callMean;
+  log(`(a) unloaded call (10 at a time): ${formatMs(unloaded)}`);
+  const rows: string[][] = [];
+  for (const kind of KINDS) {
+    const contender = makeAdaptiveContender(kind, partner.origin, {
+      contract: 500,
+      maxQueue: tasks + 10,
+      queueTimeout: 600_000,
+    });
+    const gate = contender.gate;
+    const result = await runBurst(contender, partner, partner.origin, tasks, model, 180_000);
+    const s = summarize(result, 1);
+    const share = s.goodput / 1000;
+    const ratio = s.callMean / unloaded;
+    const pass = kind === 'fixed' ? '' : share >= 0.9 && ratio <= 1.3 ? 'yes' : 'no';
+    rows.push([
+      kind === 'fixed' ? 'fixed 500' : ADAPTIVE_LABEL[kind],
+      rate(s.goodput),
+      pct(share),
+      formatMs(s.callMean),
+      `${ratio.toFixed(2)}×`,
+      String(s.timeouts),
+      String(gate.limit),
+      String(s.partnerPeakOpen),
+      pass,
+    ]);
+    log(`(a) ${kind}: ${rows.at(-1)!.join(' | ')}`);
+    failures.push(...s.problems.map((p) => `(a) ${kind}: ${p}`));
+    if (!s.complete) failures.push(`(a) ${kind}: run did not complete`);
+  }
+  return [
+    '### (a) Told a contract of 500, nothing else',
+    '',
+    `${tasks.toLocaleString('en-US')} callers at once; the partner serves 40 at a time, 40 ms each (1,000/s), queueing the rest inside itself; each call times out 500 ms after dispatch. Unloaded call: ${formatMs(unloaded)} (10 at a time). Target: ≥ 90% of 1,000/s with mean call latency ≤ 1.3× the unloaded call.`,
+    '',
+    markdownTable(
+      [
+        'limiter',
+        'goodput',
+        'of 1,000/s',
+        'mean call',
+        'vs unloaded',
+        'timeouts',
+        'final limit',
+        'partner peak',
+        'meets target',
+      ],
+      rows,
+      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left'],
+    ),
+  ].join('\n');
+}
+
+/** (b): contract 40; the partner's capacity 40 → 10 → 40; 60 callers in a closed loop. */
+async function capacityDrop(partner: Awaited<ReturnType<typeof forkPartner>>): Promise<string> {
+  const phaseMs = smoke ? 500 : 5000;
+  const durationMs = phaseMs * 3;
+  const phases = [
+    { atMs: 0, capacity: 40 },
+    { atMs: phaseMs, capacity: 10 },
+    { atMs: 2 * phaseMs, capacity: 40 },
+  ];
+  const results = new Map<AdaptiveKind, LoopResult>();
+  const rows: string[][] = [];
+  for (const kind of KINDS) {
+    const contender = makeAdaptiveContender(kind, partner.origin, {
+      contract: 40,
+      maxQueue: 1000,
+      queueTimeout: 600_000,
+    });
+    const r = await runClosedLoop(contender, partner, PARTNER, {
+      workers: 60,
+      durationMs,
+      timeoutMs: TIMEOUT_MS,
+      phases,
+    });
+    results.set(kind, r);
+    failures.push(...r.problems.map((p) => `(b) ${kind}: ${p}`));
+    const low = window(r, phaseMs, 2 * phaseMs);
+    const high = window(r, 2 * phaseMs, durationMs);
+    const first = window(r, 500, phaseMs);
+    const down = recoveryMs(r, phaseMs, 2 * phaseMs, 250);
+    const up = recoveryMs(r, 2 * phaseMs, durationMs, 1000);
+    const limitAt = (t: number) => r.limits.filter((p) => p.t <= t).at(-1)?.limit ?? Number.NaN;
+    rows.push([
+      kind === 'fixed' ? 'fixed 40' : ADAPTIVE_LABEL[kind],
+      `${rate(first.goodput)}, ${formatMs(first.meanMs)}`,
+      `${rate(low.goodput)}, ${formatMs(low.meanMs)}`,
+      String(low.timeouts),
+      down === undefined ? 'never' : formatMs(down),
+      up === undefined ? 'never' : formatMs(up),
+      `${limitAt(phaseMs)} → ${limitAt(2 * phaseMs)} → ${limitAt(durationMs)}`,
+      `${rate(high.goodput)}, ${formatMs(high.meanMs)}`,
+      String(r.partnerPeakOpen),
+    ]);
+    log(`(b) ${kind}: ${rows.at(-1)!.join(' | ')}`);
+  }
+  if (write) {
+    const limitSeries: TimeSeries[] = KINDS.map((k) => ({
+      label: ADAPTIVE_LABEL[k],
+      color: COLORS[k],
+      points: results.get(k)!.limits.map((p) => ({ x: p.t, y: p.limit })),
+    }));
+    const capacity: TimeSeries = {
+      label: 'partner capacity',
+      color: '#000',
+      dashed: true,
+      points: [
+        { x: 0, y: 40 },
+        { x: phaseMs, y: 40 },
+        { x: phaseMs, y: 10 },
+        { x: 2 * phaseMs, y: 10 },
+        { x: 2 * phaseMs, y: 40 },
+        { x: durationMs, y: 40 },
+      ],
+    };
+    const goodput: TimeSeries[] = KINDS.map((k) => ({
+      label: ADAPTIVE_LABEL[k],
+      color: COLORS[k],
+      points: goodputSeries(results.get(k)!, 250, durationMs).map((y, i) => ({
+        x: i * 250 + 125,
+        y,
+      })),
+    }));
+    const svg = renderTimeChart(
+      'Partner capacity 40 → 10 → 40 (contract 40, 60 callers, 500 ms timeout)',
+      durationMs,
+      [...limitSeries, capacity],
+      50,
+      goodput,
+      1200,
+    );
+    const outDir = join(dirname(fileURLToPath(import.meta.url)), '..', args.out!);
+    await mkdir(outDir, { recursive: true });
+    await writeFile(join(outDir, 'adaptive.svg'), svg);
+  }
+  return [
+    '### (b) The partner loses capacity, then gets it back',
+    '',
+    `Contract 40 for every limiter; 60 callers in a closed loop; the partner's capacity is 40 for ${phaseMs / 1000} s, then 10 (250/s), then 40 again. "Recovery" is the time from the change until the goodput over the next 500 ms first reaches 90% of what the partner can now serve (250/s, then 1,000/s). Goodput and mean call latency (from dispatch) per phase.`,
+    '',
+    markdownTable(
+      [
+        'limiter',
+        'capacity 40',
+        'capacity 10',
+        'timeouts at 10',
+        'recovery ↓',
+        'recovery ↑',
+        'limit at phase ends',
+        'capacity 40 again',
+        'partner peak',
+      ],
+      rows,
+      ['left', 'right', 'right', 'right', 'right', 'right', 'left', 'right', 'right'],
+    ),
+    '',
+    '![Effective limit and goodput over time, capacity 40 → 10 → 40](adaptive.svg)',
+  ].join('\n');
+}
+
+const BEGIN =
+  '<!-- adaptive:begin — generated by `npm run bench:adaptive`; edits between these markers are overwritten -->';
+const END = '<!-- adaptive:end -->';
+const HEADING = '## Adaptive limits: finding the partner’s real capacity';
+
+/** Replaces only this benchmark's generated block; other sections of the file are kept. */
+async function writeSection(path: string, body: string): Promise<void> {
+  const block = `${BEGIN}\n\n${body}\n\n${END}`;
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch {
+    text = '# Benchmarks\n';
+  }
+  const begin = text.indexOf('<!-- adaptive:begin');
+  const end = text.indexOf(END);
+  if (begin >= 0 && end > begin) {
+    text = `${text.slice(0, begin)}${block}${text.slice(end + END.length)}`;
+  } else {
+    text = `${text.trimEnd()}\n\n${HEADING}\n\n${block}\n`;
+  }
+  await writeFile(path, text);
+}
+
+main().then(
+  () => {
+    if (failures.length > 0) {
+      log(`\nFAILED (${failures.length}):`);
+      for (const f of failures) log(`  - ${f}`);
+      process.exitCode = 1;
+    } else if (smoke) {
+      log('\nsmoke: OK — every run completed and no gate went past its contract');
+    }
+  },
+  (error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,50 @@
+import express from 'express';
+import request from 'supertest';
+import { afterEach, expect, it } from 'vitest';
+import { outbound, shed } from '../../middleware/index.js';
+import { HostLimiter } from '../../src/index.js';
+import { type Partner, startPartner } from '../helpers/partner.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { CLIENT_KINDS, privateRedis, useFleet } from './clients.js';
+
+const redis = privateRedis();
+
+for (const kind of CLIENT_KINDS) {
+  describeRedis(`hostgate/express through a shared gate on ${kind}`, () => {
+    const fleet = useFleet(kind, redis);
+    let partner: Partner | undefined;
+    afterEach(async () => {
+      redis().resume();
+      await partner?.close();
+    });
+
+    it("serves through a shared gate, and answers 503 + Retry-After while Redis is paused under 'reject'", async () => {
+      partner = await startPartner();
+      const store = await fleet.store({ onStoreError: 'reject', commandTimeoutMs: 200 });
+      const limiter = new HostLimiter({
+        store,
+        partners: [{ name: 'billing', hosts: [partner.origin], limit: 2, shared: true }],
+      });
+      const app = express();
+      app.use(outbound({ limiter }));
+      app.get('/call', (req, res, next) => {
+        req.outbound
+          .fetch(`${partner!.origin}/ok`)
+          .then((r) => r.text())
+          .then((text) => res.send(text), next);
+      });
+      app.use(shed());
+      const ok = await request(app).get('/call');
+      expect(ok.status).toBe(200);
+      redis().pause();
+      const refused = await request(app).get('/call');
+      expect(refused.status).toBe(503);
+      expect(refused.headers['retry-after']).toMatch(/^[1-9]\d*$/);
+      expect(JSON.parse(refused.text)).toMatchObject({
+        title: 'Shared capacity store unreachable',
+        partner: 'billing',
+      });
+      expect(partner.arrived).toBe(1);
+    });
+  });
+}
