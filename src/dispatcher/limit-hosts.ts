@@ -43,10 +43,13 @@ export function limitHosts(
       } catch (error) {
         // Unknown host under 'reject', every per-origin gate busy, a bad origin: the request
         // fails before it starts, as a dispatch error (one terminal callback, as undici does).
-        handler.onResponseError?.(
-          undefined as unknown as Dispatcher.DispatchController,
-          error as Error,
-        );
+        // Called from LimitedAgent, undici's own handlers may speak only the callback API.
+        if (typeof handler.onResponseError === 'function') {
+          handler.onResponseError(
+            undefined as unknown as Dispatcher.DispatchController,
+            error as Error,
+          );
+        } else (handler as LegacyHandler).onError?.(error as Error);
         return false;
       }
       // No gate, or a limitFetch call above already holds this gate's permit for this request.
