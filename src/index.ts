@@ -32,6 +32,7 @@ export {
 } from './diagnostics.js';
 export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
+export { LimitedAgent, type WrappedDispatcher } from './dispatcher/limited-agent.js';
 export {
   ClientDisconnectedError,
   DeadlineExceededError,
@@ -97,6 +98,7 @@ export {
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type WaitOptions,
   type WaitTarget,
   type WaitTicket,
 } from './semaphore.js';

@@ -39,6 +39,8 @@ export interface Permit extends Disposable {
   readonly acquiredAt: number;
   /** Clock reading (ms) at the grant or the last `noteProgress()`. */
   readonly aliveAt: number;
+  /** Units of the gate's limit this permit holds (1 unless acquired with a `weight`). */
+  readonly weight: number;
   /** Whether the slot has gone back to the gate (released, or taken back after `maxHold`). */
   readonly released: boolean;
   /**
@@ -82,6 +84,7 @@ export class GatePermit implements Permit {
   #state = HELD;
   #request: PermitTarget | undefined = undefined;
   readonly acquiredAt: number;
+  readonly weight: number;
   /** @internal Clock at the grant or the last progress: the holders list is in this order. */
   aliveAt: number;
   onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined = undefined;
@@ -100,12 +103,13 @@ export class GatePermit implements Permit {
     };
   }
 
-  constructor(grant: typeof GRANT, gate: Semaphore, acquiredAt: number) {
+  constructor(grant: typeof GRANT, gate: Semaphore, acquiredAt: number, weight: number) {
     if (grant !== GRANT) {
       throw new TypeError('Permit is not constructible: acquire one from a gate');
     }
     this.#gate = gate;
     this.acquiredAt = acquiredAt;
+    this.weight = weight;
     this.aliveAt = acquiredAt;
   }
 
@@ -172,6 +176,7 @@ export class Waiter implements WaitTicket {
   dPrev: Waiter | undefined = undefined;
   dNext: Waiter | undefined = undefined;
   queued = true;
+  weight = 1;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   site: AcquireSite | undefined = undefined;
   constructor(

@@ -54,11 +54,21 @@ export interface SemaphoreOptions {
   now?: () => number;
 }
 
-export interface AcquireOptions {
+export interface AcquireOptions extends WaitOptions {
   /** Aborting it while waiting rejects with `signal.reason` and frees the queue slot at once. */
   signal?: AbortSignal | undefined;
+}
+
+/** Options of {@link Semaphore.wait}, and the part of `acquire`/`run` options they share. */
+export interface WaitOptions {
   /** This call's wait deadline in ms, instead of the gate's `queueTimeout`. */
   timeout?: number | undefined;
+  /**
+   * Units of the limit to hold (default 1), with Go `semaphore.Weighted` semantics: FIFO, a
+   * heavy waiter at the head is served before anyone behind it, and a weight above the limit
+   * is refused at once (RangeError).
+   */
+  weight?: number | undefined;
 }
 
 export interface SemaphoreStats {

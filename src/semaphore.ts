@@ -40,6 +40,7 @@ import {
   MAX_RETRY_AFTER_MS,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type WaitOptions,
 } from './semaphore-options.js';
 
 export type { Permit, WaitTarget, WaitTicket } from './permit.js';
@@ -66,7 +67,8 @@ const {
   holdTimeout: holdTimeoutChannel,
   doubleRelease: doubleReleaseChannel,
 } = channels;
-const ACQUIRE_KEYS = ['signal', 'timeout'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight'] as const;
+const WAIT_KEYS = ['timeout', 'weight'] as const;
 
 /**
  * `run()`'s callback as its implementations see it: the overloads promise a present signal to
@@ -251,6 +253,7 @@ export class Semaphore {
     let signal: AbortSignal | undefined;
     let timeout = this.#queueTimeout;
     let ownDeadline = false;
+    let weight = 1;
     if (options !== undefined) {
       checkObject('acquire options', options);
       checkKnownKeys('acquire', options, ACQUIRE_KEYS);
@@ -259,10 +262,11 @@ export class Semaphore {
         timeout = durationMs('timeout', options.timeout);
         ownDeadline = true;
       }
+      if (options.weight !== undefined) weight = this.#weight(options.weight);
       if (signal?.aborted) return Promise.reject(signal.reason);
     }
-    if (this.#head === undefined && this.#held < this.#limit) {
-      const permit = this.#grant(0);
+    if (this.#head === undefined && this.#held + weight <= this.#limit) {
+      const permit = this.#grant(0, undefined, undefined, weight);
       if (task !== undefined) return runHeld(permit, task, signal) as Promise<never>;
       return Promise.resolve(permit);
     }
@@ -275,6 +279,7 @@ export class Semaphore {
       reject = rej;
     });
     const waiter = new Waiter(this, undefined, resolve, reject, signal, now);
+    waiter.weight = weight;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
     // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
@@ -292,9 +297,15 @@ export class Semaphore {
     });
   }
 
-  /** A permit if one is free and nobody is waiting (no barging); otherwise `undefined`. */
-  tryAcquire(): Permit | undefined {
-    if (this.#head === undefined && this.#held < this.#limit) return this.#grant(0);
+  /**
+   * A permit of `weight` units (default 1) if they are free and nobody is waiting (no
+   * barging); otherwise `undefined`. Throws a RangeError for a weight above the limit.
+   */
+  tryAcquire(weight?: number): Permit | undefined {
+    const units = weight === undefined ? 1 : this.#weight(weight);
+    if (this.#head === undefined && this.#held + units <= this.#limit) {
+      return this.#grant(0, undefined, undefined, units);
+    }
     return undefined;
   }
 
@@ -302,11 +313,21 @@ export class Semaphore {
    * Callback form of {@link acquire} for integration layers: no promise and no AbortSignal.
    * The target hears synchronously — `granted` now if a permit is free, `rejected` now if the
    * queue is full — or later, when a permit frees or the deadline passes. Returns a ticket
-   * to cancel while queued, or `undefined` when already settled.
+   * to cancel while queued, or `undefined` when already settled. The second argument is the
+   * wait deadline (ms) or `{ timeout, weight }`.
    */
-  wait(target: WaitTarget, timeout?: number): WaitTicket | undefined {
-    if (this.#head === undefined && this.#held < this.#limit) {
-      target.granted(this.#grant(0));
+  wait(target: WaitTarget, options?: number | WaitOptions): WaitTicket | undefined {
+    let timeout: number | undefined;
+    let weight = 1;
+    if (typeof options === 'number') timeout = options;
+    else if (options !== undefined) {
+      checkObject('wait options', options);
+      checkKnownKeys('wait', options, WAIT_KEYS);
+      timeout = options.timeout;
+      if (options.weight !== undefined) weight = this.#weight(options.weight);
+    }
+    if (this.#head === undefined && this.#held + weight <= this.#limit) {
+      target.granted(this.#grant(0, undefined, undefined, weight));
       return undefined;
     }
     if (this.#queued >= this.#maxQueue) {
@@ -317,6 +338,7 @@ export class Semaphore {
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
     const now = this.#now();
     const waiter = new Waiter(this, target, undefined, undefined, undefined, now);
+    waiter.weight = weight;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
     return waiter;
@@ -344,11 +366,32 @@ export class Semaphore {
 
   /**
    * Changes the limit at run time. Growing grants to waiters at once; shrinking grants
-   * nothing new until `held < limit`.
+   * nothing new until `held < limit`, and rejects (RangeError) the waiters whose weight no
+   * longer fits at all.
    */
   setLimit(limit: number): void {
     this.#limit = positiveInteger('limit', limit);
+    for (let waiter = this.#head; waiter !== undefined; ) {
+      const next = waiter.next;
+      if (waiter.weight > limit) {
+        this.#dequeue(waiter);
+        waiter.rejected(this.#tooHeavy(waiter.weight));
+      }
+      waiter = next;
+    }
     this.#drain();
+  }
+
+  #weight(value: unknown): number {
+    const weight = positiveInteger('weight', value);
+    if (weight > this.#limit) throw this.#tooHeavy(weight);
+    return weight;
+  }
+
+  #tooHeavy(weight: number): RangeError {
+    return new RangeError(
+      `weight ${weight} exceeds the limit ${this.#limit} of ${this.#name ?? 'this gate'}: it could never be granted`,
+    );
   }
 
   /** Permits held right now, least recently alive (granted or progressed) first. */
@@ -396,11 +439,11 @@ export class Semaphore {
   /** @internal Runs once per permit that went back (any reason), before waiters are served. */
   protected released(_permit: Permit, _reason: ReleaseReason): void {}
 
-  #grant(waitedMs: number, site?: AcquireSite, now: number = this.#now()): Permit {
-    this.#held++;
+  #grant(waitedMs: number, site?: AcquireSite, now: number = this.#now(), weight = 1): Permit {
+    this.#held += weight;
     this.#acquired++;
     this.#waitHistogram.record(waitedMs);
-    const permit = new GatePermit(GRANT, this, now);
+    const permit = new GatePermit(GRANT, this, now, weight);
     this.#lastProgressAt = now;
     if (this.#traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
     this.#linkNewest(permit);
@@ -421,7 +464,7 @@ export class Semaphore {
   #release(permit: GatePermit, how: ReleaseReason): void {
     this.#unlinkHolder(permit);
     if (permit.totalTimer !== undefined) clearTimeout(permit.totalTimer);
-    this.#held--;
+    this.#held -= permit.weight;
     this.#released++;
     const now = this.#now();
     this.#lastProgressAt = now;
@@ -499,8 +542,10 @@ export class Semaphore {
         // One clock read serves every grant of this pass (and the release that started it).
         now ??= this.#now();
         const waiter = nextWaiter(this.#head, this.#tail!, now, this.#lifoAfter);
+        // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
+        if (this.#held + waiter.weight > this.#limit) break;
         this.#dequeue(waiter);
-        waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now));
+        waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now, waiter.weight));
       }
     } finally {
       this.#draining = false;
@@ -586,6 +631,8 @@ export class Semaphore {
       });
     }
     waiter.rejected(error);
+    // A heavy head leaving on its deadline lets lighter waiters behind it through.
+    this.#drain();
   }
 
   #armDeadlineTimer(delayMs: number): void {

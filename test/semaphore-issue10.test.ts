@@ -50,7 +50,7 @@ describe('item 6: Permit is a type users hold, never a class they construct', ()
 describe('item 12: queued run() tasks run in their caller async context', () => {
   // Ported from p-limit's test "propagates async execution context properly".
   it('propagates async execution context properly (100 tasks, p-limit port)', async () => {
-    const gate = new Semaphore({ limit: 2, maxQueue: 200 });
+    const gate = new Semaphore({ limit: 2, maxQueue: 200, queueTimeout: 60_000 });
     const store = new AsyncLocalStorage<{ id: number }>();
     const random = prng(12);
     const checkId = async (id: number) => {
