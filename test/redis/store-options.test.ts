@@ -42,7 +42,9 @@ describe('redisStore options', () => {
     const store = redisStore({ client });
     expect(() => store.semaphore({ name: 'a}b', limit: 1 })).toThrow(/without \{ or \}/);
     expect(() => store.semaphore({ name: 'x', limit: 0 })).toThrow(/limit must be a positive/);
-    store.semaphore({ name: 'billing', limit: 2 });
+    const gate = store.semaphore({ name: 'billing', limit: 2 });
+    expect(() => gate.acquire({ weight: 2 })).toThrow(/weight must be 1 on a shared gate/);
+    expect(gate.tryAcquire()).toBeUndefined(); // a shared grant is always a round trip
     expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(/already has a shared gate/);
     expect(
       () =>
