@@ -8,7 +8,8 @@
  *
  * (a) told a contract of 500 and nothing else, 10,000 callers at once;
  * (b) contract 40, 60 callers in a closed loop, the partner's capacity 40 → 10 → 40;
- * side by side: a fixed limit, hostgate AIMD and gradient, ports of Netflix Gradient2 and Vegas.
+ * side by side: a fixed limit, hostgate AIMD and gradient, ports of Netflix Gradient2 and Vegas;
+ * (c) queue discipline at 2× overload: FIFO vs adaptive LIFO, callers with a 250 ms budget.
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -24,6 +25,7 @@ import {
   window,
 } from './adaptive/closed-loop.js';
 import { ADAPTIVE_LABEL, type AdaptiveKind, makeAdaptiveContender } from './adaptive/contenders.js';
+import { runDeadlineLoop } from './adaptive/deadline-loop.js';
 import { formatMs } from './lib/stats.js';
 import { markdownTable } from './lib/table.js';
 import { runBurst } from './overload/driver.js';
@@ -35,7 +37,7 @@ const { values: args } = parseArgs({
     smoke: { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
     tasks: { type: 'string', default: '10000' },
-    only: { type: 'string', default: 'a,b' },
+    only: { type: 'string', default: 'a,b,c' },
     out: { type: 'string', default: 'docs' },
   },
   strict: true,
@@ -74,6 +76,7 @@ async function main(): Promise<void> {
   try {
     if (only.has('a')) sections.push(await contract500(partner));
     if (only.has('b')) sections.push(await capacityDrop(partner));
+    if (only.has('c')) sections.push(await queueDiscipline(partner));
   } finally {
     await partner.close();
   }
@@ -263,6 +266,55 @@ async function capacityDrop(partner: Awaited<ReturnType<typeof forkPartner>>): P
     ),
     '',
     '![Effective limit and goodput over time, capacity 40 → 10 → 40](adaptive.svg)',
+  ].join('\n');
+}
+
+/** (c): 2× the partner's capacity arrives; each caller gives up 250 ms after it arrived. */
+async function queueDiscipline(partner: Awaited<ReturnType<typeof forkPartner>>): Promise<string> {
+  const deadlineMs = 250;
+  const durationMs = smoke ? 500 : 5000;
+  const rows: string[][] = [];
+  for (const order of ['fifo', 'adaptive-lifo'] as const) {
+    for (const kind of ['fixed', 'aimd'] as const) {
+      const contender = makeAdaptiveContender(kind, partner.origin, {
+        contract: 40,
+        maxQueue: 400,
+        queueTimeout: 1000,
+        extra: { queueOrder: order },
+      });
+      const r = await runDeadlineLoop(contender, partner, {
+        ratePerSec: 2000,
+        durationMs,
+        deadlineMs,
+      });
+      const q = (p: number) =>
+        r.servedMs.length
+          ? r.servedMs[Math.min(r.servedMs.length - 1, Math.floor(p * r.servedMs.length))]!
+          : Number.NaN;
+      rows.push([
+        `${kind === 'fixed' ? 'fixed 40' : 'AIMD ≤ 40'}, ${order === 'fifo' ? 'FIFO' : 'adaptive LIFO'}`,
+        rate((r.served * 1000) / durationMs),
+        pct(r.served / r.arrivals),
+        formatMs(q(0.5)),
+        formatMs(q(0.99)),
+        String(r.expired),
+        String(r.shed),
+        String(r.partnerWasted),
+      ]);
+      log(`(c) ${rows.at(-1)!.join(' | ')}`);
+      if (r.errors > 0) failures.push(`(c) ${kind} ${order}: ${r.errors} unexpected errors`);
+    }
+  }
+  return [
+    '### (c) Queue discipline at 2× overload',
+    '',
+    `2,000 callers/s for ${durationMs / 1000} s against the 1,000/s partner (capacity 40); each caller gives up ${deadlineMs} ms after it arrived, queued or in flight (a user-facing budget). Gate: contract 40, maxQueue 400, queueTimeout 1 s; adaptive LIFO with its default lifoAfter of 100 ms. "Served" means answered within the budget; p50/p99 are over served callers, from arrival; "wasted" is work the partner did for callers already gone.`,
+    '',
+    markdownTable(
+      ['gate', 'goodput', 'served', 'p50', 'p99', 'gave up', 'shed', 'wasted at partner'],
+      rows,
+      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+    ),
   ].join('\n');
 }
 

@@ -32,6 +32,7 @@ export {
 } from './diagnostics.js';
 export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
+export { LimitedAgent, type WrappedDispatcher } from './dispatcher/limited-agent.js';
 export {
   ClientDisconnectedError,
   DeadlineExceededError,

@@ -3,7 +3,7 @@
  * Throughput cases send a fixed number of requests with a fixed number in flight.
  */
 import { Agent, type Dispatcher, request } from 'undici';
-import { HostLimiter, limitHosts } from '../../src/index.js';
+import { HostLimiter, LimitedAgent, limitHosts } from '../../src/index.js';
 import { heapAfterGc, sendResult } from '../lib/child.js';
 
 const [name, portText] = process.argv.slice(2);
@@ -11,11 +11,22 @@ const origin = `http://127.0.0.1:${portText}`;
 const WARMUP = 2_000;
 const REQUESTS = 20_000;
 
-function limited(limit: number, maxQueue: number, connections?: number): Dispatcher {
-  const limiter = new HostLimiter({
+function limiterOf(limit: number, maxQueue: number): HostLimiter {
+  return new HostLimiter({
     partners: [{ name: 'bench', hosts: [origin], limit, maxQueue, queueTimeout: 60_000 }],
   });
-  return new Agent(connections ? { connections } : {}).compose(limitHosts(limiter));
+}
+
+/** limitHosts through `compose`. */
+function limited(limit: number, maxQueue: number, connections?: number): Dispatcher {
+  const agent = new Agent(connections ? { connections } : {});
+  return agent.compose(limitHosts(limiterOf(limit, maxQueue)));
+}
+
+/** The same limiter as a wrapping dispatcher. */
+function wrapped(limit: number, maxQueue: number, connections?: number): Dispatcher {
+  const agent = new Agent(connections ? { connections } : {});
+  return new LimitedAgent(agent, limiterOf(limit, maxQueue));
 }
 
 /** Requests per second with `inFlight` callers looping until `total` requests are done. */
@@ -97,8 +108,10 @@ const cases: Record<string, () => Promise<unknown>> = {
       ),
       64,
     ),
+  'wrapper-free': () => measureThroughput(wrapped(10_000, 100, 64), 64),
   'raw-bound': () => measureThroughput(new Agent({ connections: 20 }), 200),
   'hostgate-bound': () => measureThroughput(limited(20, 1_000), 200),
+  'wrapper-bound': () => measureThroughput(wrapped(20, 1_000), 200),
   'raw-overload': () => overload(new Agent({ connections: 20 })),
   'hostgate-overload-unbounded': () => overload(limited(20, 20_000)),
   'hostgate-overload': () => overload(limited(20, 200)),

@@ -55,6 +55,8 @@ export class GradientLimit implements LimitAlgorithm {
   readonly #minRtt: MinRtt;
   readonly #shortRtt = new Ewma();
   readonly #pacer = new CutPacer();
+  /** RTT over the last ~10 samples: what the minimum is taken of (a lone fast sample is noise). */
+  readonly #recentRtt = new Ewma();
   readonly #probe: RttProbe;
   #probing = false;
   #value: number;
@@ -89,7 +91,8 @@ export class GradientLimit implements LimitAlgorithm {
       }
       return this.limit;
     }
-    this.#minRtt.observe(sample.rttMs, sample.now, limit <= this.#bounds.min);
+    const recent = this.#recentRtt.add(sample.rttMs, 10);
+    this.#minRtt.observe(recent, sample.now, limit <= this.#bounds.min);
     const shortRtt = this.#shortRtt.add(sample.rttMs, Math.max(10, limit));
     const gradient = Math.max(0.5, Math.min(1, (this.#tolerance * this.#minRtt.value!) / shortRtt));
     this.#probing = this.#probe.active(this.#minRtt, sample.now, shortRtt);

@@ -15,6 +15,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   HostLimiter,
   type HostLimiterOptions,
+  LimitedAgent,
   limitGate,
   limitHosts,
   PermitHoldTimeoutError,
@@ -47,6 +48,25 @@ afterEach(async () => {
  * every exit-path test.
  */
 let handlerApi: 'callback' | 'controller' = 'callback';
+
+/** The same limiter in its two shapes, through the same suite. */
+const shapes = ['limitHosts', 'LimitedAgent'] as const;
+let shape: (typeof shapes)[number] = 'limitHosts';
+
+/** `inner` limited by `limiter`: composed with limitHosts, or wrapped in a LimitedAgent. */
+function limitedOver(inner: Dispatcher, limiter: HostLimiter): Dispatcher {
+  return shape === 'LimitedAgent'
+    ? new LimitedAgent(inner, limiter)
+    : inner.compose(limitHosts(limiter));
+}
+
+/** The limited dispatch over a scripted inner `dispatch`, in the current shape. */
+function limitedDispatch(limiter: HostLimiter, dispatch: Dispatcher.Dispatch): Dispatcher.Dispatch {
+  if (shape === 'limitHosts') return limitHosts(limiter)(dispatch);
+  const done = () => Promise.resolve();
+  const wrapper = new LimitedAgent({ dispatch, close: done, destroy: done }, limiter);
+  return (opts, handler) => wrapper.dispatch(opts, handler);
+}
 function setup(
   rule: Partial<HostLimiterOptions['partners'] extends (infer R)[] | undefined ? R : never> = {},
 ) {
@@ -64,10 +84,8 @@ function setup(
     unknownHosts: 'reject',
   });
   const gate = limiter.gate('partner')!;
-  const dispatcher =
-    handlerApi === 'controller'
-      ? agent.compose(limitHosts(limiter), controllerApiOnly)
-      : agent.compose(limitHosts(limiter));
+  const limited = limitedOver(agent, limiter);
+  const dispatcher = handlerApi === 'controller' ? limited.compose(controllerApiOnly) : limited;
   return { limiter, gate, dispatcher };
 }
 
@@ -87,261 +105,387 @@ function expectInvariant(gate: Semaphore) {
   expect(s.held).toBeLessThanOrEqual(s.limit);
 }
 
-describe.each(['callback', 'controller'] as const)('limitHosts (%s handler API)', (api) => {
+describe.each(shapes)('%s', (current) => {
   beforeEach(() => {
-    handlerApi = api;
+    shape = current;
   });
   afterEach(() => {
-    handlerApi = 'callback';
+    shape = 'limitHosts';
   });
 
-  describe('the partner never sees more than the cap', () => {
-    type Client = [string, (url: string, dispatcher: Dispatcher) => Promise<unknown>];
-    const clients: Client[] = [
-      [
-        'undici.request',
-        async (url, dispatcher) => (await request(url, { dispatcher })).body.text(),
-      ],
-      ['undici.fetch', async (url, dispatcher) => (await undiciFetch(url, { dispatcher })).text()],
-      ...(globalFetchTakesDispatcher
-        ? [
-            [
-              "Node's global fetch with a dispatcher",
-              async (url: string, dispatcher: Dispatcher) =>
-                (await fetch(url, { dispatcher } as unknown as RequestInit)).text(),
-            ] satisfies Client,
-          ]
-        : []),
-      [
-        'undici.stream',
-        (url, dispatcher) =>
-          stream(
-            url,
-            { dispatcher, method: 'GET' },
-            () => new Writable({ write: (_c, _e, cb) => cb() }),
-          ),
-      ],
-    ];
+  describe.each(['callback', 'controller'] as const)('%s handler API', (api) => {
+    beforeEach(() => {
+      handlerApi = api;
+    });
+    afterEach(() => {
+      handlerApi = 'callback';
+    });
 
-    it.each(clients)(
-      '1,000 concurrent calls through a gate of 20 with %s: peak exactly 20',
-      async (_name, call) => {
+    describe('the partner never sees more than the cap', () => {
+      type Client = [string, (url: string, dispatcher: Dispatcher) => Promise<unknown>];
+      const clients: Client[] = [
+        [
+          'undici.request',
+          async (url, dispatcher) => (await request(url, { dispatcher })).body.text(),
+        ],
+        [
+          'undici.fetch',
+          async (url, dispatcher) => (await undiciFetch(url, { dispatcher })).text(),
+        ],
+        ...(globalFetchTakesDispatcher
+          ? [
+              [
+                "Node's global fetch with a dispatcher",
+                async (url: string, dispatcher: Dispatcher) =>
+                  (await fetch(url, { dispatcher } as unknown as RequestInit)).text(),
+              ] satisfies Client,
+            ]
+          : []),
+        [
+          'undici.stream',
+          (url, dispatcher) =>
+            stream(
+              url,
+              { dispatcher, method: 'GET' },
+              () => new Writable({ write: (_c, _e, cb) => cb() }),
+            ),
+        ],
+      ];
+
+      it.each(clients)(
+        '1,000 concurrent calls through a gate of 20 with %s: peak exactly 20',
+        async (_name, call) => {
+          const { gate, dispatcher } = setup();
+          const calls = Array.from({ length: 1000 }, () => call(`${partner.url}/held`, dispatcher));
+          await partner.waitForActive(20);
+          expectInvariant(gate);
+          expect(gate.held).toBe(20);
+          expect(gate.queued).toBe(980);
+          partner.openHeld(); // from now on the partner answers at once: still never more than 20
+          const results = await Promise.allSettled(calls);
+          expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+          expect(partner.peak).toBe(20);
+          expect(partner.arrived).toBe(1000);
+          expectIdle(gate);
+          expect(gate.stats().acquired).toBe(1000);
+        },
+      );
+
+      it('opens no more connections than permits: a granted waiter reuses the socket the last response freed', async () => {
         const { gate, dispatcher } = setup();
-        const calls = Array.from({ length: 1000 }, () => call(`${partner.url}/held`, dispatcher));
-        await partner.waitForActive(20);
-        expectInvariant(gate);
-        expect(gate.held).toBe(20);
-        expect(gate.queued).toBe(980);
-        partner.openHeld(); // from now on the partner answers at once: still never more than 20
-        const results = await Promise.allSettled(calls);
-        expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+        await Promise.all(
+          Array.from({ length: 1000 }, async () => {
+            const res = await request(`${partner.url}/ok?delay=1`, { dispatcher });
+            await res.body.dump();
+          }),
+        );
         expect(partner.peak).toBe(20);
-        expect(partner.arrived).toBe(1000);
+        // Dispatching inside the releasing response's callbacks found its socket still busy and
+        // opened a new one: 40 sockets for 20 permits. One extra is the fast path racing a reuse.
+        expect(partner.peakSockets).toBeLessThanOrEqual(21);
         expectIdle(gate);
-        expect(gate.stats().acquired).toBe(1000);
-      },
-    );
+      });
 
-    it('opens no more connections than permits: a granted waiter reuses the socket the last response freed', async () => {
-      const { gate, dispatcher } = setup();
-      await Promise.all(
-        Array.from({ length: 1000 }, async () => {
-          const res = await request(`${partner.url}/ok?delay=1`, { dispatcher });
-          await res.body.dump();
-        }),
-      );
-      expect(partner.peak).toBe(20);
-      // Dispatching inside the releasing response's callbacks found its socket still busy and
-      // opened a new one: 40 sockets for 20 permits. One extra is the fast path racing a reuse.
-      expect(partner.peakSockets).toBeLessThanOrEqual(21);
-      expectIdle(gate);
+      it('works as the global dispatcher-free composition of undici.request with a URL origin', async () => {
+        const { gate, dispatcher } = setup({ limit: 2 });
+        const res = await request(new URL(`${partner.url}/ok`), { dispatcher });
+        await res.body.text();
+        expectIdle(gate);
+        expect(gate.stats().acquired).toBe(1);
+      });
     });
 
-    it('works as the global dispatcher-free composition of undici.request with a URL origin', async () => {
-      const { gate, dispatcher } = setup({ limit: 2 });
-      const res = await request(new URL(`${partner.url}/ok`), { dispatcher });
-      await res.body.text();
-      expectIdle(gate);
-      expect(gate.stats().acquired).toBe(1);
-    });
-  });
+    describe('permits come back on every exit path', () => {
+      it('returns the permit after a 500 response', async () => {
+        const { gate, dispatcher } = setup();
+        const res = await request(`${partner.url}/status?code=500`, { dispatcher });
+        expect(res.statusCode).toBe(500);
+        await res.body.text();
+        expectIdle(gate);
+      });
 
-  describe('permits come back on every exit path', () => {
-    it('returns the permit after a 500 response', async () => {
-      const { gate, dispatcher } = setup();
-      const res = await request(`${partner.url}/status?code=500`, { dispatcher });
-      expect(res.statusCode).toBe(500);
-      await res.body.text();
-      expectIdle(gate);
-    });
+      it('returns the permit when the connection is refused (no controller)', async () => {
+        const closed = http.createServer();
+        closed.listen(0, '127.0.0.1');
+        await once(closed, 'listening');
+        const origin = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+        await new Promise<void>((resolve) => closed.close(() => resolve()));
+        const limiter = new HostLimiter({
+          partners: [{ name: 'gone', hosts: [origin], limit: 2 }],
+        });
+        const dispatcher = limitedOver(agent, limiter);
+        const error = await settle(request(`${origin}/`, { dispatcher }));
+        expect((error as NodeJS.ErrnoException).code).toBe('ECONNREFUSED');
+        const fetchError = await settle(undiciFetch(`${origin}/`, { dispatcher }));
+        expect(fetchError).toBeInstanceOf(TypeError);
+        expectIdle(limiter.gate('gone')!);
+      });
 
-    it('returns the permit when the connection is refused (no controller)', async () => {
-      const closed = http.createServer();
-      closed.listen(0, '127.0.0.1');
-      await once(closed, 'listening');
-      const origin = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
-      await new Promise<void>((resolve) => closed.close(() => resolve()));
-      const limiter = new HostLimiter({ partners: [{ name: 'gone', hosts: [origin], limit: 2 }] });
-      const dispatcher = agent.compose(limitHosts(limiter));
-      const error = await settle(request(`${origin}/`, { dispatcher }));
-      expect((error as NodeJS.ErrnoException).code).toBe('ECONNREFUSED');
-      const fetchError = await settle(undiciFetch(`${origin}/`, { dispatcher }));
-      expect(fetchError).toBeInstanceOf(TypeError);
-      expectIdle(limiter.gate('gone')!);
-    });
+      it('returns the permit when the connection resets mid-body', async () => {
+        const { gate, dispatcher } = setup();
+        const res = await request(`${partner.url}/reset`, { dispatcher });
+        const error = await settle(res.body.text());
+        expect(error).toBeInstanceOf(Error);
+        expectIdle(gate);
+      });
 
-    it('returns the permit when the connection resets mid-body', async () => {
-      const { gate, dispatcher } = setup();
-      const res = await request(`${partner.url}/reset`, { dispatcher });
-      const error = await settle(res.body.text());
-      expect(error).toBeInstanceOf(Error);
-      expectIdle(gate);
-    });
-
-    it('returns the permit when the caller aborts while queued, and the request never reaches the partner', async () => {
-      const { gate, dispatcher } = setup({ limit: 1 });
-      const first = request(`${partner.url}/held`, { dispatcher });
-      await partner.waitForArrived(1);
-      const ac = new AbortController();
-      const queuedRequest = settle(request(`${partner.url}/ok`, { dispatcher, signal: ac.signal }));
-      const queuedFetch = settle(
-        undiciFetch(`${partner.url}/ok`, { dispatcher, signal: ac.signal }),
-      );
-      expect(gate.queued).toBe(2);
-      const reason = new Error('caller gave up');
-      ac.abort(reason);
-      expect(gate.queued).toBe(0); // the slot is free at once, not at dequeue time
-      expect(await queuedRequest).toBe(reason);
-      expect(await queuedFetch).toBe(reason);
-      expectInvariant(gate);
-      partner.release();
-      await (await first).body.text();
-      expect(partner.arrived).toBe(1);
-      expectIdle(gate);
-      expect(gate.stats().abortedWaiting).toBe(2);
-    });
-
-    it.runIf(globalFetchTakesDispatcher)(
-      'returns the permit when global fetch aborts while queued (fetch passes no signal to dispatchers)',
-      async () => {
+      it('returns the permit when the caller aborts while queued, and the request never reaches the partner', async () => {
         const { gate, dispatcher } = setup({ limit: 1 });
-        const first = fetch(`${partner.url}/held`, { dispatcher } as unknown as RequestInit);
+        const first = request(`${partner.url}/held`, { dispatcher });
         await partner.waitForArrived(1);
         const ac = new AbortController();
-        const queued = settle(
-          fetch(`${partner.url}/ok`, { dispatcher, signal: ac.signal } as unknown as RequestInit),
+        const queuedRequest = settle(
+          request(`${partner.url}/ok`, { dispatcher, signal: ac.signal }),
         );
-        expect(gate.queued).toBe(1);
-        ac.abort();
-        expect(((await queued) as Error).name).toBe('AbortError');
-        expect(gate.queued).toBe(0);
+        const queuedFetch = settle(
+          undiciFetch(`${partner.url}/ok`, { dispatcher, signal: ac.signal }),
+        );
+        expect(gate.queued).toBe(2);
+        const reason = new Error('caller gave up');
+        ac.abort(reason);
+        expect(gate.queued).toBe(0); // the slot is free at once, not at dequeue time
+        expect(await queuedRequest).toBe(reason);
+        expect(await queuedFetch).toBe(reason);
+        expectInvariant(gate);
         partner.release();
-        await (await first).text();
+        await (await first).body.text();
         expect(partner.arrived).toBe(1);
         expectIdle(gate);
-      },
-    );
+        expect(gate.stats().abortedWaiting).toBe(2);
+      });
 
-    it('returns the permit when the caller aborts in the tick of dispatch (while connecting)', async () => {
-      const { gate, dispatcher } = setup();
-      const ac = new AbortController();
-      const pending = settle(request(`${partner.url}/ok`, { dispatcher, signal: ac.signal }));
-      expect(gate.held).toBe(1);
-      ac.abort();
-      expect(((await pending) as Error).name).toBe('AbortError');
-      await released(gate);
-      expectIdle(gate);
+      it.runIf(globalFetchTakesDispatcher)(
+        'returns the permit when global fetch aborts while queued (fetch passes no signal to dispatchers)',
+        async () => {
+          const { gate, dispatcher } = setup({ limit: 1 });
+          const first = fetch(`${partner.url}/held`, { dispatcher } as unknown as RequestInit);
+          await partner.waitForArrived(1);
+          const ac = new AbortController();
+          const queued = settle(
+            fetch(`${partner.url}/ok`, { dispatcher, signal: ac.signal } as unknown as RequestInit),
+          );
+          expect(gate.queued).toBe(1);
+          ac.abort();
+          expect(((await queued) as Error).name).toBe('AbortError');
+          expect(gate.queued).toBe(0);
+          partner.release();
+          await (await first).text();
+          expect(partner.arrived).toBe(1);
+          expectIdle(gate);
+        },
+      );
+
+      it('returns the permit when the caller aborts in the tick of dispatch (while connecting)', async () => {
+        const { gate, dispatcher } = setup();
+        const ac = new AbortController();
+        const pending = settle(request(`${partner.url}/ok`, { dispatcher, signal: ac.signal }));
+        expect(gate.held).toBe(1);
+        ac.abort();
+        expect(((await pending) as Error).name).toBe('AbortError');
+        await released(gate);
+        expectIdle(gate);
+      });
+
+      it('returns the permit when the caller aborts while waiting for headers, and the partner sees the request closed', async () => {
+        const { gate, dispatcher } = setup();
+        const ac = new AbortController();
+        const pending = settle(
+          undiciFetch(`${partner.url}/held`, { dispatcher, signal: ac.signal }),
+        );
+        await partner.waitForArrived(1);
+        expect(gate.held).toBe(1);
+        ac.abort();
+        expect(((await pending) as Error).name).toBe('AbortError');
+        await partner.waitForClosedEarly(1);
+        await released(gate);
+        expectIdle(gate);
+      });
+
+      it('returns the permit when the caller aborts while the body streams', async () => {
+        const { gate, dispatcher } = setup();
+        const ac = new AbortController();
+        const res = await request(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
+        for await (const _chunk of res.body) break; // first chunk arrived; leaving the loop destroys the body
+        await partner.waitForClosedEarly(1);
+        await released(gate);
+        expectIdle(gate);
+        const res2 = await undiciFetch(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
+        const reader = res2.body!.getReader();
+        await reader.read();
+        expect(gate.held).toBe(1);
+        ac.abort();
+        await settle(reader.read());
+        await partner.waitForClosedEarly(2);
+        await released(gate);
+        expectIdle(gate);
+      });
+
+      it('frees a permit pinned by an unread body after maxHold, aborting the request with PermitHoldTimeoutError', async () => {
+        const { gate, dispatcher } = setup({ maxHold: 100 });
+        const res = await request(`${partner.url}/stall`, { dispatcher });
+        expect(gate.held).toBe(1);
+        const error = await settle(res.body.text()); // the stall never ends: only maxHold can free it
+        expect(error).toBeInstanceOf(PermitHoldTimeoutError);
+        expect((error as PermitHoldTimeoutError).partner).toBe('partner');
+        await partner.waitForClosedEarly(1);
+        expectIdle(gate);
+        expect(gate.stats().holdTimeouts).toBe(1);
+      });
+
+      it('frees a permit whose fetch body is never read at all, after maxHold', async () => {
+        const { gate, dispatcher } = setup({ maxHold: 100 });
+        const res = await undiciFetch(`${partner.url}/stall`, { dispatcher });
+        expect(res.status).toBe(200);
+        expect(gate.held).toBe(1);
+        await partner.waitForClosedEarly(1); // freed by maxHold, not by us
+        expectIdle(gate);
+        expect(gate.stats().holdTimeouts).toBe(1);
+      });
     });
 
-    it('returns the permit when the caller aborts while waiting for headers, and the partner sees the request closed', async () => {
-      const { gate, dispatcher } = setup();
-      const ac = new AbortController();
-      const pending = settle(undiciFetch(`${partner.url}/held`, { dispatcher, signal: ac.signal }));
-      await partner.waitForArrived(1);
-      expect(gate.held).toBe(1);
-      ac.abort();
-      expect(((await pending) as Error).name).toBe('AbortError');
-      await partner.waitForClosedEarly(1);
-      await released(gate);
-      expectIdle(gate);
-    });
+    describe('shedding', () => {
+      it('sheds with QueueFullError at once when the queue is full, carrying partner and retryAfterMs', async () => {
+        const { gate, dispatcher } = setup({ limit: 1, maxQueue: 0 });
+        const first = request(`${partner.url}/held`, { dispatcher });
+        await partner.waitForArrived(1);
+        const shed = await settle(request(`${partner.url}/ok`, { dispatcher }));
+        expect(shed).toBeInstanceOf(QueueFullError);
+        expect((shed as QueueFullError).partner).toBe('partner');
+        expect((shed as QueueFullError).retryAfterMs).toBeGreaterThan(0);
+        const fetchShed = await settle(undiciFetch(`${partner.url}/ok`, { dispatcher }));
+        expect(fetchShed).toBeInstanceOf(TypeError);
+        expect((fetchShed as TypeError).cause).toBeInstanceOf(QueueFullError);
+        expect(partner.arrived).toBe(1);
+        partner.release();
+        await (await first).body.text();
+        expectIdle(gate);
+      });
 
-    it('returns the permit when the caller aborts while the body streams', async () => {
-      const { gate, dispatcher } = setup();
-      const ac = new AbortController();
-      const res = await request(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
-      for await (const _chunk of res.body) break; // first chunk arrived; leaving the loop destroys the body
-      await partner.waitForClosedEarly(1);
-      await released(gate);
-      expectIdle(gate);
-      const res2 = await undiciFetch(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
-      const reader = res2.body!.getReader();
-      await reader.read();
-      expect(gate.held).toBe(1);
-      ac.abort();
-      await settle(reader.read());
-      await partner.waitForClosedEarly(2);
-      await released(gate);
-      expectIdle(gate);
-    });
+      it('sheds with QueueTimeoutError at the wait deadline', async () => {
+        const { gate, dispatcher } = setup({ limit: 1, queueTimeout: 50 });
+        const first = request(`${partner.url}/held`, { dispatcher });
+        await partner.waitForArrived(1);
+        const timedOut = await settle(request(`${partner.url}/ok`, { dispatcher }));
+        expect(timedOut).toBeInstanceOf(QueueTimeoutError);
+        partner.release();
+        await (await first).body.text();
+        expect(partner.arrived).toBe(1);
+        expectIdle(gate);
+      });
 
-    it('frees a permit pinned by an unread body after maxHold, aborting the request with PermitHoldTimeoutError', async () => {
-      const { gate, dispatcher } = setup({ maxHold: 100 });
-      const res = await request(`${partner.url}/stall`, { dispatcher });
-      expect(gate.held).toBe(1);
-      const error = await settle(res.body.text()); // the stall never ends: only maxHold can free it
-      expect(error).toBeInstanceOf(PermitHoldTimeoutError);
-      expect((error as PermitHoldTimeoutError).partner).toBe('partner');
-      await partner.waitForClosedEarly(1);
-      expectIdle(gate);
-      expect(gate.stats().holdTimeouts).toBe(1);
-    });
-
-    it('frees a permit whose fetch body is never read at all, after maxHold', async () => {
-      const { gate, dispatcher } = setup({ maxHold: 100 });
-      const res = await undiciFetch(`${partner.url}/stall`, { dispatcher });
-      expect(res.status).toBe(200);
-      expect(gate.held).toBe(1);
-      await partner.waitForClosedEarly(1); // freed by maxHold, not by us
-      expectIdle(gate);
-      expect(gate.stats().holdTimeouts).toBe(1);
+      it("refuses a host outside the allow-list with UnknownHostError under unknownHosts: 'reject'", async () => {
+        const { dispatcher } = setup();
+        const error = await settle(request('http://127.0.0.2:9/', { dispatcher }));
+        expect(error).toBeInstanceOf(UnknownHostError);
+      });
     });
   });
 
-  describe('shedding', () => {
-    it('sheds with QueueFullError at once when the queue is full, carrying partner and retryAfterMs', async () => {
-      const { gate, dispatcher } = setup({ limit: 1, maxQueue: 0 });
-      const first = request(`${partner.url}/held`, { dispatcher });
-      await partner.waitForArrived(1);
-      const shed = await settle(request(`${partner.url}/ok`, { dispatcher }));
-      expect(shed).toBeInstanceOf(QueueFullError);
-      expect((shed as QueueFullError).partner).toBe('partner');
-      expect((shed as QueueFullError).retryAfterMs).toBeGreaterThan(0);
-      const fetchShed = await settle(undiciFetch(`${partner.url}/ok`, { dispatcher }));
-      expect(fetchShed).toBeInstanceOf(TypeError);
-      expect((fetchShed as TypeError).cause).toBeInstanceOf(QueueFullError);
-      expect(partner.arrived).toBe(1);
-      partner.release();
-      await (await first).body.text();
+  describe('composition with undici interceptors', () => {
+    it('takes a fresh permit per retry attempt and holds none during backoff (limiter inside retry)', async () => {
+      const limiter = new HostLimiter({
+        partners: [{ name: 'partner', hosts: [partner.origin], limit: 5 }],
+      });
+      const gate = limiter.gate('partner')!;
+      const heldDuringBackoff: number[] = [];
+      const dispatcher = limitedOver(agent, limiter).compose(
+        interceptors.retry({
+          maxRetries: 2,
+          statusCodes: [503],
+          retry(error, { state }, callback) {
+            heldDuringBackoff.push(gate.held);
+            if (state.counter > 2) return callback(error);
+            setTimeout(() => {
+              heldDuringBackoff.push(gate.held);
+              callback(null);
+            }, 10);
+            return undefined;
+          },
+        }),
+      );
+      const error = await settle(request(`${partner.url}/status?code=503`, { dispatcher }));
+      expect(error).toBeInstanceOf(Error);
+      expect(partner.arrived).toBe(3);
+      expect(heldDuringBackoff.length).toBeGreaterThanOrEqual(4);
+      expect(heldDuringBackoff.every((held) => held === 0)).toBe(true);
+      expectIdle(gate);
+      expect(gate.stats().acquired).toBe(3);
+    });
+
+    it('takes one permit per redirect hop (limiter inside redirect)', async () => {
+      const limiter = new HostLimiter({
+        partners: [{ name: 'partner', hosts: [partner.origin], limit: 1 }],
+      });
+      const gate = limiter.gate('partner')!;
+      const dispatcher = limitedOver(agent, limiter).compose(
+        interceptors.redirect({ maxRedirections: 5 }),
+      );
+      const res = await request(`${partner.url}/redirect?to=/ok&hops=3`, { dispatcher });
+      expect(res.statusCode).toBe(200);
+      await res.body.text();
+      expect(gate.stats().acquired).toBe(4);
+      expect(partner.peak).toBe(1);
+      expectIdle(gate);
+    });
+  });
+
+  describe('tolerates odd handler sequences', () => {
+    it('releases once on end-then-error with an undefined controller and a string reason', () => {
+      const limiter = new HostLimiter({ partners: [{ name: 'p', hosts: ['p.test'], limit: 1 }] });
+      const gate = limiter.gate('p')!;
+      const seen: string[] = [];
+      const fakeDispatch: Dispatcher.Dispatch = (_opts, handler) => {
+        handler.onResponseEnd?.(undefined as never, {});
+        handler.onResponseError?.(
+          undefined as never,
+          'Response object has been garbage collected' as never,
+        );
+        return true;
+      };
+      const dispatch = limitedDispatch(limiter, fakeDispatch);
+      dispatch(
+        { origin: 'http://p.test', path: '/', method: 'GET' },
+        {
+          onResponseEnd: () => seen.push('end'),
+          onResponseError: (_c, e) => seen.push(`error:${String(e)}`),
+        },
+      );
+      expect(seen).toEqual(['end', 'error:Response object has been garbage collected']);
+      expect(gate.stats().doubleReleases).toBe(0);
       expectIdle(gate);
     });
 
-    it('sheds with QueueTimeoutError at the wait deadline', async () => {
-      const { gate, dispatcher } = setup({ limit: 1, queueTimeout: 50 });
-      const first = request(`${partner.url}/held`, { dispatcher });
-      await partner.waitForArrived(1);
-      const timedOut = await settle(request(`${partner.url}/ok`, { dispatcher }));
-      expect(timedOut).toBeInstanceOf(QueueTimeoutError);
-      partner.release();
-      await (await first).body.text();
-      expect(partner.arrived).toBe(1);
-      expectIdle(gate);
+    it('returns the permit when the inner dispatcher throws synchronously', () => {
+      const limiter = new HostLimiter({ partners: [{ name: 'p', hosts: ['p.test'], limit: 1 }] });
+      const errors: unknown[] = [];
+      const throwing: Dispatcher.Dispatch = () => {
+        throw new Error('boom');
+      };
+      const dispatch = limitedDispatch(limiter, throwing);
+      dispatch(
+        { origin: 'http://p.test', path: '/', method: 'GET' },
+        { onResponseError: (_c, e) => errors.push(e) },
+      );
+      expect(errors).toHaveLength(1);
+      expectIdle(limiter.gate('p')!);
     });
 
-    it("refuses a host outside the allow-list with UnknownHostError under unknownHosts: 'reject'", async () => {
-      const { dispatcher } = setup();
-      const error = await settle(request('http://127.0.0.2:9/', { dispatcher }));
-      expect(error).toBeInstanceOf(UnknownHostError);
+    it('works over MockAgent, including replyWithError (no controller)', async () => {
+      const mock = new MockAgent();
+      mock.disableNetConnect();
+      const pool = mock.get('http://mock.test');
+      pool.intercept({ path: '/ok' }).reply(200, 'fine');
+      pool.intercept({ path: '/fail' }).replyWithError(new Error('scripted failure'));
+      const limiter = new HostLimiter({
+        partners: [{ name: 'mock', hosts: ['mock.test'], limit: 1 }],
+      });
+      const dispatcher = limitedOver(mock, limiter);
+      const res = await request('http://mock.test/ok', { dispatcher });
+      expect(await res.body.text()).toBe('fine');
+      const error = await settle(request('http://mock.test/fail', { dispatcher }));
+      expect((error as Error).message).toBe('scripted failure');
+      expectIdle(limiter.gate('mock')!);
+      await mock.close();
     });
   });
 });
@@ -366,115 +510,5 @@ describe('limitGate: one gate for everything a dispatcher sends', () => {
     expect(() => limitGate({ limit: 3 } as never)).toThrow(
       /limitGate: expected a Semaphore, got an object/,
     );
-  });
-});
-
-describe('limitHosts: composition with undici interceptors', () => {
-  it('takes a fresh permit per retry attempt and holds none during backoff (limiter inside retry)', async () => {
-    const limiter = new HostLimiter({
-      partners: [{ name: 'partner', hosts: [partner.origin], limit: 5 }],
-    });
-    const gate = limiter.gate('partner')!;
-    const heldDuringBackoff: number[] = [];
-    const dispatcher = agent.compose(
-      limitHosts(limiter),
-      interceptors.retry({
-        maxRetries: 2,
-        statusCodes: [503],
-        retry(error, { state }, callback) {
-          heldDuringBackoff.push(gate.held);
-          if (state.counter > 2) return callback(error);
-          setTimeout(() => {
-            heldDuringBackoff.push(gate.held);
-            callback(null);
-          }, 10);
-          return undefined;
-        },
-      }),
-    );
-    const error = await settle(request(`${partner.url}/status?code=503`, { dispatcher }));
-    expect(error).toBeInstanceOf(Error);
-    expect(partner.arrived).toBe(3);
-    expect(heldDuringBackoff.length).toBeGreaterThanOrEqual(4);
-    expect(heldDuringBackoff.every((held) => held === 0)).toBe(true);
-    expectIdle(gate);
-    expect(gate.stats().acquired).toBe(3);
-  });
-
-  it('takes one permit per redirect hop (limiter inside redirect)', async () => {
-    const limiter = new HostLimiter({
-      partners: [{ name: 'partner', hosts: [partner.origin], limit: 1 }],
-    });
-    const gate = limiter.gate('partner')!;
-    const dispatcher = agent.compose(
-      limitHosts(limiter),
-      interceptors.redirect({ maxRedirections: 5 }),
-    );
-    const res = await request(`${partner.url}/redirect?to=/ok&hops=3`, { dispatcher });
-    expect(res.statusCode).toBe(200);
-    await res.body.text();
-    expect(gate.stats().acquired).toBe(4);
-    expect(partner.peak).toBe(1);
-    expectIdle(gate);
-  });
-});
-
-describe('limitHosts: tolerates odd handler sequences', () => {
-  it('releases once on end-then-error with an undefined controller and a string reason', () => {
-    const limiter = new HostLimiter({ partners: [{ name: 'p', hosts: ['p.test'], limit: 1 }] });
-    const gate = limiter.gate('p')!;
-    const seen: string[] = [];
-    const fakeDispatch: Dispatcher.Dispatch = (_opts, handler) => {
-      handler.onResponseEnd?.(undefined as never, {});
-      handler.onResponseError?.(
-        undefined as never,
-        'Response object has been garbage collected' as never,
-      );
-      return true;
-    };
-    const dispatch = limitHosts(limiter)(fakeDispatch);
-    dispatch(
-      { origin: 'http://p.test', path: '/', method: 'GET' },
-      {
-        onResponseEnd: () => seen.push('end'),
-        onResponseError: (_c, e) => seen.push(`error:${String(e)}`),
-      },
-    );
-    expect(seen).toEqual(['end', 'error:Response object has been garbage collected']);
-    expect(gate.stats().doubleReleases).toBe(0);
-    expectIdle(gate);
-  });
-
-  it('returns the permit when the inner dispatcher throws synchronously', () => {
-    const limiter = new HostLimiter({ partners: [{ name: 'p', hosts: ['p.test'], limit: 1 }] });
-    const errors: unknown[] = [];
-    const throwing: Dispatcher.Dispatch = () => {
-      throw new Error('boom');
-    };
-    const dispatch = limitHosts(limiter)(throwing);
-    dispatch(
-      { origin: 'http://p.test', path: '/', method: 'GET' },
-      { onResponseError: (_c, e) => errors.push(e) },
-    );
-    expect(errors).toHaveLength(1);
-    expectIdle(limiter.gate('p')!);
-  });
-
-  it('works over MockAgent, including replyWithError (no controller)', async () => {
-    const mock = new MockAgent();
-    mock.disableNetConnect();
-    const pool = mock.get('http://mock.test');
-    pool.intercept({ path: '/ok' }).reply(200, 'fine');
-    pool.intercept({ path: '/fail' }).replyWithError(new Error('scripted failure'));
-    const limiter = new HostLimiter({
-      partners: [{ name: 'mock', hosts: ['mock.test'], limit: 1 }],
-    });
-    const dispatcher = mock.compose(limitHosts(limiter));
-    const res = await request('http://mock.test/ok', { dispatcher });
-    expect(await res.body.text()).toBe('fine');
-    const error = await settle(request('http://mock.test/fail', { dispatcher }));
-    expect((error as Error).message).toBe('scripted failure');
-    expectIdle(limiter.gate('mock')!);
-    await mock.close();
   });
 });

@@ -1,23 +1,18 @@
 import { performance } from 'node:perf_hooks';
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { killAllWorkers, type Worker } from '../../bench/lib/fleet.js';
+import { expect, it } from 'vitest';
+import type { Worker } from '../../bench/lib/fleet.js';
 import { connectResp } from '../../bench/lib/resp.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import {
-  describeRedis,
-  type RedisServer,
-  startRedis,
-  stopAllRedis,
-} from '../helpers/redis-server.js';
+import { describeRedis } from '../helpers/redis-server.js';
 import {
   dropGates,
-  exitReplicas,
   leftInRedis,
   openGates,
-  startReplicas,
+  queueBehindHolder,
   TEST_HEARTBEAT_MS,
   TEST_LEASE_MS,
   untilRedis,
+  useReplicaFleet,
 } from './replicas.js';
 
 /**
@@ -27,10 +22,6 @@ import {
 const REPLICAS = 6;
 /** Per replica; `HOSTGATE_REDIS_HEAVY=1` runs 6 × 2,000. */
 const LOAD_REQUESTS = process.env.HOSTGATE_REDIS_HEAVY ? 2000 : 350;
-
-let redis: RedisServer;
-let replicas: Worker[];
-let partner: Partner | undefined;
 
 async function heldBy(worker: Worker): Promise<number> {
   worker.send({ type: 'stats' });
@@ -52,38 +43,28 @@ async function countClientCommands(port: number, windowMs: number): Promise<stri
 }
 
 describeRedis('replicas sharing one cap through Redis', () => {
-  beforeAll(async () => {
-    redis = await startRedis();
-    replicas = await startReplicas(REPLICAS);
-  }, 90_000);
-  afterEach(async () => {
-    await partner?.close();
-    partner = undefined;
-  });
-  afterAll(async () => {
-    try {
-      if (replicas) await exitReplicas(replicas);
-    } finally {
-      await killAllWorkers();
-      await stopAllRedis();
-    }
-  }, 30_000);
+  const fleet = useReplicaFleet(REPLICAS);
+  /** A fresh partner for the test (closed after it). */
+  const partnerFor = async (): Promise<Partner> => {
+    fleet.partner = await startPartner();
+    return fleet.partner;
+  };
 
   it('6 replicas × a shared cap of 20: the partner never sees more, through aborts and errors, and no lease is left', async () => {
     const cap = 20;
-    partner = await startPartner();
+    const partner = await partnerFor();
     const prefix = 'load:';
-    await openGates(replicas, {
-      redisPort: redis.port,
+    await openGates(fleet.replicas, {
+      redisPort: fleet.redis.port,
       partnerOrigin: partner.origin,
       limit: cap,
       prefix,
     });
-    replicas.forEach((w, i) => {
+    fleet.replicas.forEach((w, i) => {
       w.send({ type: 'load', requests: LOAD_REQUESTS, concurrency: 30, seed: 1100 + i });
     });
     type Counts = { ok: number; failed: number; aborted: number; shed: number; other: number };
-    const results = await Promise.all(replicas.map((w) => w.next<Counts>('loaded', 90_000)));
+    const results = await Promise.all(fleet.replicas.map((w) => w.next<Counts>('loaded', 90_000)));
     const sum = (key: keyof Counts) => results.reduce((n, r) => n + r[key], 0);
     expect(sum('ok') + sum('failed') + sum('aborted') + sum('shed') + sum('other')).toBe(
       REPLICAS * LOAD_REQUESTS,
@@ -94,16 +75,16 @@ describeRedis('replicas sharing one cap through Redis', () => {
     // The only excess the issue allows: a cancelled request whose close reaches the partner a
     // moment after its permit went to the next request.
     expect(partner.peak).toBeLessThanOrEqual(cap + Math.min(partner.closedEarly, 1));
-    await dropGates(replicas);
-    expect(await leftInRedis(redis, prefix)).toEqual({ leases: 0, tickets: 0 });
+    await dropGates(fleet.replicas);
+    expect(await leftInRedis(fleet.redis, prefix)).toEqual({ leases: 0, tickets: 0 });
   }, 120_000);
 
   it('gives each of 3 contending replicas at least 20% of the grants of a cap of 4', async () => {
     const cap = 4;
-    const three = replicas.slice(0, 3);
-    partner = await startPartner();
+    const three = fleet.replicas.slice(0, 3);
+    const partner = await partnerFor();
     await openGates(three, {
-      redisPort: redis.port,
+      redisPort: fleet.redis.port,
       partnerOrigin: partner.origin,
       limit: cap,
       prefix: 'fair:',
@@ -124,11 +105,11 @@ describeRedis('replicas sharing one cap through Redis', () => {
 
   it('grants tickets in arrival order across processes (FIFO, no barging)', async () => {
     const cap = 4;
-    const [holder, b, c] = replicas as [Worker, Worker, Worker];
-    partner = await startPartner();
+    const [holder, b, c] = fleet.replicas as [Worker, Worker, Worker];
+    const partner = await partnerFor();
     const prefix = 'fifo:';
     await openGates([holder, b, c], {
-      redisPort: redis.port,
+      redisPort: fleet.redis.port,
       partnerOrigin: partner.origin,
       limit: cap,
       prefix,
@@ -139,7 +120,10 @@ describeRedis('replicas sharing one cap through Redis', () => {
     const order = [b, c, b, c];
     for (const [i, w] of order.entries()) {
       w.send({ type: 'request', count: 1, path: '/held' });
-      await untilRedis(redis, async () => (await leftInRedis(redis, prefix)).tickets === i + 1);
+      await untilRedis(
+        fleet.redis,
+        async () => (await leftInRedis(fleet.redis, prefix)).tickets === i + 1,
+      );
     }
     // Each release at the partner ends one of the holder's requests: its permit goes to the
     // oldest ticket, whose request then parks at the partner.
@@ -153,28 +137,24 @@ describeRedis('replicas sharing one cap through Redis', () => {
     partner.openHeld();
     for (const w of order) await w.next('answered', 10_000);
     await dropGates([holder, b, c]);
-    expect(await leftInRedis(redis, prefix)).toEqual({ leases: 0, tickets: 0 });
+    expect(await leftInRedis(fleet.redis, prefix)).toEqual({ leases: 0, tickets: 0 });
   }, 30_000);
 
   it('lets 50 waiters wait quietly (< 50 commands/s from the clients) and wakes the first within 500 ms of a release', async () => {
     const cap = 4;
     const waiters = 50;
     const windowMs = 2000;
-    const [holder, waiter] = replicas as [Worker, Worker];
-    partner = await startPartner();
+    const [holder, waiter] = fleet.replicas as [Worker, Worker];
+    const partner = await partnerFor();
     const prefix = 'wake:';
-    await openGates([holder, waiter], {
-      redisPort: redis.port,
-      partnerOrigin: partner.origin,
-      limit: cap,
+    await queueBehindHolder({ ...fleet, partner }, holder, waiter, {
+      cap,
       prefix,
+      waiting: waiters,
+      path: '/ok',
     });
-    holder.send({ type: 'hold', count: cap });
-    await partner.waitForActive(cap);
-    waiter.send({ type: 'request', count: waiters, path: '/ok' });
-    await untilRedis(redis, async () => (await leftInRedis(redis, prefix)).tickets === waiters);
 
-    const commands = await countClientCommands(redis.port, windowMs);
+    const commands = await countClientCommands(fleet.redis.port, windowMs);
     const perSecond = commands.length / (windowMs / 1000);
     expect(perSecond, commands.slice(0, 20).join('\n')).toBeLessThan(50);
     expect(partner.arrived).toBe(cap);
@@ -190,26 +170,22 @@ describeRedis('replicas sharing one cap through Redis', () => {
     }
     expect(partner.peak).toBeLessThanOrEqual(cap);
     await dropGates([holder, waiter]);
-    expect(await leftInRedis(redis, prefix)).toEqual({ leases: 0, tickets: 0 });
+    expect(await leftInRedis(fleet.redis, prefix)).toEqual({ leases: 0, tickets: 0 });
   }, 30_000);
 
   // Last: it kills one of the replicas.
   it('SIGKILL of the replica holding every permit: another is served within lease + heartbeat', async () => {
     const cap = 4;
-    const holder = replicas[REPLICAS - 1]!;
-    const other = replicas[REPLICAS - 2]!;
-    partner = await startPartner();
+    const holder = fleet.replicas[REPLICAS - 1]!;
+    const other = fleet.replicas[REPLICAS - 2]!;
+    const partner = await partnerFor();
     const prefix = 'kill:';
-    await openGates([other, holder], {
-      redisPort: redis.port,
-      partnerOrigin: partner.origin,
-      limit: cap,
+    await queueBehindHolder({ ...fleet, partner }, holder, other, {
+      cap,
       prefix,
+      waiting: 1,
+      path: '/ok',
     });
-    holder.send({ type: 'hold', count: cap });
-    await partner.waitForActive(cap);
-    other.send({ type: 'request', count: 1, path: '/ok' });
-    await untilRedis(redis, async () => (await leftInRedis(redis, prefix)).tickets === 1);
     expect(partner.arrived).toBe(cap);
 
     const killedAt = performance.now();

@@ -1,7 +1,8 @@
-import { expect } from 'vitest';
-import { forkWorker, type Worker } from '../../bench/lib/fleet.js';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
+import { forkWorker, killAllWorkers, type Worker } from '../../bench/lib/fleet.js';
 import { connectResp, type RespValue } from '../../bench/lib/resp.js';
-import type { RedisServer } from '../helpers/redis-server.js';
+import type { Partner } from '../helpers/partner.js';
+import { type RedisServer, startRedis, stopAllRedis } from '../helpers/redis-server.js';
 import type { TestGate } from './worker.js';
 
 const WORKER = new URL('./worker.ts', import.meta.url);
@@ -124,4 +125,65 @@ export async function untilRedis(
   } finally {
     events.close();
   }
+}
+
+export interface ReplicaFleet {
+  /** The private redis-server of the file. */
+  redis: RedisServer;
+  replicas: Worker[];
+  /** The current test's partner; closed after each test. */
+  partner: Partner | undefined;
+}
+
+/**
+ * Registers the hooks of a file of multi-process tests (call inside `describeRedis`): one
+ * private Redis and `count` replicas for the whole file, the partner closed after each test,
+ * and in the end every replica must exit cleanly.
+ */
+export function useReplicaFleet(count: number): ReplicaFleet {
+  const fleet = { partner: undefined } as ReplicaFleet;
+  beforeAll(async () => {
+    fleet.redis = await startRedis();
+    fleet.replicas = await startReplicas(count);
+  }, 90_000);
+  afterEach(async () => {
+    fleet.redis?.resume();
+    await fleet.partner?.close();
+    fleet.partner = undefined;
+  });
+  afterAll(async () => {
+    try {
+      if (fleet.replicas) await exitReplicas(fleet.replicas);
+    } finally {
+      await killAllWorkers();
+      await stopAllRedis();
+    }
+  }, 30_000);
+  return fleet;
+}
+
+/**
+ * `holder` takes every permit with requests parked at the partner, then `waiter` asks for
+ * `waiting` more: resolves once all of them are tickets in Redis.
+ */
+export async function queueBehindHolder(
+  fleet: ReplicaFleet & { partner: Partner },
+  holder: Worker,
+  waiter: Worker,
+  options: { cap: number; prefix: string; waiting: number; path: string },
+): Promise<void> {
+  const { redis, partner } = fleet;
+  await openGates([holder, waiter], {
+    redisPort: redis.port,
+    partnerOrigin: partner.origin,
+    limit: options.cap,
+    prefix: options.prefix,
+  });
+  holder.send({ type: 'hold', count: options.cap });
+  await partner.waitForActive(options.cap);
+  waiter.send({ type: 'request', count: options.waiting, path: options.path });
+  await untilRedis(
+    redis,
+    async () => (await leftInRedis(redis, options.prefix)).tickets === options.waiting,
+  );
 }

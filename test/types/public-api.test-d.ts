@@ -2,7 +2,14 @@
 import { Agent, Client, Pool } from 'undici';
 import { Agent as Agent8, Client as Client8, Pool as Pool8 } from 'undici8';
 import { describe, expectTypeOf, it } from 'vitest';
-import { HostLimiter, limitGate, limitHosts, Semaphore, withDispatcher } from '../../src/index.js';
+import {
+  HostLimiter,
+  LimitedAgent,
+  limitGate,
+  limitHosts,
+  Semaphore,
+  withDispatcher,
+} from '../../src/index.js';
 
 const limiter = new HostLimiter({ partners: [{ name: 'p', hosts: ['p.test'], limit: 2 }] });
 const gate = new Semaphore({ limit: 1 });
@@ -56,5 +63,15 @@ describe('Semaphore.run', () => {
   it('resolves to what the callback returns', () => {
     expectTypeOf(gate.run(() => 42)).toEqualTypeOf<Promise<number>>();
     expectTypeOf(gate.run(async () => 'x')).toEqualTypeOf<Promise<string>>();
+  });
+});
+
+describe('LimitedAgent wraps an undici 7 or 8 dispatcher', () => {
+  it('takes an Agent, Pool or Client of either version', () => {
+    new LimitedAgent(new Agent(), limiter);
+    new LimitedAgent(new Pool('http://p.test'), { partners: [] });
+    new LimitedAgent(new Agent8(), limiter);
+    new LimitedAgent(new Client8('http://p.test'), limiter);
+    void fetch('http://p.test', withDispatcher(new LimitedAgent(new Agent(), limiter)));
   });
 });
