@@ -45,7 +45,9 @@ describe('redisStore options', () => {
     const gate = store.semaphore({ name: 'billing', limit: 2 });
     expect(() => gate.acquire({ weight: 2 })).toThrow(/weight must be 1 on a shared gate/);
     expect(gate.tryAcquire()).toBeUndefined(); // a shared grant is always a round trip
-    expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(/already has a shared gate/);
+    expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(
+      /already has a shared gate/,
+    );
     expect(
       () =>
         new HostLimiter({
