@@ -44,7 +44,7 @@ export type {
   SharedSemaphoreStats,
 } from './shared-stats.js';
 
-const ACQUIRE_KEYS = ['signal', 'timeout', 'weight'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
 
 interface Lease {
   id: string;
