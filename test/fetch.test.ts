@@ -207,7 +207,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
 
   it('frees a permit pinned by an unread body after maxHold, aborting the fetch with PermitHoldTimeoutError', async () => {
     nock(origin).get('/report').reply(200, 'never read');
-    const { gate, limited, signals } = setup({ maxHold: 50 });
+    const { gate, limited, signals } = setup({ maxHold: 500 }); // room for a loaded machine
     const res = await limited(`${origin}/report`);
     expect(gate.held).toBe(1);
     const signal = signals[0]!;
@@ -317,7 +317,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
   });
 
   it('frees a stalled body after maxHold: the read rejects with PermitHoldTimeoutError and the partner sees the request closed', async () => {
-    const { gate, limited } = setup({ maxHold: 50 });
+    const { gate, limited } = setup({ maxHold: 500 }); // room for a loaded machine
     const res = await limited(`${partner.url}/stall`);
     const reader = res.body!.getReader();
     expect(new TextDecoder().decode((await reader.read()).value)).toBe('first chunk');
