@@ -97,7 +97,7 @@ async function runOnce(
       };
       return forkWorker(WORKER, config);
     });
-    await Promise.all(workers.map((w) => w.next('ready', 60_000)));
+    await Promise.all(workers.map((w) => w.next('ready', 120_000)));
     await redis.command('CONFIG', 'RESETSTAT');
     const monitor = monitored ? await monitorClients(redis.port) : undefined;
     const started = Date.now();
