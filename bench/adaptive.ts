@@ -174,7 +174,7 @@ async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Pr
 
 /** (b): contract 40; the partner's capacity 40 → 10 → 40; 60 callers in a closed loop. */
 async function capacityDrop(partner: Awaited<ReturnType<typeof forkPartner>>): Promise<string> {
-  const phaseMs = smoke ? 500 : 5000;
+  const phaseMs = smoke ? 300 : 5000;
   const durationMs = phaseMs * 3;
   const phases = [
     { atMs: 0, capacity: 40 },
@@ -290,7 +290,7 @@ async function capacityDrop(partner: Awaited<ReturnType<typeof forkPartner>>): P
 /** (c): 2× the partner's capacity arrives; each caller gives up 250 ms after it arrived. */
 async function queueDiscipline(partner: Awaited<ReturnType<typeof forkPartner>>): Promise<string> {
   const deadlineMs = 250;
-  const durationMs = smoke ? 500 : 5000;
+  const durationMs = smoke ? 300 : 5000;
   const rows: string[][] = [];
   for (const order of ['fifo', 'adaptive-lifo'] as const) {
     for (const kind of ['fixed', 'aimd'] as const) {
