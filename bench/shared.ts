@@ -97,7 +97,7 @@ async function runOnce(
       };
       return forkWorker(WORKER, config);
     });
-    await Promise.all(workers.map((w) => w.next('ready', 60_000)));
+    await Promise.all(workers.map((w) => w.next('ready', 120_000)));
     await redis.command('CONFIG', 'RESETSTAT');
     const monitor = monitored ? await monitorClients(redis.port) : undefined;
     const started = Date.now();
@@ -226,40 +226,36 @@ async function main(): Promise<number> {
       `partner ${sizes.holdMs} ms/request, ${sizes.seconds} s × ${sizes.runs} run(s) per library`,
   );
   console.log(`# ${os.cpus().length} CPUs, Node ${process.version}, redis-server (private)\n`);
-  const rows: Row[] = [];
+  const rows: Row[] = libs.map((lib) => ({ lib, runs: [] }));
   let failed = false;
-  for (const lib of libs) {
-    const row: Row = { lib, runs: [] };
-    rows.push(row);
-    // Interleave nothing: one library at a time, each run on a fresh Redis and partner.
-    for (let run = 0; run < sizes.runs; run++) {
+  // Round-robin over the libraries, run by run, so a busy spell on the machine hits them all
+  // alike; each run on a fresh Redis and partner. The MONITOR runs come last.
+  for (let run = 0; run < sizes.runs; run++) {
+    for (const row of rows) {
       try {
-        const result = await runOnce(lib, sizes, run);
+        const result = await runOnce(row.lib, sizes, run);
         row.runs.push(result);
         // A peer's overshoot or errors are findings for the table; hostgate's fail the run.
-        if (lib === 'hostgate' && (result.partnerPeak > sizes.cap || result.errors > 0)) {
+        if (row.lib === 'hostgate' && (result.partnerPeak > sizes.cap || result.errors > 0)) {
           failed = true;
         }
         if (result.errors > 0) {
-          console.error(`${lib}: ${result.errors} errors, first: ${result.firstError}`);
+          console.error(`${row.lib}: ${result.errors} errors, first: ${result.firstError}`);
         }
       } catch (error) {
         row.failure = String(error).split('\n')[0];
         failed = true;
-        console.error(`${lib} run ${run}: ${String(error)}`);
+        console.error(`${row.lib} run ${run}: ${String(error)}`);
       }
     }
-    if (values.smoke) continue;
+  }
+  for (const row of values.smoke ? [] : rows) {
     try {
-      row.monitored = await runOnce(
-        lib,
-        { ...sizes, seconds: Math.min(2, sizes.seconds) },
-        -1,
-        true,
-      );
+      const monitored = { ...sizes, seconds: Math.min(2, sizes.seconds) };
+      row.monitored = await runOnce(row.lib, monitored, -1, true);
     } catch (error) {
       failed = true;
-      console.error(`${lib} monitored run: ${String(error)}`);
+      console.error(`${row.lib} monitored run: ${String(error)}`);
     }
   }
   console.log(report(rows, sizes));

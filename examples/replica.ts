@@ -25,7 +25,10 @@ client.on('error', (error) => console.error('replica: redis client:', error));
 await client.connect();
 
 async function run(mode: 'per-process' | 'shared', partnerUrl: string) {
-  const store = mode === 'shared' ? redisStore({ client, prefix: 'demo:' }) : undefined;
+  // A generous Redis timeout: on a loaded machine a 1 s stall would switch the store to its
+  // local fallback (a share of the cap per process), which is not what this act shows.
+  const store =
+    mode === 'shared' ? redisStore({ client, prefix: 'demo:', commandTimeoutMs: 5000 }) : undefined;
   const billing = { name: 'billing', hosts: [partnerUrl], limit: config.cap, queueTimeout: 10_000 };
   const limiter = new HostLimiter({
     partners: [store ? { ...billing, shared: true } : billing],
@@ -33,7 +36,7 @@ async function run(mode: 'per-process' | 'shared', partnerUrl: string) {
   });
   const agent = new Agent({ connections: config.callers });
   const dispatcher = agent.compose(limitHosts(limiter));
-  const counts = { served: 0, refused: 0, failed: 0 };
+  const counts = { served: 0, refused: 0, failed: 0, firstError: undefined as string | undefined };
   let next = 0;
   const caller = async () => {
     while (next < config.requests) {
@@ -44,8 +47,9 @@ async function run(mode: 'per-process' | 'shared', partnerUrl: string) {
         if (response.statusCode === 200) counts.served++;
         else if (response.statusCode === 503) counts.refused++;
         else counts.failed++;
-      } catch {
+      } catch (error) {
         counts.failed++;
+        counts.firstError ??= (error as { code?: string }).code ?? String(error);
       }
     }
   };

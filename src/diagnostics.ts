@@ -83,6 +83,8 @@ export interface ShedMessage extends GateMessage {
   error: ShedError;
   /** Waiters still queued after this one left. */
   queued: number;
+  /** The priority class of the caller refused (`default` on a gate without classes). */
+  priority: string;
 }
 
 export interface WaitAbortedMessage extends GateMessage {

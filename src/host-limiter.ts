@@ -1,9 +1,16 @@
 import { AdaptiveController, type AdaptiveStats } from './adaptive/controller.js';
 import { type AdaptiveOptions, parseAdaptive } from './adaptive/options.js';
 import { attachController, controllerOf } from './adaptive/signals.js';
+import { setHoldAfterAbort } from './dispatcher/gate-layers.js';
 import { TooManyHostsError, UnknownHostError } from './errors.js';
 import { type LeakSuspect, leakSuspects } from './metrics/leaks.js';
-import { checkKnownKeys, checkObject, describe, positiveInteger } from './options.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  describe,
+  nonNegativeInteger,
+  positiveInteger,
+} from './options.js';
 import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
 import { Semaphore, type SemaphoreStats } from './semaphore.js';
 
@@ -64,6 +71,12 @@ export interface PartnerRule extends GateOptions {
    * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
    */
   adaptive?: AdaptiveOptions | boolean;
+  /**
+   * Keep an aborted in-flight request's permit this many ms after its connection is closed
+   * (default 0: returned right after). For partners that keep working on a request after the
+   * client has gone: their real load outlives our cancellation by about one request's duration.
+   */
+  holdAfterAbort?: number;
 }
 
 /** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
@@ -109,7 +122,7 @@ const GATE_KEYS = [
   'queueOrder',
   'lifoAfter',
 ] as const;
-const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', ...GATE_KEYS] as const;
+const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', 'holdAfterAbort', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
 
@@ -224,6 +237,10 @@ export class HostLimiter {
       throw new TypeError(`${where}: name must be a non-empty string, got ${describe(rule.name)}`);
     }
     checkKnownKeys(where, rule, RULE_KEYS);
+    const holdAfterAbort =
+      rule.holdAfterAbort === undefined
+        ? 0
+        : nonNegativeInteger(`${where}: holdAfterAbort`, rule.holdAfterAbort);
     if (this.#partners.has(rule.name))
       throw new TypeError(`${where}: the name is used by another rule`);
     if (!Array.isArray(rule.hosts) || rule.hosts.length === 0) {
@@ -255,6 +272,7 @@ export class HostLimiter {
       else this.#wildcards.push({ suffix: pattern.suffix, gate });
     }
     this.#partners.set(rule.name, gate);
+    setHoldAfterAbort(gate, holdAfterAbort);
     if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
   }
 

@@ -95,6 +95,8 @@ export {
   MAX_RETRY_AFTER_MS,
   type Permit,
   type PermitTarget,
+  type PriorityClassOptions,
+  type PriorityClassStats,
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,

@@ -3,6 +3,7 @@ import type { AcquireSite, PermitRequestInfo, ReleaseReason } from './diagnostic
 import type { PermitHoldTimeoutError } from './errors.js';
 import { type PermitTarget, permitTarget } from './permit-target.js';
 import type { Semaphore } from './semaphore.js';
+import type { QueueClass } from './wait-queue.js';
 
 export const HELD = 0;
 export const RELEASED = 1;
@@ -186,6 +187,7 @@ export class Waiter implements WaitTicket {
     readonly reject: ((reason: unknown) => void) | undefined,
     readonly signal: AbortSignal | undefined,
     readonly enqueuedAt: number,
+    readonly cls: QueueClass,
   ) {}
 
   granted(permit: Permit): void {

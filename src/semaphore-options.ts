@@ -1,5 +1,6 @@
 /** The Semaphore's options, stats and defaults, each number with its reason. */
 import type { DurationHistogram, DurationSummary } from './histogram.js';
+import type { PriorityClassOptions, PriorityClassStats } from './wait-queue.js';
 
 /**
  * Default wait deadline: 1 s. A wait is worth it only while it is shorter than the call it
@@ -36,6 +37,16 @@ export interface SemaphoreOptions {
    * long stream against you. Unset by default. Costs one timer per permit.
    */
   maxHoldTotal?: number;
+  /**
+   * Priority classes, highest first, each with a guaranteed minimum share of the permits
+   * while it waits (shares add up to at most 1), FIFO within a class, and its own queue bound
+   * and wait deadline. Callers name theirs with `{ priority }`; unnamed, the first. When the
+   * queue is full, a caller sheds the newest waiter of the lowest class below its own.
+   *
+   * @example
+   * priorities: [{ name: 'interactive', share: 0.8 }, { name: 'batch', share: 0.2, maxQueue: 50 }]
+   */
+  priorities?: PriorityClassOptions[];
   /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
   name?: string;
   /**
@@ -64,12 +75,18 @@ export interface WaitOptions {
   /** This call's wait deadline in ms, instead of the gate's `queueTimeout`. */
   timeout?: number | undefined;
   /**
+   * The priority class to wait in (a name from the gate's `priorities`; default the first).
+   */
+  priority?: string | undefined;
+  /**
    * Units of the limit to hold (default 1), with Go `semaphore.Weighted` semantics: FIFO, a
    * heavy waiter at the head is served before anyone behind it, and a weight above the limit
    * is refused at once (RangeError).
    */
   weight?: number | undefined;
 }
+
+export type { PriorityClassOptions, PriorityClassStats } from './wait-queue.js';
 
 export interface SemaphoreStats {
   name: string | undefined;
@@ -95,6 +112,8 @@ export interface SemaphoreStats {
   wait: DurationSummary;
   /** Time from grant to release. */
   hold: DurationSummary;
+  /** Per priority class, when the gate has `priorities`. */
+  priorities?: Record<string, PriorityClassStats>;
 }
 
 /** A {@link DurationHistogram} to read, not to record into. */

@@ -42,6 +42,7 @@ import {
   type SemaphoreStats,
   type WaitOptions,
 } from './semaphore-options.js';
+import { DEFAULT_CLASS, type QueueClass, WaitQueue } from './wait-queue.js';
 
 export type { Permit, WaitTarget, WaitTicket } from './permit.js';
 export type { PermitTarget } from './permit-target.js';
@@ -58,6 +59,7 @@ const SEMAPHORE_KEYS = [
   'now',
   'queueOrder',
   'lifoAfter',
+  'priorities',
 ] as const;
 const {
   acquire: acquireChannel,
@@ -67,8 +69,8 @@ const {
   holdTimeout: holdTimeoutChannel,
   doubleRelease: doubleReleaseChannel,
 } = channels;
-const ACQUIRE_KEYS = ['signal', 'timeout', 'weight'] as const;
-const WAIT_KEYS = ['timeout', 'weight'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
+const WAIT_KEYS = ['timeout', 'weight', 'priority'] as const;
 
 /**
  * `run()`'s callback as its implementations see it: the overloads promise a present signal to
@@ -100,9 +102,8 @@ export class Semaphore {
   readonly #lifoAfter: number | undefined;
 
   #held = 0;
-  #queued = 0;
-  #head: Waiter | undefined = undefined;
-  #tail: Waiter | undefined = undefined;
+  /** Waiters, by priority class (one class unless `priorities` is set). */
+  readonly #queue: WaitQueue;
   // Waiters with the gate's own deadline, in FIFO order: their deadlines are monotonic,
   // so one timer at the head of this list serves them all.
   #dHead: Waiter | undefined = undefined;
@@ -170,6 +171,7 @@ export class Semaphore {
     // and the clock must run on the same time as the setTimeout deadlines it is compared with.
     this.#now = options.now ?? (() => performance.now());
     this.#lifoAfter = parseQueueOrder(options.queueOrder, options.lifoAfter);
+    this.#queue = new WaitQueue(options.priorities, this.#maxQueue);
     this.#lastProgressAt = this.#now();
   }
 
@@ -186,7 +188,7 @@ export class Semaphore {
     return this.#held < this.#limit ? this.#limit - this.#held : 0;
   }
   get queued(): number {
-    return this.#queued;
+    return this.#queue.size;
   }
   /** Longest a permit may go without progress (ms) before the gate takes it back. */
   get maxHold(): number | undefined {
@@ -254,23 +256,29 @@ export class Semaphore {
     let timeout = this.#queueTimeout;
     let ownDeadline = false;
     let weight = 1;
+    let cls = this.#queue.classes[0]!;
     if (options !== undefined) {
       checkObject('acquire options', options);
       checkKnownKeys('acquire', options, ACQUIRE_KEYS);
       signal = optionalSignal('signal', options.signal);
+      if (options.priority !== undefined) cls = this.#queue.classOf(options.priority);
       if (options.timeout !== undefined && options.timeout !== this.#queueTimeout) {
         timeout = durationMs('timeout', options.timeout);
         ownDeadline = true;
+      } else if (cls.queueTimeout !== undefined) {
+        timeout = cls.queueTimeout;
+        ownDeadline = timeout !== this.#queueTimeout;
       }
       if (options.weight !== undefined) weight = this.#weight(options.weight);
       if (signal?.aborted) return Promise.reject(signal.reason);
     }
-    if (this.#head === undefined && this.#held + weight <= this.#limit) {
-      const permit = this.#grant(0, undefined, undefined, weight);
+    if (this.#queue.size === 0 && this.#held + weight <= this.#limit) {
+      const permit = this.#grant(0, undefined, undefined, weight, cls);
       if (task !== undefined) return runHeld(permit, task, signal) as Promise<never>;
       return Promise.resolve(permit);
     }
-    if (this.#queued >= this.#maxQueue) return Promise.reject(this.#queueFull());
+    const refused = this.#admit(cls);
+    if (refused !== undefined) return Promise.reject(refused);
     const now = this.#now();
     let resolve!: (permit: Permit) => void;
     let reject!: (reason: unknown) => void;
@@ -278,7 +286,7 @@ export class Semaphore {
       resolve = res;
       reject = rej;
     });
-    const waiter = new Waiter(this, undefined, resolve, reject, signal, now);
+    const waiter = new Waiter(this, undefined, resolve, reject, signal, now, cls);
     waiter.weight = weight;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
@@ -303,7 +311,7 @@ export class Semaphore {
    */
   tryAcquire(weight?: number): Permit | undefined {
     const units = weight === undefined ? 1 : this.#weight(weight);
-    if (this.#head === undefined && this.#held + units <= this.#limit) {
+    if (this.#queue.size === 0 && this.#held + units <= this.#limit) {
       return this.#grant(0, undefined, undefined, units);
     }
     return undefined;
@@ -319,25 +327,29 @@ export class Semaphore {
   wait(target: WaitTarget, options?: number | WaitOptions): WaitTicket | undefined {
     let timeout: number | undefined;
     let weight = 1;
+    let cls = this.#queue.classes[0]!;
     if (typeof options === 'number') timeout = options;
     else if (options !== undefined) {
       checkObject('wait options', options);
       checkKnownKeys('wait', options, WAIT_KEYS);
       timeout = options.timeout;
       if (options.weight !== undefined) weight = this.#weight(options.weight);
+      if (options.priority !== undefined) cls = this.#queue.classOf(options.priority);
     }
-    if (this.#head === undefined && this.#held + weight <= this.#limit) {
-      target.granted(this.#grant(0, undefined, undefined, weight));
+    if (this.#queue.size === 0 && this.#held + weight <= this.#limit) {
+      target.granted(this.#grant(0, undefined, undefined, weight, cls));
       return undefined;
     }
-    if (this.#queued >= this.#maxQueue) {
-      target.rejected(this.#queueFull());
+    const refused = this.#admit(cls);
+    if (refused !== undefined) {
+      target.rejected(refused);
       return undefined;
     }
+    timeout ??= cls.queueTimeout;
     const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
     const now = this.#now();
-    const waiter = new Waiter(this, target, undefined, undefined, undefined, now);
+    const waiter = new Waiter(this, target, undefined, undefined, undefined, now, cls);
     waiter.weight = weight;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
@@ -371,13 +383,15 @@ export class Semaphore {
    */
   setLimit(limit: number): void {
     this.#limit = positiveInteger('limit', limit);
-    for (let waiter = this.#head; waiter !== undefined; ) {
-      const next = waiter.next;
-      if (waiter.weight > limit) {
-        this.#dequeue(waiter);
-        waiter.rejected(this.#tooHeavy(waiter.weight));
+    for (const cls of this.#queue.classes) {
+      for (let waiter = cls.head; waiter !== undefined; ) {
+        const next = waiter.next;
+        if (waiter.weight > limit) {
+          this.#dequeue(waiter);
+          waiter.rejected(this.#tooHeavy(waiter.weight));
+        }
+        waiter = next;
       }
-      waiter = next;
     }
     this.#drain();
   }
@@ -403,7 +417,7 @@ export class Semaphore {
 
   /** An honest estimate (ms) of when a caller arriving now could be served. */
   retryAfterMs(): number {
-    return this.#retryAfter(this.#queued + 1);
+    return this.#retryAfter(this.#queue.size + 1);
   }
 
   stats(): SemaphoreStats {
@@ -412,7 +426,7 @@ export class Semaphore {
       limit: this.#limit,
       held: this.#held,
       available: this.available,
-      queued: this.#queued,
+      queued: this.#queue.size,
       maxQueue: this.#maxQueue,
       queueTimeout: this.#queueTimeout,
       acquired: this.#acquired,
@@ -425,6 +439,9 @@ export class Semaphore {
       doubleReleases: this.#doubleReleases,
       wait: this.#waitHistogram.summary(),
       hold: this.#holdHistogram.summary(),
+      ...(this.#queue.classes.length > 1 || this.#queue.classes[0]!.name !== DEFAULT_CLASS
+        ? { priorities: this.#queue.stats() }
+        : {}),
     };
   }
 
@@ -439,9 +456,16 @@ export class Semaphore {
   /** @internal Runs once per permit that went back (any reason), before waiters are served. */
   protected released(_permit: Permit, _reason: ReleaseReason): void {}
 
-  #grant(waitedMs: number, site?: AcquireSite, now: number = this.#now(), weight = 1): Permit {
+  #grant(
+    waitedMs: number,
+    site?: AcquireSite,
+    now: number = this.#now(),
+    weight = 1,
+    cls: QueueClass = this.#queue.classes[0]!,
+  ): Permit {
     this.#held += weight;
     this.#acquired++;
+    cls.acquired++;
     this.#waitHistogram.record(waitedMs);
     const permit = new GatePermit(GRANT, this, now, weight);
     this.#lastProgressAt = now;
@@ -510,12 +534,34 @@ export class Semaphore {
     this.#newest = permit;
   }
 
-  #queueFull(): QueueFullError {
+  /**
+   * Room in the queue for a waiter of `cls`: `undefined` when there is (after shedding the
+   * newest waiter of a lower class if the gate's queue is full), else the error to refuse with.
+   */
+  #admit(cls: QueueClass): QueueFullError | undefined {
+    if (cls.queued >= cls.maxQueue) return this.#queueFull(cls);
+    if (this.#queue.size < this.#maxQueue) return undefined;
+    const victim = this.#queue.victimFor(cls);
+    if (victim === undefined) return this.#queueFull(cls);
+    this.#dequeue(victim);
+    victim.rejected(this.#queueFull(victim.cls));
+    return undefined;
+  }
+
+  #queueFull(cls: QueueClass): QueueFullError {
     this.#rejectedQueueFull++;
-    const queued = this.#queued;
+    cls.rejectedQueueFull++;
+    const queued = this.#queue.size;
     const error = new QueueFullError(this.#name, queued, this.#retryAfter(queued + 1));
     if (shedChannel.hasSubscribers) {
-      shedChannel.publish({ gate: this, partner: this.#name, reason: 'queue_full', error, queued });
+      shedChannel.publish({
+        gate: this,
+        partner: this.#name,
+        reason: 'queue_full',
+        error,
+        queued,
+        priority: cls.name,
+      });
     }
     return error;
   }
@@ -538,14 +584,17 @@ export class Semaphore {
     if (this.#draining) return;
     this.#draining = true;
     try {
-      while (this.#head !== undefined && this.#held < this.#limit) {
+      const queue = this.#queue;
+      while (queue.size > 0 && this.#held < this.#limit) {
         // One clock read serves every grant of this pass (and the release that started it).
         now ??= this.#now();
-        const waiter = nextWaiter(this.#head, this.#tail!, now, this.#lifoAfter);
+        const cls = queue.next()!;
+        const waiter = nextWaiter(cls.head!, cls.tail!, now, this.#lifoAfter);
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
         if (this.#held + waiter.weight > this.#limit) break;
         this.#dequeue(waiter);
-        waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now, waiter.weight));
+        queue.charge(cls, waiter.weight);
+        waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now, waiter.weight, cls));
       }
     } finally {
       this.#draining = false;
@@ -553,14 +602,7 @@ export class Semaphore {
   }
 
   #enqueue(waiter: Waiter, ownDeadline: boolean, timeout: number): void {
-    this.#queued++;
-    const tail = this.#tail;
-    if (tail === undefined) this.#head = waiter;
-    else {
-      tail.next = waiter;
-      waiter.prev = tail;
-    }
-    this.#tail = waiter;
+    this.#queue.push(waiter);
     if (ownDeadline) {
       waiter.timer = setTimeout(onWaiterTimer, timeout, waiter);
     } else {
@@ -579,12 +621,7 @@ export class Semaphore {
   /** Takes a waiter out of every list and detaches its signal and timer. */
   #dequeue(waiter: Waiter): void {
     waiter.queued = false;
-    this.#queued--;
-    const { prev, next } = waiter;
-    if (prev === undefined) this.#head = next;
-    else prev.next = next;
-    if (next === undefined) this.#tail = prev;
-    else next.prev = prev;
+    this.#queue.remove(waiter);
     if (waiter.timer !== undefined) {
       clearTimeout(waiter.timer);
       waiter.timer = undefined;
@@ -606,6 +643,7 @@ export class Semaphore {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
     this.#abortedWaiting++;
+    waiter.cls.abortedWaiting++;
     if (waitAbortedChannel.hasSubscribers) {
       waitAbortedChannel.publish({ gate: this, partner: this.#name, reason });
     }
@@ -618,8 +656,9 @@ export class Semaphore {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
     this.#rejectedQueueTimeout++;
+    waiter.cls.rejectedQueueTimeout++;
     const waited = this.#now() - waiter.enqueuedAt;
-    const queued = this.#queued;
+    const queued = this.#queue.size;
     const error = new QueueTimeoutError(this.#name, waited, this.#retryAfter(queued + 1));
     if (shedChannel.hasSubscribers) {
       shedChannel.publish({
@@ -628,6 +667,7 @@ export class Semaphore {
         reason: 'queue_timeout',
         error,
         queued,
+        priority: waiter.cls.name,
       });
     }
     waiter.rejected(error);

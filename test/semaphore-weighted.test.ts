@@ -1,5 +1,6 @@
 /** Weighted permits, with Go `semaphore.Weighted` semantics (issue 14). */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { runMemoryBudget } from '../examples/memory-budget.js';
 import { QueueTimeoutError } from '../src/errors.js';
 import { type Permit, Semaphore, type WaitTarget } from '../src/semaphore.js';
 import { expectInvariant } from './helpers/invariant.js';
@@ -175,5 +176,23 @@ describe('weighted permits', () => {
     expect(order).toEqual(['heavy', 'light', 'big:rejected']);
     first.release();
     expectInvariant(gate);
+  });
+});
+
+describe('examples/memory-budget.ts', () => {
+  it('never exceeds the budget, and fills it: 20 jobs of 200 MB at once under 4096 MB', async () => {
+    const report = await runMemoryBudget({
+      jobsMb: Array.from({ length: 60 }, () => 200),
+      jobMs: 2,
+    });
+    expect(report.peakMb).toBe(4000);
+    expect(report.idleWhileWaiting).toBe(0);
+  });
+
+  it('holds the budget with mixed sizes and real buffers', async () => {
+    const jobsMb = Array.from({ length: 40 }, (_, i) => (i % 10 === 9 ? 1500 : 200));
+    const report = await runMemoryBudget({ jobsMb, jobMs: 2, real: true });
+    expect(report.peakMb).toBeLessThanOrEqual(4096);
+    expect(report.idleWhileWaiting).toBe(0);
   });
 });

@@ -48,6 +48,8 @@ export class AimdLimit implements LimitAlgorithm {
   readonly #minRtt: MinRtt;
   readonly #srtt = new Ewma();
   readonly #pacer = new CutPacer();
+  /** RTT over the last ~10 samples: what the minimum is taken of (a lone fast sample is noise). */
+  readonly #recentRtt = new Ewma();
   readonly #probe: RttProbe;
   #probing = false;
   #value: number;
@@ -79,7 +81,8 @@ export class AimdLimit implements LimitAlgorithm {
       this.#cut(sample.now, this.#srtt.value ?? sample.rttMs);
       return this.limit;
     }
-    this.#minRtt.observe(sample.rttMs, sample.now, limit <= this.#bounds.min);
+    const recent = this.#recentRtt.add(sample.rttMs, 10);
+    this.#minRtt.observe(recent, sample.now, limit <= this.#bounds.min);
     const srtt = this.#srtt.add(sample.rttMs, Math.max(10, limit));
     const base = this.#minRtt.value!;
     this.#probing = this.#probe.active(this.#minRtt, sample.now, srtt);

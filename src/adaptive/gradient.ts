@@ -11,7 +11,7 @@ export interface GradientOptions extends LimitBounds {
   tolerance?: number;
   /** Requests allowed to queue at the partner, so growth can find new capacity (default 4). */
   queueSize?: number;
-  /** Weight of each new target (default 0.2, Gradient2's `smoothing`). */
+  /** Weight of each new lower target per round trip (default 0.2, Gradient2's `smoothing`). */
   smoothing?: number;
   /** Multiplier on a drop (default 0.9). */
   backoff?: number;
@@ -55,6 +55,8 @@ export class GradientLimit implements LimitAlgorithm {
   readonly #minRtt: MinRtt;
   readonly #shortRtt = new Ewma();
   readonly #pacer = new CutPacer();
+  /** RTT over the last ~10 samples: what the minimum is taken of (a lone fast sample is noise). */
+  readonly #recentRtt = new Ewma();
   readonly #probe: RttProbe;
   #probing = false;
   #value: number;
@@ -89,7 +91,8 @@ export class GradientLimit implements LimitAlgorithm {
       }
       return this.limit;
     }
-    this.#minRtt.observe(sample.rttMs, sample.now, limit <= this.#bounds.min);
+    const recent = this.#recentRtt.add(sample.rttMs, 10);
+    this.#minRtt.observe(recent, sample.now, limit <= this.#bounds.min);
     const shortRtt = this.#shortRtt.add(sample.rttMs, Math.max(10, limit));
     const gradient = Math.max(0.5, Math.min(1, (this.#tolerance * this.#minRtt.value!) / shortRtt));
     this.#probing = this.#probe.active(this.#minRtt, sample.now, shortRtt);
@@ -99,9 +102,12 @@ export class GradientLimit implements LimitAlgorithm {
     if (target > this.#value && (this.#probing || sample.holdDown || sample.inflight * 2 < limit)) {
       return this.limit;
     }
-    // `smoothing` per round trip (about `limit` samples): per sample, a gate of 500 would
-    // replace its limit many times over before the RTT could show the effect.
-    const next = this.#value + ((target - this.#value) * this.#smoothing) / Math.max(1, limit);
+    // Applied over a round trip (about `limit` samples): per sample, a gate of 500 would
+    // replace its limit many times over before the RTT could show the effect. Shrinking is
+    // smoothed (`smoothing`); growth is not (up to +queueSize per round trip), so a gate below
+    // its partner's capacity gets there in a few round trips.
+    const weight = target > this.#value ? 1 : this.#smoothing;
+    const next = this.#value + ((target - this.#value) * weight) / Math.max(1, limit);
     this.#value = clampLimit(next, this.#bounds);
     return this.limit;
   }

@@ -1,7 +1,9 @@
 /**
  * The RTT baselines the gradient-style algorithms compare against, measured passively.
  *
- * The minimum RTT is a *decaying minimum*: a lower sample replaces it at once; higher samples
+ * The minimum RTT is a *decaying minimum* (the algorithms feed it the RTT averaged over the
+ * last ~10 requests, so one lucky fast response under a noisy event loop does not set a baseline
+ * no ordinary request meets): a lower value replaces it at once; higher ones
  * pull it up slowly (time constant `decayMs`), so a partner whose baseline got slower (a
  * deploy) is re-learned without a probe that collapses the limit (Envoy drops every limit to 3
  * while it re-measures). It can also be pinned (`pinnedMs`): then it never moves.

@@ -2,6 +2,7 @@ import { type Dispatcher, errors } from 'undici';
 import { HostLimiter, type HostLimiterOptions } from '../host-limiter.js';
 import { describe } from '../options.js';
 import { Semaphore } from '../semaphore.js';
+import { holdAfterAbortOf, holdsPermitOf, markDispatcherLayer } from './gate-layers.js';
 import type { DispatchInterceptor } from './interceptor.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
@@ -33,6 +34,7 @@ export function limitHosts(
 ): DispatchInterceptor {
   const limiter =
     limiterOrOptions instanceof HostLimiter ? limiterOrOptions : new HostLimiter(limiterOrOptions);
+  markDispatcherLayer(limiter);
   const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function limitedDispatch(opts, handler) {
       let gate: Semaphore | undefined;
@@ -50,7 +52,8 @@ export function limitHosts(
         } else (handler as LegacyHandler).onError?.(error as Error);
         return false;
       }
-      if (gate === undefined) return dispatch(opts, handler);
+      // No gate, or a limitFetch call above already holds this gate's permit for this request.
+      if (gate === undefined || holdsPermitOf(gate)) return dispatch(opts, handler);
       return dispatchThrough(gate, dispatch, opts, handler);
     };
   return interceptor as DispatchInterceptor;
@@ -107,7 +110,7 @@ function dispatchThrough(
   const legacy = handler as LegacyHandler;
   const request =
     typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
-      ? new LegacyLimitHandler(dispatch, opts, legacy, 0)
-      : new LimitHandler(dispatch, opts, handler, 0);
+      ? new LegacyLimitHandler(dispatch, opts, legacy, holdAfterAbortOf(gate))
+      : new LimitHandler(dispatch, opts, handler, holdAfterAbortOf(gate));
   return request.start(gate);
 }

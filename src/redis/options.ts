@@ -40,7 +40,8 @@ export interface RedisStoreOptions {
   commandTimeoutMs?: number;
   /**
    * Redis unreachable or too slow: `'local'` (default) admits up to a local share of each cap,
-   * `ceil(limit / processes last seen)` or `localLimit`; `'reject'` sheds with
+   * `localLimit`, else `ceil(limit / processes last seen)` (1 for a process that never reached
+   * Redis); `'reject'` sheds with
    * `StoreUnavailableError` (503 through `shed()`).
    */
   onStoreError?: StoreErrorPolicy;

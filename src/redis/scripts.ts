@@ -15,19 +15,22 @@
  */
 import { createHash } from 'node:crypto';
 
+// Counts are kept in Lua variables rather than asked again: every call inside a script is
+// Redis work that all processes wait behind.
 const PRELUDE = `
 local H, Q, X, S, P, E = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local limit, lease, ttl, wake = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local EPOCH_TTL = 2592000000
 local epoch = redis.call('GET', E)
 local recovering = false
 if not epoch then
   if ARGV[5] == '1' then
-    redis.call('SET', E, now + tonumber(ARGV[6]))
+    redis.call('SET', E, now + tonumber(ARGV[6]), 'PX', EPOCH_TTL)
     recovering = true
   else
-    redis.call('SET', E, 0)
+    redis.call('SET', E, 0, 'PX', EPOCH_TTL)
   end
 else
   recovering = tonumber(epoch) > now
@@ -39,31 +42,31 @@ if #dead > 0 then
   redis.call('ZREM', X, unpack(dead))
 end
 redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
-redis.call('ZREMRANGEBYSCORE', P, '-inf', now)
+local held = redis.call('ZCARD', H)
+local queued = redis.call('ZCARD', Q)
 -- Free permits go to the oldest live tickets, here, in the script: no barging, and the owner
 -- is told on its wake-up channel (a lost message is found by its next heartbeat).
 local function fill()
   if recovering then return end
-  local free = limit - redis.call('ZCARD', H)
-  while free > 0 do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head then return end
-    redis.call('ZREM', Q, head)
+  while held < limit and queued > 0 do
+    local head = redis.call('ZPOPMIN', Q)[1]
     redis.call('ZREM', X, head)
     redis.call('ZADD', H, now + lease, head)
     redis.call('PUBLISH', wake .. string.match(head, '^(.*):'), head)
-    free = free - 1
+    held = held + 1
+    queued = queued - 1
   end
 end
--- Every key lives 2 leases past the last call of any process: a gate nobody uses leaves
--- nothing (the epoch lives 30 days: it is how a restart is told from a first use).
-local function touch()
-  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], 2 * lease) end
-  redis.call('PEXPIRE', E, 2592000000)
+-- A key lives 2 leases past the last write to it (the epoch 30 days: it is how a restart is
+-- told from a first use); the heartbeat refreshes every key while anyone uses the gate.
+local function expire(...)
+  for _, key in ipairs({...}) do redis.call('PEXPIRE', key, 2 * lease) end
 end
 local function enqueue(id)
   redis.call('ZADD', Q, redis.call('INCR', S), id)
   redis.call('ZADD', X, now + ttl, id)
+  queued = queued + 1
+  expire(Q, X, S)
 end
 `;
 
@@ -77,47 +80,49 @@ const ACQUIRE = `${PRELUDE}
 local proc, id = ARGV[7], ARGV[8]
 fill()
 local granted = 0
-if not recovering and redis.call('ZCARD', Q) == 0 and redis.call('ZCARD', H) < limit then
+if not recovering and queued == 0 and held < limit then
   redis.call('ZADD', H, now + lease, id)
+  held = held + 1
   granted = 1
+  expire(H)
 else
   enqueue(id)
 end
 redis.call('ZADD', P, now + ttl, proc)
-touch()
-return {granted, redis.call('ZCARD', H), redis.call('ZCARD', Q), redis.call('ZCARD', P)}
+expire(P)
+return {granted, held, queued, redis.call('ZCARD', P)}
 `;
 
 /**
- * RELEASE(..., id...): gives back leases and withdraws
- * tickets (a cancelled waiter), then hands freed permits on. Returns `{held, queued}`.
+ * RELEASE(..., id...): gives back leases and withdraws tickets (a cancelled waiter), then
+ * hands freed permits on. Returns `{held, queued}`.
  */
 const RELEASE = `${PRELUDE}
-for i = 7, #ARGV do
-  local id = ARGV[i]
-  redis.call('ZREM', H, id)
-  redis.call('ZREM', Q, id)
-  redis.call('ZREM', X, id)
-end
+local ids = {}
+for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
+held = held - redis.call('ZREM', H, unpack(ids))
+queued = queued - redis.call('ZREM', Q, unpack(ids))
+redis.call('ZREM', X, unpack(ids))
 fill()
-touch()
-return {redis.call('ZCARD', H), redis.call('ZCARD', Q)}
+return {held, queued}
 `;
 
 /**
- * HEARTBEAT(..., processId, nLeases, lease id..., ticket id...): renews this process's leases and tickets. A lease Redis no longer has
- * (expired during a stall, or Redis restarted empty) is registered again — its request is
- * still running, so it counts against the cap — and reported as lost. A ticket already granted
- * is reported (its wake-up was lost); a vanished ticket joins the tail again.
- * Returns `{lost ids, granted ids, held, queued, processes}`.
+ * HEARTBEAT(..., processId, nLeases, lease id..., ticket id...): renews this process's leases
+ * and tickets. A lease Redis no longer has (expired during a stall, or Redis restarted empty)
+ * is registered again — its request is still running, so it counts against the cap — and
+ * reported as lost. A ticket already granted is reported (its wake-up was lost); a vanished
+ * ticket joins the tail again. Returns `{lost ids, granted ids, held, queued, processes}`.
  */
 const HEARTBEAT = `${PRELUDE}
 local proc, n = ARGV[7], tonumber(ARGV[8])
 local lost, granted = {}, {}
 for i = 9, 8 + n do
   local id = ARGV[i]
-  if not redis.call('ZSCORE', H, id) then lost[#lost + 1] = id end
-  redis.call('ZADD', H, now + lease, id)
+  if redis.call('ZADD', H, now + lease, id) == 1 then
+    lost[#lost + 1] = id
+    held = held + 1
+  end
 end
 for i = 9 + n, #ARGV do
   local id = ARGV[i]
@@ -131,9 +136,11 @@ for i = 9 + n, #ARGV do
   end
 end
 redis.call('ZADD', P, now + ttl, proc)
+redis.call('ZREMRANGEBYSCORE', P, '-inf', now)
 fill()
-touch()
-return {lost, granted, redis.call('ZCARD', H), redis.call('ZCARD', Q), redis.call('ZCARD', P)}
+expire(H, Q, X, S, P)
+redis.call('PEXPIRE', E, EPOCH_TTL)
+return {lost, granted, held, queued, redis.call('ZCARD', P)}
 `;
 
 export interface Script {

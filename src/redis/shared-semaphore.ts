@@ -8,6 +8,7 @@ import {
 import {
   checkKnownKeys,
   checkObject,
+  describe,
   durationMs,
   nonNegativeInteger,
   optionalSignal,
@@ -22,6 +23,7 @@ import {
   type RunCallback,
   Semaphore,
   type SemaphoreStats,
+  type WaitOptions,
   type WaitTarget,
   type WaitTicket,
 } from '../semaphore.js';
@@ -63,7 +65,17 @@ export interface SharedSemaphoreStats extends SemaphoreStats {
   shared: SharedGateView;
 }
 
-const ACQUIRE_KEYS = ['signal', 'timeout'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight'] as const;
+
+/** A shared permit is one unit of the cap: weighted permits stay local-only for now. */
+function waitTimeout(options: WaitOptions): number | undefined {
+  if (options.weight !== undefined && options.weight !== 1) {
+    throw new RangeError(
+      `weight must be 1 on a shared gate (weighted permits are local-only), got ${describe(options.weight)}`,
+    );
+  }
+  return options.timeout;
+}
 const SENDING = 0;
 const QUEUED = 1;
 const FALLBACK = 2;
@@ -157,7 +169,8 @@ export class SharedSemaphore extends Semaphore {
     return undefined;
   }
 
-  override wait(target: WaitTarget, timeout?: number): WaitTicket | undefined {
+  override wait(target: WaitTarget, options?: number | WaitOptions): WaitTicket | undefined {
+    const timeout = typeof options === 'object' ? waitTimeout(options) : options;
     const wait =
       timeout === undefined ? this.#queueTimeout : Math.max(1, durationMs('timeout', timeout));
     const store = this.#store;
@@ -197,7 +210,8 @@ export class SharedSemaphore extends Semaphore {
       checkObject('acquire options', options);
       checkKnownKeys('acquire', options, ACQUIRE_KEYS);
       signal = optionalSignal('signal', options.signal);
-      if (options.timeout !== undefined) timeout = durationMs('timeout', options.timeout);
+      timeout = waitTimeout(options);
+      if (timeout !== undefined) timeout = durationMs('timeout', timeout);
       if (signal?.aborted) return Promise.reject(signal.reason);
     }
     return new Promise<Permit>((resolve, reject) => {
@@ -485,12 +499,14 @@ export class SharedSemaphore extends Semaphore {
 
   /**
    * While Redis is unreachable under 'local': grant in arrival order up to this process's share,
-   * `localLimit` or `ceil(limit / processes last seen)`, counting permits still held from Redis.
+   * `localLimit` or `ceil(limit / processes last seen)` (1 if it never reached Redis), counting
+   * permits still held from Redis.
    */
   #serveFallback(): void {
     const { localLimit, onStoreError } = this.#store.options;
     if (!this.#store.degraded || onStoreError !== 'local') return;
-    const share = localLimit ?? Math.ceil(this.limit / this.#processes);
+    // A process that never heard from Redis knows no fleet size: one permit until it does.
+    const share = localLimit ?? (this.#known ? Math.ceil(this.limit / this.#processes) : 1);
     for (const waiter of [...this.#waiters]) {
       if (this.held >= share) return;
       if (waiter.state === FALLBACK) this.#grant(waiter, false);

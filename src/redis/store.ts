@@ -10,6 +10,8 @@ import {
 import { KEY_SUFFIXES, type Script, scripts } from './scripts.js';
 import { SharedSemaphore, type SharedSemaphoreOptions } from './shared-semaphore.js';
 
+/** Ids per RELEASE script. */
+const RELEASE_CHUNK = 1000;
 const GATE_KEYS = [
   'name',
   'limit',
@@ -181,26 +183,32 @@ export class RedisStore {
     const sends: Promise<unknown>[] = [];
     for (const [gate, set] of this.#toRelease) {
       this.#toRelease.delete(gate);
-      const ids = [...set];
-      const sent = this.#timed(
-        this.#whenReady().then(() =>
-          this.#eval(scripts.release, gate.keys, [...this.#common(gate), ...ids]),
-        ),
-      ).then(
-        (reply) => {
-          const [held, queued] = reply as number[];
-          gate.cluster(Number(held), Number(queued));
-        },
-        () => {
-          const again = this.#releaseSet(gate);
-          for (const id of ids) again.add(id);
-        },
-      );
-      sends.push(sent);
+      const all = [...set];
+      // Lua's unpack() takes a few thousand values at most: large batches go in chunks.
+      for (let i = 0; i < all.length; i += RELEASE_CHUNK) {
+        sends.push(this.#releaseNow(gate, all.slice(i, i + RELEASE_CHUNK)));
+      }
     }
     const all = Promise.all(sends);
     this.#lastFlush = all;
     return all;
+  }
+
+  #releaseNow(gate: SharedSemaphore, ids: string[]): Promise<void> {
+    const args = [...this.#common(gate), ...ids];
+    return this.#timed(
+      this.#whenReady().then(() => this.#eval(scripts.release, gate.keys, args)),
+    ).then(
+      (reply) => {
+        const [held, queued] = reply as number[];
+        gate.cluster(Number(held), Number(queued));
+      },
+      () => {
+        // Kept for the next try: the heartbeat that ends the outage sends them first.
+        const again = this.#releaseSet(gate);
+        for (const id of ids) again.add(id);
+      },
+    );
   }
 
   /**

@@ -144,6 +144,16 @@ describe('adaptive signals from the HTTP layers', () => {
     partner.openHeld();
   });
 
+  it("the caller's own deadline (AbortSignal.timeout) is a drop", async () => {
+    const { limiter } = setup();
+    const dispatcher = agent.compose(limitHosts(limiter));
+    await expect(
+      request(`${partner.origin}/held`, { dispatcher, signal: AbortSignal.timeout(30) }),
+    ).rejects.toMatchObject({ name: 'TimeoutError' });
+    expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, effectiveLimit: 9 });
+    partner.openHeld();
+  });
+
   it('limitFetch reports the same signals', async () => {
     const { limiter } = setup({ min: 2, initial: 10, algorithm: 'gradient' });
     const limited = limitFetch(undiciFetch, limiter);

@@ -20,7 +20,7 @@ test('the demo runs and reports that every invariant held', async () => {
     err += c;
   });
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  expect({ code, err }).toEqual({ code: 0, err: '' });
+  expect({ code, err }, out).toEqual({ code: 0, err: '' });
   expect(out).toContain('1000/1000 done');
   expect(out).toMatch(/billing\s+20\s+(\d+)/);
   expect(out).toContain('EVERY INVARIANT HELD');

@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { HostLimiter } from '../../src/index.js';
+import { DEFAULT_LEASE_MS, redisStore } from '../../src/redis/index.js';
+
+/** Option checks happen at construction, before any Redis call: this object is never called. */
+const client = { duplicate() {}, call() {} };
+
+describe('redisStore options', () => {
+  it('rejects what is not a node-redis or ioredis client', () => {
+    expect(() => redisStore({ client: {} })).toThrow(/client must be a connected node-redis/);
+    expect(() => redisStore({ client: undefined })).toThrow(TypeError);
+  });
+
+  it.each([
+    [{ prefix: 'a{b' }, /prefix must be a string without/],
+    [{ leaseMs: 0 }, /leaseMs must be a duration/],
+    [{ heartbeatMs: 6000 }, /heartbeatMs must be at most half of leaseMs/],
+    [{ commandTimeoutMs: -1 }, /commandTimeoutMs must be a duration/],
+    [{ onStoreError: 'ignore' }, /onStoreError must be 'local' or 'reject'/],
+    [{ onLeaseLost: 'retake' }, /onLeaseLost must be 'continue' or 'abort'/],
+    [{ localLimit: 0 }, /localLimit must be a positive integer/],
+    [{ replicas: 1.5 }, /replicas must be a positive integer/],
+    [{ leases: 3 }, /unknown option "leases"/],
+  ])('names the option and the value: %o', (options, message) => {
+    expect(() => redisStore({ client, ...(options as object) })).toThrow(message);
+  });
+
+  it('defaults to a 10 s lease renewed every 2 s, local fallback, 1 s per command', () => {
+    const store = redisStore({ client });
+    expect(store.options).toMatchObject({
+      prefix: 'hostgate:',
+      leaseMs: DEFAULT_LEASE_MS,
+      heartbeatMs: 2000,
+      commandTimeoutMs: 1000,
+      onStoreError: 'local',
+      onLeaseLost: 'continue',
+      replicas: 0,
+    });
+  });
+
+  it('checks gate names: no hash-tag braces, no duplicates, validated limits', () => {
+    const store = redisStore({ client });
+    expect(() => store.semaphore({ name: 'a}b', limit: 1 })).toThrow(/without \{ or \}/);
+    expect(() => store.semaphore({ name: 'x', limit: 0 })).toThrow(/limit must be a positive/);
+    const gate = store.semaphore({ name: 'billing', limit: 2 });
+    expect(() => gate.acquire({ weight: 2 })).toThrow(/weight must be 1 on a shared gate/);
+    expect(gate.tryAcquire()).toBeUndefined(); // a shared grant is always a round trip
+    expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(
+      /already has a shared gate/,
+    );
+    expect(
+      () =>
+        new HostLimiter({
+          store,
+          partners: [{ name: 'billing', hosts: ['b.example'], limit: 1, shared: 'yes' as never }],
+        }),
+    ).toThrow(/shared must be a boolean/);
+    return store.close();
+  });
+});
