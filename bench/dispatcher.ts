@@ -40,8 +40,8 @@ try {
           name,
           String(port),
         ]);
-        (throughput[name] ??= []).push(result.reqPerSec);
-        (cpuPerRequest[name] ??= []).push(result.cpuUsPerRequest);
+        throughput[name] = [...(throughput[name] ?? []), result.reqPerSec];
+        cpuPerRequest[name] = [...(cpuPerRequest[name] ?? []), result.cpuUsPerRequest];
       }
     }
   }
