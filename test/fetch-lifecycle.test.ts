@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { getEventListeners } from 'node:events';
+import { getEventListeners, once } from 'node:events';
+import net, { type AddressInfo } from 'node:net';
 import {
   Agent,
   type Dispatcher,
@@ -181,4 +182,25 @@ describe("issue 10 item 12: a queued limitFetch call runs in its caller's async 
       ['c', 'c'],
     ]);
   });
+});
+
+describe('issue 10 item 3: a limitFetch call aborted while connecting returns its permit at once', () => {
+  it('against a partner that never completes the TLS handshake', async () => {
+    const silent = net.createServer(() => {});
+    silent.listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    const origin = `https://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const limiter = new HostLimiter({ partners: [{ name: 's', hosts: [origin], limit: 1 }] });
+    const gate = limiter.gate('s')!;
+    const limited = limitFetch(undiciFetch, limiter) as unknown as AnyFetch;
+    const controller = new AbortController();
+    const call = settle(limited(`${origin}/x`, { dispatcher: agent, signal: controller.signal }));
+    await once(silent, 'connection');
+    controller.abort(new Error('cancelled'));
+    await whenIdle(gate); // well before undici's 10 s connect timeout (the test's is 5 s)
+    expect(((await call) as Error).message).toBe('cancelled');
+    expect(gate.stats().abortedInFlight).toBe(1);
+    await agent.destroy();
+    silent.close();
+  }, 5000);
 });

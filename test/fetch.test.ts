@@ -207,7 +207,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
 
   it('frees a permit pinned by an unread body after maxHold, aborting the fetch with PermitHoldTimeoutError', async () => {
     nock(origin).get('/report').reply(200, 'never read');
-    const { gate, limited, signals } = setup({ maxHold: 50 });
+    const { gate, limited, signals } = setup({ maxHold: 500 }); // room for a loaded machine
     const res = await limited(`${origin}/report`);
     expect(gate.held).toBe(1);
     const signal = signals[0]!;
@@ -260,7 +260,8 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
   }
 
   it('1,000 concurrent calls through a gate of 20: the partner sees exactly 20 at its peak', async () => {
-    const { gate, limited } = setup({ limit: 20, maxQueue: 1000 });
+    // A wait deadline far beyond the drain time even on a loaded machine (a load of 20 took 11 s).
+    const { gate, limited } = setup({ limit: 20, maxQueue: 1000, queueTimeout: 60_000 });
     const shutdown = new AbortController(); // a long-lived signal shared by every call
     const calls = Array.from({ length: 1000 }, () =>
       limited(`${partner.url}/held`, { signal: shutdown.signal }).then((r) => r.text()),
@@ -278,7 +279,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expectIdle(gate);
     expect(gate.stats().acquired).toBe(1000);
     expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0); // no listener leak
-  });
+  }, 60_000);
 
   it('returns the permit after a 500 response, read or cancelled', async () => {
     const { gate, limited } = setup();
@@ -316,7 +317,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
   });
 
   it('frees a stalled body after maxHold: the read rejects with PermitHoldTimeoutError and the partner sees the request closed', async () => {
-    const { gate, limited } = setup({ maxHold: 50 });
+    const { gate, limited } = setup({ maxHold: 500 }); // room for a loaded machine
     const res = await limited(`${partner.url}/stall`);
     const reader = res.body!.getReader();
     expect(new TextDecoder().decode((await reader.read()).value)).toBe('first chunk');
@@ -330,7 +331,8 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
   });
 
   it('frees a body never read at all after maxHold', async () => {
-    const { gate, limited } = setup({ maxHold: 50 });
+    // maxHold leaves room for a loaded machine between the headers and the first assertion.
+    const { gate, limited } = setup({ maxHold: 500 });
     const res = await limited(`${partner.url}/stall`);
     expect(res.status).toBe(200);
     expect(gate.held).toBe(1);
@@ -511,8 +513,11 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
   });
 
   it('aborts a fetch still waiting for headers after maxHold, rejecting with PermitHoldTimeoutError', async () => {
-    const { gate, limited } = setup({ maxHold: 50 });
-    const error = await settle(limited(`${partner.url}/held`));
+    // maxHold leaves room for a loaded machine to get the request to the partner first.
+    const { gate, limited } = setup({ maxHold: 500 });
+    const call = settle(limited(`${partner.url}/held`));
+    await partner.waitForArrived(1);
+    const error = await call;
     expect(error).toBeInstanceOf(PermitHoldTimeoutError);
     await partner.waitForClosedEarly(1);
     expectIdle(gate);

@@ -99,7 +99,13 @@ export function limitGate(gate: Semaphore): DispatchInterceptor {
   return interceptor as DispatchInterceptor;
 }
 
-function dispatchThrough(
+/**
+ * Dispatches one request through `gate` to `dispatch`: the handler both interceptors use, and
+ * the one a Dispatcher wrapper reuses (`dispatchThrough(gate, inner.dispatch.bind(inner), opts,
+ * handler)`).
+ * @internal
+ */
+export function dispatchThrough(
   gate: Semaphore,
   dispatch: Dispatcher.Dispatch,
   opts: Dispatcher.DispatchOptions,

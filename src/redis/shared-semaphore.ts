@@ -8,7 +8,6 @@ import {
 import {
   checkKnownKeys,
   checkObject,
-  describe,
   durationMs,
   nonNegativeInteger,
   optionalSignal,
@@ -22,85 +21,30 @@ import {
   type Permit,
   type RunCallback,
   Semaphore,
-  type SemaphoreStats,
   type WaitOptions,
   type WaitTarget,
   type WaitTicket,
 } from '../semaphore.js';
 import { storeChannels } from './channels.js';
+import type { SharedSemaphoreOptions, SharedSemaphoreStats } from './shared-stats.js';
+import {
+  DONE,
+  FALLBACK,
+  onTimer,
+  QUEUED,
+  SENDING,
+  SharedWaiter,
+  waitTimeout,
+} from './shared-waiter.js';
 import type { RedisStore } from './store.js';
 
-export interface SharedSemaphoreOptions {
-  /** The gate's name: every process using this name on the same Redis and prefix shares it. */
-  name: string;
-  /** The cap, shared by every process. Give every process the same number. */
-  limit: number;
-  /** Waiters in this process beyond its immediate grants (default 10 × limit); local, no Redis call. */
-  maxQueue?: number;
-  /** Wait deadline in ms (default 1000), Redis round trips included. */
-  queueTimeout?: number;
-  /** Longest a permit may be held, in ms (the HTTP layers always set one). */
-  maxHold?: number;
-  leakWarnAfter?: number;
-}
+export type {
+  SharedGateView,
+  SharedSemaphoreOptions,
+  SharedSemaphoreStats,
+} from './shared-stats.js';
 
-/** The cluster-wide view of a shared gate, as of the last Redis reply. */
-export interface SharedGateView {
-  /** Leases held across every process. */
-  held: number;
-  /** Tickets waiting across every process. */
-  queued: number;
-  /** Processes that used this gate within a lease. */
-  processes: number;
-  /** `'redis'`, or while Redis is unreachable `'local'` (a local share) or `'reject'`. */
-  mode: 'redis' | 'local' | 'reject';
-  /** Leases Redis lost while this process held them (stalls, a Redis restart). */
-  leasesLost: number;
-  /** Callers shed with `StoreUnavailableError`. */
-  rejectedStoreUnavailable: number;
-}
-
-export interface SharedSemaphoreStats extends SemaphoreStats {
-  /** This process's `held`/`queued` are the fields above; this is the whole cluster. */
-  shared: SharedGateView;
-}
-
-const ACQUIRE_KEYS = ['signal', 'timeout', 'weight'] as const;
-
-/** A shared permit is one unit of the cap: weighted permits stay local-only for now. */
-function waitTimeout(options: WaitOptions): number | undefined {
-  if (options.weight !== undefined && options.weight !== 1) {
-    throw new RangeError(
-      `weight must be 1 on a shared gate (weighted permits are local-only), got ${describe(options.weight)}`,
-    );
-  }
-  return options.timeout;
-}
-const SENDING = 0;
-const QUEUED = 1;
-const FALLBACK = 2;
-const DONE = 3;
-
-/** A waiter of this process: its ticket in Redis (or its place in the local fallback). */
-class SharedWaiter implements WaitTicket {
-  state = SENDING;
-  /** A wake-up arrived before the acquire's own reply (two connections, any order). */
-  grantedEarly = false;
-  timer: ReturnType<typeof setTimeout> | undefined = undefined;
-  constructor(
-    readonly gate: SharedSemaphore,
-    public id: string,
-    readonly target: WaitTarget,
-    readonly enqueuedAt: number,
-  ) {}
-  cancel(reason: unknown): void {
-    this.gate.leave(this, reason, 'aborted');
-  }
-}
-
-function onTimer(waiter: SharedWaiter): void {
-  waiter.gate.leave(waiter, undefined, 'timeout');
-}
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
 
 interface Lease {
   id: string;
@@ -158,6 +102,14 @@ export class SharedSemaphore extends Semaphore {
   /** Redis has answered this process about this gate before (so a missing state means a loss). */
   get known(): boolean {
     return this.#known;
+  }
+
+  /**
+   * The whole cluster's load as of the last Redis answer: what a call arriving now waits behind
+   * (the deadline rule reads it instead of this process's `held`/`queued`).
+   */
+  get load(): { limit: number; held: number; queued: number } {
+    return { limit: this.limit, held: this.#clusterHeld, queued: this.#clusterQueued };
   }
 
   override get queued(): number {

@@ -1,0 +1,48 @@
+/**
+ * A waiter of a shared gate in this process. Its states: SENDING (its acquire is on the wire),
+ * QUEUED (it holds a ticket in Redis), FALLBACK (Redis is unreachable; it waits for this
+ * process's local share), DONE.
+ */
+import { describe } from '../options.js';
+import type { WaitOptions, WaitTarget, WaitTicket } from '../semaphore.js';
+import type { SharedSemaphore } from './shared-semaphore.js';
+
+/** A shared permit is one unit of the cap in one FIFO: weights and priority classes stay local-only. */
+export function waitTimeout(options: WaitOptions): number | undefined {
+  if (options.weight !== undefined && options.weight !== 1) {
+    throw new RangeError(
+      `weight must be 1 on a shared gate (weighted permits are local-only), got ${describe(options.weight)}`,
+    );
+  }
+  if (options.priority !== undefined) {
+    throw new TypeError(
+      `priority classes are local-only: a shared gate is one FIFO, got priority ${describe(options.priority)}`,
+    );
+  }
+  return options.timeout;
+}
+export const SENDING = 0;
+export const QUEUED = 1;
+export const FALLBACK = 2;
+export const DONE = 3;
+
+/** A waiter of this process: its ticket in Redis (or its place in the local fallback). */
+export class SharedWaiter implements WaitTicket {
+  state = SENDING;
+  /** A wake-up arrived before the acquire's own reply (two connections, any order). */
+  grantedEarly = false;
+  timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  constructor(
+    readonly gate: SharedSemaphore,
+    public id: string,
+    readonly target: WaitTarget,
+    readonly enqueuedAt: number,
+  ) {}
+  cancel(reason: unknown): void {
+    this.gate.leave(this, reason, 'aborted');
+  }
+}
+
+export function onTimer(waiter: SharedWaiter): void {
+  waiter.gate.leave(waiter, undefined, 'timeout');
+}
