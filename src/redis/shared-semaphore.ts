@@ -44,7 +44,7 @@ export type {
   SharedSemaphoreStats,
 } from './shared-stats.js';
 
-const ACQUIRE_KEYS = ['signal', 'timeout', 'weight'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
 
 interface Lease {
   id: string;
@@ -102,6 +102,14 @@ export class SharedSemaphore extends Semaphore {
   /** Redis has answered this process about this gate before (so a missing state means a loss). */
   get known(): boolean {
     return this.#known;
+  }
+
+  /**
+   * The whole cluster's load as of the last Redis answer: what a call arriving now waits behind
+   * (the deadline rule reads it instead of this process's `held`/`queued`).
+   */
+  get load(): { limit: number; held: number; queued: number } {
+    return { limit: this.limit, held: this.#clusterHeld, queued: this.#clusterQueued };
   }
 
   override get queued(): number {

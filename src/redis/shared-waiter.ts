@@ -7,11 +7,16 @@ import { describe } from '../options.js';
 import type { WaitOptions, WaitTarget, WaitTicket } from '../semaphore.js';
 import type { SharedSemaphore } from './shared-semaphore.js';
 
-/** A shared permit is one unit of the cap: weighted permits stay local-only for now. */
+/** A shared permit is one unit of the cap in one FIFO: weights and priority classes stay local-only. */
 export function waitTimeout(options: WaitOptions): number | undefined {
   if (options.weight !== undefined && options.weight !== 1) {
     throw new RangeError(
       `weight must be 1 on a shared gate (weighted permits are local-only), got ${describe(options.weight)}`,
+    );
+  }
+  if (options.priority !== undefined) {
+    throw new TypeError(
+      `priority classes are local-only: a shared gate is one FIFO, got priority ${describe(options.priority)}`,
     );
   }
   return options.timeout;

@@ -44,6 +44,7 @@ describe('redisStore options', () => {
     expect(() => store.semaphore({ name: 'x', limit: 0 })).toThrow(/limit must be a positive/);
     const gate = store.semaphore({ name: 'billing', limit: 2 });
     expect(() => gate.acquire({ weight: 2 })).toThrow(/weight must be 1 on a shared gate/);
+    expect(() => gate.acquire({ priority: 'batch' })).toThrow(/priority classes are local-only/);
     expect(gate.tryAcquire()).toBeUndefined(); // a shared grant is always a round trip
     expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(
       /already has a shared gate/,
