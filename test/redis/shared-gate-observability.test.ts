@@ -62,6 +62,8 @@ for (const kind of CLIENT_KINDS) {
       expect(otel.get('hostgate.shared.active_request_leases')).toBe(3);
       expect(otel.get('hostgate.shared.leases_lost')).toBe(0);
       await provider.shutdown();
+      // The deadline rule's view: every replica's holders are ahead of a call arriving here.
+      expect(here.limiter.gate('billing')).toMatchObject({ held: 1, load: { held: 3, limit: 4 } });
       const status = statusHandler(here.limiter).body();
       expect(status.partners[0]).toMatchObject({
         partner: 'billing',
