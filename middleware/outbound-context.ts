@@ -15,6 +15,7 @@ import {
   limitGate,
   Semaphore,
   shedForDeadline,
+  withPriority,
 } from '../src/index.js';
 import { fetchHeaders, type Propagation, requestHeaders } from './deadline.js';
 import type {
@@ -57,7 +58,18 @@ export class OutboundContext implements Outbound {
   /** Listeners this request put on callers' own signals, removed when it closes at the latest. */
   #detach: (() => void)[] | undefined = undefined;
 
-  constructor(shared: Shared, res: ServerResponse, budgetMs: number | undefined) {
+  /** The request's priority class (`outbound({ priority })`); a call's own wins. */
+  readonly #priorityClass: string | undefined;
+  /** Dispatchers that tag calls with a class other than the request's, by class. */
+  #byClass: Map<string, Dispatcher> | undefined = undefined;
+
+  constructor(
+    shared: Shared,
+    res: ServerResponse,
+    budgetMs: number | undefined,
+    priorityClass: string | undefined,
+  ) {
+    this.#priorityClass = priorityClass;
     this.#shared = shared;
     this.#res = res;
     this.budgetMs = budgetMs;
@@ -137,7 +149,7 @@ export class OutboundContext implements Outbound {
     const call = undiciFetch(input, {
       ...init,
       ...fetchHeaders(this.#budgetHeader(), init, input),
-      dispatcher: this.#dispatcherFor(),
+      dispatcher: this.#dispatcherFor(init?.priorityClass),
       signal: combined.signal,
     });
     // A body still streaming needs the caller's abort: kept until the request closes.
@@ -155,7 +167,7 @@ export class OutboundContext implements Outbound {
     const call = undiciRequest(url, {
       ...options,
       ...requestHeaders(this.#budgetHeader(), options?.headers),
-      dispatcher: this.#dispatcherFor(),
+      dispatcher: this.#dispatcherFor(options?.priorityClass),
       signal: combined.signal,
     }) as Promise<Dispatcher.ResponseData>;
     const { detach } = combined;
@@ -191,7 +203,7 @@ export class OutboundContext implements Outbound {
       return undefined; // the interceptor raises the same error, as it would without a deadline
     }
     if (gate === undefined) return undefined;
-    this.#dispatcherFor();
+    this.#baseDispatcher();
     const own = this.#perRequestGate;
     const ownWait = own === undefined ? 0 : expectedWaitMs(own, gate.holdTimes.quantile(0.5));
     return shedForDeadline(gate, remaining, ownWait);
@@ -235,7 +247,26 @@ export class OutboundContext implements Outbound {
     return { signal: controller.signal, detach };
   }
 
-  #dispatcherFor(): Dispatcher {
+  /**
+   * The dispatcher for a call in class `own` (else the request's class). fetch hands a
+   * dispatcher none of its caller's options, so the class rides on a `withPriority` layer,
+   * outermost, one per class this request uses.
+   */
+  #dispatcherFor(own?: string): Dispatcher {
+    const cls = own ?? this.#priorityClass;
+    const base = this.#baseDispatcher();
+    if (cls === undefined) return base;
+    const byClass = this.#byClass ?? new Map<string, Dispatcher>();
+    this.#byClass = byClass;
+    let dispatcher = byClass.get(cls);
+    if (dispatcher === undefined) {
+      dispatcher = base.compose(withPriority(cls));
+      byClass.set(cls, dispatcher);
+    }
+    return dispatcher;
+  }
+
+  #baseDispatcher(): Dispatcher {
     let dispatcher = this.#dispatcher;
     if (dispatcher === undefined) {
       const { perRequest } = this.#shared;

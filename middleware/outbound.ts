@@ -8,7 +8,13 @@ import {
   type Response,
   type request as undiciRequest,
 } from 'undici';
-import { HostLimiter, type HostLimiterOptions, limitHosts, Semaphore } from '../src/index.js';
+import {
+  HostLimiter,
+  type HostLimiterOptions,
+  limitHosts,
+  type PriorityClassOption,
+  Semaphore,
+} from '../src/index.js';
 import { checkKnownKeys, checkObject, describe } from '../src/options.js';
 import { type DeadlineOption, InvalidHeader, parseDeadline } from './deadline.js';
 import { OutboundContext, type Shared } from './outbound-context.js';
@@ -27,13 +33,13 @@ export const DEFAULT_PER_REQUEST_MAX_QUEUE = 1000;
 export const DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS = 30_000;
 
 /** `init` for `req.outbound.fetch`: undici's, without `dispatcher` (always the limited one). */
-export type OutboundFetchInit = Omit<RequestInit, 'dispatcher'>;
+export type OutboundFetchInit = Omit<RequestInit, 'dispatcher'> & PriorityClassOption;
 
 /** `options` for `req.outbound.request`: undici's, without `dispatcher`; `signal` is an AbortSignal. */
 export type OutboundRequestOptions = Omit<
   NonNullable<Parameters<typeof undiciRequest>[1]>,
   'dispatcher' | 'signal'
-> & { signal?: AbortSignal | null | undefined };
+> & { signal?: AbortSignal | null | undefined } & PriorityClassOption;
 
 /** What `outbound()` puts on every request as `req.outbound`. */
 export interface Outbound {
@@ -96,6 +102,12 @@ export interface OutboundOptions {
    * `DeadlineShedError` (503 + Retry-After), taking no queue slot and no permit.
    */
   deadline?: DeadlineOption;
+  /**
+   * The priority class of a request's outbound calls at partner gates with `priorities`: a
+   * class name, or a function of the request (`undefined`: the gate's first class). A call's
+   * own `priorityClass` option wins. Gates without classes ignore it.
+   */
+  priority?: string | ((req: IncomingMessage) => string | undefined);
 }
 
 export interface OutboundMiddleware {
@@ -108,7 +120,7 @@ export interface OutboundMiddleware {
   close(): Promise<void>;
 }
 
-const OUTBOUND_KEYS = ['limiter', 'dispatcher', 'perRequest', 'deadline'] as const;
+const OUTBOUND_KEYS = ['limiter', 'dispatcher', 'perRequest', 'deadline', 'priority'] as const;
 const PER_REQUEST_KEYS = ['limit', 'maxQueue', 'queueTimeout'] as const;
 
 /**
@@ -157,6 +169,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
   }
   const perRequest = parsePerRequest(options.perRequest);
   const deadline = parseDeadline(options.deadline);
+  const priorityOf = parsePriority(options.priority);
   const shared: Shared = {
     dispatcher,
     perRequest,
@@ -177,7 +190,14 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
       rejectInvalid(res, budget.header);
       return;
     }
-    const context = new OutboundContext(shared, res, budget);
+    let priorityClass: string | undefined;
+    try {
+      priorityClass = priorityOf(req);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    const context = new OutboundContext(shared, res, budget, priorityClass);
     (req as IncomingMessage & { outbound: Outbound }).outbound = context;
     if (res.destroyed && !res.writableFinished) context.disconnect();
     // `once`: removed when it fires, and a ServerResponse always emits 'close' (after 'finish'
@@ -192,6 +212,27 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
       await owned?.close();
     },
   });
+}
+
+function parsePriority(
+  value: OutboundOptions['priority'],
+): (req: IncomingMessage) => string | undefined {
+  if (value === undefined) return () => undefined;
+  if (typeof value === 'string' && value !== '') return () => value;
+  if (typeof value !== 'function') {
+    throw new TypeError(
+      `outbound: priority must be a class name or a function of the request, got ${describe(value)}`,
+    );
+  }
+  return (req) => {
+    const cls = value(req);
+    if (cls !== undefined && (typeof cls !== 'string' || cls === '')) {
+      throw new TypeError(
+        `outbound priority function must return a class name or undefined, got ${describe(cls)}`,
+      );
+    }
+    return cls;
+  };
 }
 
 /** `deadline.invalid: 'reject'`: 400 naming the header, never echoing its value. */

@@ -106,7 +106,10 @@ export function shedForDeadline(
   const holds = gate.holdTimes;
   if (holds.count === 0) return undefined;
   const holdMs = holds.quantile(0.5);
-  const waitMs = expectedWaitMs(gate, holdMs) + extraWaitMs;
+  // A shared gate (hostgate/redis) offers its cluster-wide load: other replicas' holders and
+  // waiters are ahead of this call too.
+  const load = (gate as { load?: GateLoad }).load ?? gate;
+  const waitMs = expectedWaitMs(load, holdMs) + extraWaitMs;
   if (remainingMs >= waitMs + holdMs) return undefined;
   // Retry-After: when the queue ahead has drained (the caller's next request brings a new budget).
   const retryAfterMs = Math.min(MAX_RETRY_AFTER_MS, Math.max(1, Math.ceil(waitMs)));

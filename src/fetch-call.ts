@@ -60,9 +60,10 @@ export class FetchCall implements WaitTarget, AbortWatcher {
   }
 
   /** Takes a permit of `gate`: `undefined` when one was free, else a promise of the grant. */
-  acquire(gate: Semaphore): Promise<void> | undefined {
+  acquire(gate: Semaphore, priority?: string): Promise<void> | undefined {
     if (this.#caller !== undefined) watchAbort(this.#caller, this);
-    const permit = gate.tryAcquire();
+    // tryAcquire knows no class: a classed call asks wait(), which grants at once when free.
+    const permit = priority === undefined ? gate.tryAcquire() : undefined;
     if (permit !== undefined) {
       this.#hold(permit);
       return undefined;
@@ -71,7 +72,11 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     // Awaited by the caller: it resumes in its own async context, not the releaser's.
     return new Promise<void>((resolve, reject) => {
       this.#waiting = { resolve, reject };
-      this.#ticket = gate.wait(this);
+      try {
+        this.#ticket = gate.wait(this, priority === undefined ? undefined : { priority });
+      } catch (error) {
+        this.rejected(error); // an unknown priority class: a TypeError naming the gate's classes
+      }
     });
   }
 

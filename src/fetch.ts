@@ -1,4 +1,5 @@
 import { holdAfterAbortOf } from './dispatcher/gate-layers.js';
+import { priorityFor } from './dispatcher/priority.js';
 import { FetchCall } from './fetch-call.js';
 import type { CallableFetch, InitLike } from './fetch-response.js';
 import { HostLimiter, type HostLimiterOptions } from './host-limiter.js';
@@ -51,6 +52,8 @@ export type FetchFunction = (input: never, init?: never) => Promise<unknown>;
  *   original is one (a subclass, like a mock library's, is not kept), else with the
  *   original's own class (undici's `Response` for `undici.fetch`). Its body offers no BYOB reader.
  * - **Read or cancel every body.** An unread body holds its permit until `maxHold`.
+ * - **Priority classes**: `init.priorityClass` names the class to wait in at a partner gate with
+ *   `priorities` (ignored by a gate without; passed on to `fetchFn` with the rest of `init`).
  *
  * @param fetchFn The fetch to wrap; called with the caller's input and init (a copy with the
  *   signal replaced). Captured once: to wrap a patched global (nock), wrap after patching.
@@ -97,7 +100,7 @@ export function limitFetch<F extends FetchFunction>(
     if (gate === undefined) return inner(input, init);
     if (signal?.aborted) throw signal.reason;
     const call = new FetchCall(signal, holdAfterAbortOf(gate), requestOf(input, init, target));
-    const waiting = call.acquire(gate);
+    const waiting = call.acquire(gate, priorityFor(gate, init?.priorityClass));
     if (waiting !== undefined) await waiting;
     return call.run(inner, input, init, limiter);
   }

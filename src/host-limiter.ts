@@ -13,6 +13,7 @@ import {
 } from './options.js';
 import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
 import { Semaphore, type SemaphoreStats } from './semaphore.js';
+import type { PriorityClassOptions } from './wait-queue.js';
 
 /**
  * Default `maxHold`: 60 s without response progress. Every response chunk resets it, so a
@@ -54,6 +55,12 @@ export interface GateOptions {
    */
   queueOrder?: 'fifo' | 'adaptive-lifo';
   lifoAfter?: number;
+  /**
+   * Priority classes, highest first, each with a guaranteed minimum share (see the Semaphore's
+   * `priorities`). Requests pick theirs with the `priorityClass` request option, `withPriority`,
+   * or `outbound({ priority })`; unnamed, the first. Local gates only (not with `shared`).
+   */
+  priorities?: PriorityClassOptions[];
 }
 
 export interface PartnerRule extends GateOptions {
@@ -121,6 +128,7 @@ const GATE_KEYS = [
   'maxHoldTotal',
   'queueOrder',
   'lifoAfter',
+  'priorities',
 ] as const;
 const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', 'holdAfterAbort', ...GATE_KEYS] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
@@ -254,6 +262,9 @@ export class HostLimiter {
       // within it is not built yet, and a silently fixed limit would be worse than an error.
       throw new TypeError(`${where}: adaptive is not supported with shared: true yet`);
     }
+    if (rule.priorities !== undefined && rule.shared === true) {
+      throw new TypeError(`${where}: priorities are not supported with shared: true yet`);
+    }
     const gate =
       rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
     const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
@@ -360,6 +371,7 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
       maxHoldTotal: options.maxHoldTotal,
       queueOrder: options.queueOrder,
       lifoAfter: options.lifoAfter,
+      priorities: options.priorities,
       name,
     });
   } catch (error) {

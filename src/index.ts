@@ -33,6 +33,7 @@ export {
 export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatcher/interceptor.js';
 export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
 export { LimitedAgent, type WrappedDispatcher } from './dispatcher/limited-agent.js';
+export { type PriorityClassOption, withPriority } from './dispatcher/priority.js';
 export {
   ClientDisconnectedError,
   DeadlineExceededError,

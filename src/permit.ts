@@ -180,11 +180,15 @@ export class Waiter implements WaitTicket {
   weight = 1;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   site: AcquireSite | undefined = undefined;
+  /** run(): the task, and the permit it was granted (the promise resolves to this waiter). */
+  task: RunFn | undefined = undefined;
+  permit: Permit | undefined = undefined;
+  /** acquire()/run(): how to settle the caller's promise. */
+  resolve: ((permit: Permit) => void) | undefined = undefined;
+  reject: ((reason: unknown) => void) | undefined = undefined;
   constructor(
     readonly gate: Semaphore,
     readonly target: WaitTarget | undefined,
-    readonly resolve: ((permit: Permit) => void) | undefined,
-    readonly reject: ((reason: unknown) => void) | undefined,
     readonly signal: AbortSignal | undefined,
     readonly enqueuedAt: number,
     readonly cls: QueueClass,
@@ -192,7 +196,12 @@ export class Waiter implements WaitTicket {
 
   granted(permit: Permit): void {
     if (this.target !== undefined) this.target.granted(permit);
-    else this.resolve!(permit);
+    else if (this.task === undefined) this.resolve!(permit);
+    else {
+      // run(): the caller's reaction (runGranted) starts the task, in the caller's context.
+      this.permit = permit;
+      this.resolve!(this as unknown as Permit);
+    }
   }
 
   rejected(reason: unknown): void {
@@ -224,6 +233,28 @@ export async function runHeld<T>(
   } finally {
     permit.release();
   }
+}
+
+let settling: Waiter | undefined;
+function captureSettlers(
+  resolve: (permit: Permit) => void,
+  reject: (reason: unknown) => void,
+): void {
+  settling!.resolve = resolve;
+  settling!.reject = reject;
+}
+
+/** The promise a queued acquire()/run() caller holds: no closure per waiter. */
+export function promiseFor(waiter: Waiter): Promise<Permit> {
+  settling = waiter;
+  const promise = new Promise<Permit>(captureSettlers);
+  settling = undefined;
+  return promise;
+}
+
+/** A queued run() task's start: chained in its caller's tick, so no closure per call. */
+export function runGranted(waiter: Waiter): Promise<unknown> {
+  return runHeld(waiter.permit!, waiter.task!, waiter.signal);
 }
 
 export function onWaiterTimer(waiter: Waiter): void {

@@ -24,8 +24,10 @@ import {
   onWaiterTimer,
   type Permit,
   permitEntry,
+  promiseFor,
   RELEASED,
   type RunFn,
+  runGranted,
   runHeld,
   Waiter,
   type WaitTarget,
@@ -79,6 +81,9 @@ const WAIT_KEYS = ['timeout', 'weight', 'priority'] as const;
 export type RunCallback<T> = ((signal: AbortSignal) => T | PromiseLike<T>) &
   ((signal: AbortSignal | undefined) => T | PromiseLike<T>);
 
+/** The platform's performance object: fake timers replace the global one. */
+const REAL_PERFORMANCE = globalThis.performance;
+
 /**
  * A counting semaphore with a bounded FIFO queue, wait deadlines, abort, and permits that
  * return exactly once.
@@ -128,6 +133,8 @@ export class Semaphore {
   #leakWarnAfter: number | undefined;
   #traceAcquires = false;
   #lastProgressAt: number;
+  #cachedNow: number | undefined = undefined;
+  readonly #cacheClock: boolean;
   /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
   #expiring: GatePermit | undefined = undefined;
   readonly #waitHistogram = new DurationHistogram();
@@ -170,6 +177,7 @@ export class Semaphore {
     // The global, looked up per call: fake timers (vitest, sinon) replace globalThis.performance,
     // and the clock must run on the same time as the setTimeout deadlines it is compared with.
     this.#now = options.now ?? (() => performance.now());
+    this.#cacheClock = options.now === undefined;
     this.#lifoAfter = parseQueueOrder(options.queueOrder, options.lifoAfter);
     this.#queue = new WaitQueue(options.priorities, this.#maxQueue);
     this.#lastProgressAt = this.#now();
@@ -240,6 +248,28 @@ export class Semaphore {
   }
 
   /**
+   * The clock for the gate's own timestamps, read at most once per synchronous stretch of
+   * work (until the next microtask checkpoint), like nginx's cached time per event-loop
+   * iteration: a burst of 100,000 calls reads it once, not 100,000 times. Each timestamp is
+   * the time its stretch began, so it is never late, and timers read the clock afresh.
+   */
+  #clock(): number {
+    // An injected clock, or fake timers' performance, may jump within a stretch: no cache.
+    if (!this.#cacheClock || globalThis.performance !== REAL_PERFORMANCE) return this.#now();
+    let now = this.#cachedNow;
+    if (now === undefined) {
+      now = this.#now();
+      this.#cachedNow = now;
+      queueMicrotask(this.#forgetNow);
+    }
+    return now;
+  }
+
+  readonly #forgetNow = (): void => {
+    this.#cachedNow = undefined;
+  };
+
+  /**
    * Waits for a permit. Rejects with `QueueFullError` at once when the queue is full, with
    * `QueueTimeoutError` at the deadline, and with `signal.reason` when the signal aborts.
    */
@@ -279,22 +309,18 @@ export class Semaphore {
     }
     const refused = this.#admit(cls);
     if (refused !== undefined) return Promise.reject(refused);
-    const now = this.#now();
-    let resolve!: (permit: Permit) => void;
-    let reject!: (reason: unknown) => void;
-    const promise = new Promise<Permit>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    const waiter = new Waiter(this, undefined, resolve, reject, signal, now, cls);
+    const now = this.#clock();
+    const waiter = new Waiter(this, undefined, signal, now, cls);
+    const promise = promiseFor(waiter);
     waiter.weight = weight;
+    waiter.task = task;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
     // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
     // caller's async context (AsyncLocalStorage), a microtask after the grant, never on the
     // stack of the release that granted it.
     if (task !== undefined)
-      return promise.then((permit) => runHeld(permit, task, signal)) as Promise<never>;
+      return promise.then(runGranted as (waiter: unknown) => unknown) as Promise<never>;
     if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
@@ -348,8 +374,8 @@ export class Semaphore {
     timeout ??= cls.queueTimeout;
     const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
-    const now = this.#now();
-    const waiter = new Waiter(this, target, undefined, undefined, undefined, now, cls);
+    const now = this.#clock();
+    const waiter = new Waiter(this, target, undefined, now, cls);
     waiter.weight = weight;
     if (this.#traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
@@ -459,7 +485,7 @@ export class Semaphore {
   #grant(
     waitedMs: number,
     site?: AcquireSite,
-    now: number = this.#now(),
+    now: number = this.#clock(),
     weight = 1,
     cls: QueueClass = this.#queue.classes[0]!,
   ): Permit {
@@ -490,7 +516,7 @@ export class Semaphore {
     if (permit.totalTimer !== undefined) clearTimeout(permit.totalTimer);
     this.#held -= permit.weight;
     this.#released++;
-    const now = this.#now();
+    const now = this.#clock();
     this.#lastProgressAt = now;
     const heldMs = now - permit.acquiredAt;
     this.#holdHistogram.record(heldMs);
@@ -515,7 +541,7 @@ export class Semaphore {
 
   /** A holder's request made progress: it moves to the young end of the holders list. */
   #progress(permit: GatePermit): void {
-    const now = this.#now();
+    const now = this.#clock();
     permit.aliveAt = now;
     this.#lastProgressAt = now;
     if (this.#newest === permit) return;
@@ -587,7 +613,7 @@ export class Semaphore {
       const queue = this.#queue;
       while (queue.size > 0 && this.#held < this.#limit) {
         // One clock read serves every grant of this pass (and the release that started it).
-        now ??= this.#now();
+        now ??= this.#clock();
         const cls = queue.next()!;
         const waiter = nextWaiter(cls.head!, cls.tail!, now, this.#lifoAfter);
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
@@ -657,7 +683,7 @@ export class Semaphore {
     this.#dequeue(waiter);
     this.#shedQueueTimeout++;
     waiter.cls.shedQueueTimeout++;
-    const waited = this.#now() - waiter.enqueuedAt;
+    const waited = this.#clock() - waiter.enqueuedAt;
     const queued = this.#queue.size;
     const error = new QueueTimeoutError(this.#name, waited, this.#retryAfter(queued + 1));
     if (shedChannel.hasSubscribers) {

@@ -3,6 +3,7 @@ import { type Dispatcher, errors } from 'undici';
 import { publishRequestError } from '../diagnostics.js';
 import type { PermitHoldTimeoutError } from '../errors.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../semaphore.js';
+import { type PriorityClassOption, priorityFor } from './priority.js';
 import { releaseAfterTeardown } from './teardown.js';
 
 /*
@@ -80,14 +81,20 @@ export abstract class GatedRequest implements WaitTarget {
   start(gate: Semaphore): boolean {
     this.startCaller();
     if (this.#phase === SETTLED) return true; // the caller aborted from inside onConnect
-    const permit = gate.tryAcquire();
+    const priority = priorityFor(gate, (this.#opts as PriorityClassOption).priorityClass);
+    // tryAcquire knows no class: a classed request asks wait(), which grants at once when free.
+    const permit = priority === undefined ? gate.tryAcquire() : undefined;
     if (permit !== undefined) {
       this.#hold(permit);
       return this.#dispatchInner();
     }
     this.#phase = QUEUED;
     this.#scope = new AsyncResource('hostgate:queued');
-    this.#ticket = gate.wait(this);
+    try {
+      this.#ticket = gate.wait(this, priority === undefined ? undefined : { priority });
+    } catch (error) {
+      this.rejected(error); // an unknown priority class: a TypeError naming the gate's classes
+    }
     return true;
   }
 

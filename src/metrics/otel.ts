@@ -26,6 +26,7 @@ import {
   MetricsCollector,
   type MetricsCollectorOptions,
   type PartnerMetrics,
+  type SharedPartnerMetrics,
   WAIT_BUCKETS_SECONDS,
 } from './collector.js';
 import type { GateSource } from './leaks.js';
@@ -73,6 +74,9 @@ export const RESULT_ATTRIBUTE = 'hostgate.result';
  * | `hostgate.lease.double_releases`      | observable counter  | `{request}` | `release()` of a released permit |
  * | `hostgate.leak_suspects`              | observable up-down  | `{request}` | held past `leakWarnAfter`     |
  * | `hostgate.stalled`                    | observable gauge    | `1`         | 1: exhausted, partner silent  |
+ * | `hostgate.shared.active_request_leases` | observable up-down | `{request}` | shared gates: held by every replica |
+ * | `hostgate.shared.queued_requests`     | observable up-down  | `{request}` | shared gates: waiting in Redis, all replicas |
+ * | `hostgate.shared.leases_lost`         | observable counter  | `{request}` | shared gates: leases Redis lost under us |
  * | `hostgate.retries`                    | observable counter  | `{request}` | retries (only with `retrier`) |
  *
  * Every instrument has the attribute `hostgate.partner`: the partner's name; unknown origins by
@@ -174,6 +178,35 @@ export function registerOtelMetrics(
     'stalled',
     '1 when no permit is free and the holders got no response bytes for stallAfter.',
     (r) => (r.stalled ? 1 : 0),
+  );
+  // Shared gates (hostgate/redis) only: the whole cluster, beside this process's numbers above.
+  const shared = (
+    suffix: string,
+    description: string,
+    value: (s: SharedPartnerMetrics) => number,
+    isCounter = false,
+  ) => {
+    const instrument = isCounter
+      ? meter.createObservableCounter(name(suffix), { unit, description })
+      : meter.createObservableUpDownCounter(name(suffix), { unit, description });
+    const values: Values = (r) => (r.shared === null ? [] : [[value(r.shared)]]);
+    readings.push({ instrument, counter: isCounter, values });
+  };
+  shared(
+    'shared.active_request_leases',
+    'Shared gates: permits held by every replica together (as of the last Redis answer).',
+    (s) => s.held,
+  );
+  shared(
+    'shared.queued_requests',
+    'Shared gates: requests of every replica waiting in Redis.',
+    (s) => s.queued,
+  );
+  shared(
+    'shared.leases_lost',
+    'Shared gates: leases Redis lost while this process held them (stalls, a Redis restart).',
+    (s) => s.leasesLost,
+    true,
   );
   if (rest.retrier !== undefined) {
     counter(

@@ -104,6 +104,14 @@ export class SharedSemaphore extends Semaphore {
     return this.#known;
   }
 
+  /**
+   * The whole cluster's load as of the last Redis answer: what a call arriving now waits behind
+   * (the deadline rule reads it instead of this process's `held`/`queued`).
+   */
+  get load(): { limit: number; held: number; queued: number } {
+    return { limit: this.limit, held: this.#clusterHeld, queued: this.#clusterQueued };
+  }
+
   override get queued(): number {
     return this.#waiters.size;
   }

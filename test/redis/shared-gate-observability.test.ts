@@ -1,14 +1,21 @@
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { Registry } from 'prom-client';
 import { Agent, request } from 'undici';
 import { afterEach, expect, it } from 'vitest';
 import { statusHandler } from '../../middleware/index.js';
 import { HostLimiter, limitHosts, PermitHoldTimeoutError } from '../../src/index.js';
+import { registerOtelMetrics } from '../../src/metrics/otel.js';
 import { registerMetrics } from '../../src/metrics/prometheus.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { describeRedis } from '../helpers/redis-server.js';
 import { CLIENT_KINDS, privateRedis, useFleet, zcard } from './clients.js';
 
 const redis = privateRedis();
+
+class Reader extends MetricReader {
+  protected onForceFlush = () => Promise.resolve();
+  protected onShutdown = () => Promise.resolve();
+}
 
 for (const kind of CLIENT_KINDS) {
   describeRedis(`a shared partner in metrics, status and maxHold, on ${kind}`, () => {
@@ -42,6 +49,21 @@ for (const kind of CLIENT_KINDS) {
       expect(text).toContain('hostgate_shared_permits_held{partner="billing"} 3');
       expect(text).toContain('hostgate_shared_processes{partner="billing"} 2');
       expect(text).toContain('hostgate_shared_store_up{partner="billing"} 1');
+      const reader = new Reader();
+      const provider = new MeterProvider({ readers: [reader] });
+      registerOtelMetrics(here.limiter, { meter: provider.getMeter('test') });
+      const { resourceMetrics } = await reader.collect();
+      const otel = new Map(
+        resourceMetrics.scopeMetrics
+          .flatMap((scope) => scope.metrics)
+          .map((m) => [m.descriptor.name, m.dataPoints[0]?.value]),
+      );
+      expect(otel.get('hostgate.active_request_leases')).toBe(1);
+      expect(otel.get('hostgate.shared.active_request_leases')).toBe(3);
+      expect(otel.get('hostgate.shared.leases_lost')).toBe(0);
+      await provider.shutdown();
+      // The deadline rule's view: every replica's holders are ahead of a call arriving here.
+      expect(here.limiter.gate('billing')).toMatchObject({ held: 1, load: { held: 3, limit: 4 } });
       const status = statusHandler(here.limiter).body();
       expect(status.partners[0]).toMatchObject({
         partner: 'billing',
