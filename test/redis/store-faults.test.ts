@@ -164,6 +164,17 @@ for (const kind of CLIENT_KINDS) {
       await a.close();
     });
 
+    it('close() returns while Redis is paused, with an acquire still unanswered', async () => {
+      const store = await fleet.store(FAST);
+      const gate = store.semaphore({ name: 'close-paused', limit: 1 });
+      (await gate.acquire()).release();
+      redis().pause();
+      const unanswered = gate.acquire().catch((error: unknown) => error);
+      await store.close();
+      expect(await unanswered).toBeInstanceOf(StoreUnavailableError);
+      redis().resume();
+    });
+
     it('reloads its scripts after SCRIPT FLUSH, and an abort never overtakes its own acquire', async () => {
       const store = await fleet.store(FAST);
       const gate = store.semaphore({ name: 'flush', limit: 1, queueTimeout: 10_000 });
