@@ -48,9 +48,17 @@ async function throughput(
   return (total / (performance.now() - t0)) * 1000;
 }
 
+/**
+ * Requests per second, and the client's CPU time per request (user + system): on a machine
+ * busy with other work, wall-clock throughput swings with the neighbours' load, while the CPU
+ * each request costs the client moves far less.
+ */
 async function measureThroughput(dispatcher: Dispatcher, inFlight: number) {
   await throughput(dispatcher, inFlight, WARMUP);
-  return { reqPerSec: await throughput(dispatcher, inFlight, REQUESTS) };
+  const cpu = process.cpuUsage();
+  const reqPerSec = await throughput(dispatcher, inFlight, REQUESTS);
+  const used = process.cpuUsage(cpu);
+  return { reqPerSec, cpuUsPerRequest: (used.user + used.system) / REQUESTS };
 }
 
 /**

@@ -216,9 +216,20 @@ export class RedisStore {
    * has failed): for tests and orderly shutdowns.
    */
   async settled(): Promise<void> {
-    await Promise.allSettled([...this.#inflight.values()]);
+    await this.#inflightSettled();
     await new Promise<void>((resolve) => queueMicrotask(resolve));
     await this.#lastFlush;
+  }
+
+  /** Unanswered acquires, waited for at most one command timeout (a paused Redis answers none). */
+  #inflightSettled(): Promise<unknown> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.options.commandTimeoutMs);
+    });
+    return Promise.race([Promise.allSettled([...this.#inflight.values()]), bound]).finally(() =>
+      clearTimeout(timer),
+    );
   }
 
   /** Routes a wake-up (a ticket granted in Redis) to its gate. */
@@ -411,7 +422,7 @@ export class RedisStore {
       if (ids.length > 0) this.release(gate, ids);
     }
     if (!this.#degraded) {
-      await Promise.allSettled([...this.#inflight.values()]);
+      await this.#inflightSettled();
       await this.#lastFlush;
       await this.#flush();
     }
