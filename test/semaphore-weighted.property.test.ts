@@ -252,7 +252,7 @@ describe('weighted Semaphore under random schedules', () => {
       ),
       { numRuns: Number(process.env.HOSTGATE_FC_RUNS ?? 200), seed: SEED },
     );
-  }, 120_000);
+  }, 300_000);
 
   it('lets a light waiter through when the heavy head before it cancels (fixed schedule)', async () => {
     await runSchedule(4, [

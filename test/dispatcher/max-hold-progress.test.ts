@@ -18,16 +18,16 @@ function setup(options: { maxHold: number; maxHoldTotal?: number }) {
 
 describe('item 13: maxHold kills healthy long streams', () => {
   it('keeps a stream that sends for twice maxHold, and cuts a silent one beside it', async () => {
-    const { gate, dispatcher } = setup({ maxHold: 600 });
-    // 30 chunks 40 ms apart: 1.2 s in all, never 600 ms without a byte.
-    const streaming = request(`${loop.partner.url}/drip?every=40&count=30`, { dispatcher });
+    const { gate, dispatcher } = setup({ maxHold: 1000 });
+    // 60 chunks 35 ms apart: 2.1 s in all, never 1 s without a byte (even on a loaded machine).
+    const streaming = request(`${loop.partner.url}/drip?every=35&count=60`, { dispatcher });
     const stalled = await request(`${loop.partner.url}/stall`, { dispatcher });
     const cut = stalled.body.text().then(
       () => undefined,
       (error: unknown) => error,
     );
     const { body } = await streaming;
-    expect(await body.text()).toBe('.'.repeat(30));
+    expect(await body.text()).toBe('.'.repeat(60));
     const error = await cut;
     expect(error).toBeInstanceOf(PermitHoldTimeoutError);
     expect(gate.stats()).toMatchObject({ held: 0, holdTimeouts: 1 });

@@ -35,7 +35,7 @@ describe('statusHandler', () => {
         expect(p.ledger!.state).toBe('leak');
         expect(p.search!.state).toBe('stalled');
       },
-      { timeout: 3000, interval: 25 },
+      { timeout: 10_000, interval: 25 },
     );
     const body = await json();
     const p = byName(body);
@@ -64,14 +64,14 @@ describe('statusHandler', () => {
     scene.maps.flowing = false;
     try {
       await vi.waitFor(async () => expect(byName(await json()).maps!.state).toBe('stalled'), {
-        timeout: 3000,
+        timeout: 10_000,
         interval: 25,
       });
     } finally {
       scene.maps.flowing = true;
     }
     await vi.waitFor(async () => expect(byName(await json()).maps!.state).toBe('ok'), {
-      timeout: 3000,
+      timeout: 10_000,
       interval: 25,
     });
   });
