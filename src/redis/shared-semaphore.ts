@@ -70,10 +70,10 @@ export class SharedSemaphore extends Semaphore {
   #clusterHeld = 0;
   #clusterQueued = 0;
   #processes = 1;
-  #rejectedQueueFull = 0;
-  #rejectedQueueTimeout = 0;
+  #shedQueueFull = 0;
+  #shedQueueTimeout = 0;
   #abortedWaiting = 0;
-  #rejectedStore = 0;
+  #shedStoreUnavailable = 0;
   #leasesLost = 0;
   #known = false;
 
@@ -138,7 +138,7 @@ export class SharedSemaphore extends Semaphore {
     }
     const policy = store.options.onStoreError;
     if (store.degraded && policy === 'reject') {
-      this.#rejectedStore++;
+      this.#shedStoreUnavailable++;
       target.rejected(this.#unavailable());
       return undefined;
     }
@@ -218,8 +218,8 @@ export class SharedSemaphore extends Semaphore {
     return {
       ...s,
       queued: this.#waiters.size,
-      rejectedQueueFull: s.rejectedQueueFull + this.#rejectedQueueFull,
-      rejectedQueueTimeout: s.rejectedQueueTimeout + this.#rejectedQueueTimeout,
+      shedQueueFull: s.shedQueueFull + this.#shedQueueFull,
+      shedQueueTimeout: s.shedQueueTimeout + this.#shedQueueTimeout,
       abortedWaiting: s.abortedWaiting + this.#abortedWaiting,
       shared: {
         held: this.#clusterHeld,
@@ -227,7 +227,7 @@ export class SharedSemaphore extends Semaphore {
         processes: this.#processes,
         mode: store.degraded ? store.options.onStoreError : 'redis',
         leasesLost: this.#leasesLost,
-        rejectedStoreUnavailable: this.#rejectedStore,
+        shedStoreUnavailable: this.#shedStoreUnavailable,
       },
     };
   }
@@ -252,7 +252,7 @@ export class SharedSemaphore extends Semaphore {
     this.#store.release(this, [waiter.id]);
     if (this.#store.options.onStoreError === 'reject') {
       this.#finish(waiter);
-      this.#rejectedStore++;
+      this.#shedStoreUnavailable++;
       waiter.target.rejected(this.#unavailable());
     } else {
       this.#toFallback(waiter);
@@ -314,11 +314,11 @@ export class SharedSemaphore extends Semaphore {
       return;
     }
     if (this.#store.degraded && this.#store.options.onStoreError === 'reject') {
-      this.#rejectedStore++;
+      this.#shedStoreUnavailable++;
       waiter.target.rejected(this.#unavailable());
       return;
     }
-    this.#rejectedQueueTimeout++;
+    this.#shedQueueTimeout++;
     const waited = this.now() - waiter.enqueuedAt;
     const error = new QueueTimeoutError(this.name, waited, this.retryAfterMs());
     if (channels.shed.hasSubscribers) {
@@ -414,7 +414,7 @@ export class SharedSemaphore extends Semaphore {
       this.#store.release(this, [waiter.id]); // kept until Redis answers again
       if (reject) {
         this.#finish(waiter);
-        this.#rejectedStore++;
+        this.#shedStoreUnavailable++;
         waiter.target.rejected(this.#unavailable());
       } else this.#toFallback(waiter);
     }
@@ -466,7 +466,7 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #queueFull(): QueueFullError {
-    this.#rejectedQueueFull++;
+    this.#shedQueueFull++;
     const queued = this.#waiters.size;
     const error = new QueueFullError(this.name, queued, this.retryAfterMs());
     if (channels.shed.hasSubscribers) {

@@ -1,6 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, expect, it } from 'vitest';
 import { LeaseLostError, StoreUnavailableError } from '../../src/errors.js';
+import { MetricsCollector } from '../../src/metrics/collector.js';
 import type { LeaseLostMessage, RedisStore } from '../../src/redis/index.js';
 import { describeRedis } from '../helpers/redis-server.js';
 import { CLIENT_KINDS, deferred, privateRedis, useFleet, zcard } from './clients.js';
@@ -60,7 +61,10 @@ for (const kind of CLIENT_KINDS) {
       again.release();
       await store.settled();
       expect(await zcard(redis(), 'paused', 'h')).toBe(0);
-      expect(gate.stats().shared.rejectedStoreUnavailable).toBe(2);
+      expect(gate.stats().shared.shedStoreUnavailable).toBe(2);
+      // The same count under the same word in the metrics: shed_total{reason="store_unavailable"}.
+      const [row] = new MetricsCollector(gate).collect();
+      expect(row).toMatchObject({ shedStoreUnavailable: 2, shedQueueFull: 0, shedQueueTimeout: 0 });
     });
 
     it("'local': a killed Redis leaves each process ceil(limit / processes), and Redis counts those permits once it is back", async () => {
