@@ -159,7 +159,7 @@ async function main(): Promise<number> {
       String(p.peak),
       String(p.served),
       String(p.refused),
-      String(g.rejectedQueueFull + g.rejectedQueueTimeout),
+      String(g.shedQueueFull + g.shedQueueTimeout),
       String(calls.clientLeft),
       String(calls.siblingFailed),
       `${g.held}/${g.available}`,
@@ -199,7 +199,7 @@ async function main(): Promise<number> {
   );
   write('');
   write(
-    `  inbound  admitted ${a.acquired}, shed ${a.rejectedQueueFull + a.rejectedQueueTimeout} at the door, ` +
+    `  inbound  admitted ${a.acquired}, shed ${a.shedQueueFull + a.shedQueueTimeout} at the door, ` +
       `${a.abortedWaiting} left while queued; permits held/available at the end ${a.held}/${a.available}`,
   );
   write(

@@ -36,7 +36,6 @@ export class FetchCall implements WaitTarget, AbortWatcher {
   readonly #caller: AbortSignal | undefined;
   /** The signal `fetchFn` gets: follows the caller's, and fires on `maxHold`. */
   readonly #own = new AbortController();
-  readonly #holdAfterAbortMs: number;
   readonly #request: PermitRequestInfo;
   #phase = NEW;
   #permit: Permit | undefined = undefined;
@@ -49,13 +48,8 @@ export class FetchCall implements WaitTarget, AbortWatcher {
   /** The body the caller reads. */
   #body: ReadableStreamDefaultController<Uint8Array> | undefined = undefined;
 
-  constructor(
-    caller: AbortSignal | undefined,
-    holdAfterAbortMs: number,
-    request: PermitRequestInfo,
-  ) {
+  constructor(caller: AbortSignal | undefined, request: PermitRequestInfo) {
     this.#caller = caller;
-    this.#holdAfterAbortMs = holdAfterAbortMs;
     this.#request = request;
   }
 
@@ -243,7 +237,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     this.#permit = undefined;
     permit.onHoldTimeout = undefined;
     const reason = this.#aborted ? 'aborted' : 'released';
-    if (reachedPartner) releaseAfterTeardown(permit, reason, this.#holdAfterAbortMs);
+    if (reachedPartner) releaseAfterTeardown(permit, reason);
     else permit.release(reason);
   }
 }

@@ -1,4 +1,3 @@
-import { holdAfterAbortOf } from './dispatcher/gate-layers.js';
 import { priorityFor } from './dispatcher/priority.js';
 import { FetchCall } from './fetch-call.js';
 import type { CallableFetch, InitLike } from './fetch-response.js';
@@ -99,7 +98,7 @@ export function limitFetch<F extends FetchFunction>(
     const gate: Semaphore | undefined = limiter.gateFor(target);
     if (gate === undefined) return inner(input, init);
     if (signal?.aborted) throw signal.reason;
-    const call = new FetchCall(signal, holdAfterAbortOf(gate), requestOf(input, init, target));
+    const call = new FetchCall(signal, requestOf(input, init, target));
     const waiting = call.acquire(gate, priorityFor(gate, init?.priorityClass));
     if (waiting !== undefined) await waiting;
     return call.run(inner, input, init, limiter);

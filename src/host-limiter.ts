@@ -4,13 +4,7 @@ import { attachController, controllerOf } from './adaptive/signals.js';
 import { setHoldAfterAbort } from './dispatcher/gate-layers.js';
 import { TooManyHostsError, UnknownHostError } from './errors.js';
 import { type LeakSuspect, leakSuspects } from './metrics/leaks.js';
-import {
-  checkKnownKeys,
-  checkObject,
-  describe,
-  nonNegativeInteger,
-  positiveInteger,
-} from './options.js';
+import { checkKnownKeys, checkObject, describe, positiveInteger } from './options.js';
 import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
 import { Semaphore, type SemaphoreStats } from './semaphore.js';
 import type { PriorityClassOptions } from './wait-queue.js';
@@ -80,10 +74,11 @@ export interface PartnerRule extends GateOptions {
   adaptive?: AdaptiveOptions | boolean;
   /**
    * Keep an aborted in-flight request's permit this many ms after its connection is closed
-   * (default 0: returned right after). For partners that keep working on a request after the
-   * client has gone: their real load outlives our cancellation by about one request's duration.
+   * (default 0: returned right after), or `'typical'`: the gate's median hold time. For partners
+   * that keep working on a request after the client has gone: their real load outlives our
+   * cancellation by about one request's duration.
    */
-  holdAfterAbort?: number;
+  holdAfterAbort?: number | 'typical';
 }
 
 /** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
@@ -245,10 +240,17 @@ export class HostLimiter {
       throw new TypeError(`${where}: name must be a non-empty string, got ${describe(rule.name)}`);
     }
     checkKnownKeys(where, rule, RULE_KEYS);
-    const holdAfterAbort =
-      rule.holdAfterAbort === undefined
-        ? 0
-        : nonNegativeInteger(`${where}: holdAfterAbort`, rule.holdAfterAbort);
+    const holdAfterAbort = rule.holdAfterAbort ?? 0;
+    if (
+      holdAfterAbort !== 'typical' &&
+      (typeof holdAfterAbort !== 'number' ||
+        !Number.isSafeInteger(holdAfterAbort) ||
+        holdAfterAbort < 0)
+    ) {
+      throw new TypeError(
+        `${where}: holdAfterAbort must be a non-negative integer (ms) or 'typical', got ${describe(holdAfterAbort)}`,
+      );
+    }
     if (this.#partners.has(rule.name))
       throw new TypeError(`${where}: the name is used by another rule`);
     if (!Array.isArray(rule.hosts) || rule.hosts.length === 0) {

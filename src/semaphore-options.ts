@@ -99,8 +99,8 @@ export interface SemaphoreStats {
   queueTimeout: number;
   acquired: number;
   released: number;
-  rejectedQueueFull: number;
-  rejectedQueueTimeout: number;
+  shedQueueFull: number;
+  shedQueueTimeout: number;
   abortedWaiting: number;
   /** Permits released because their request was aborted in flight (`release('aborted')`). */
   abortedInFlight: number;

@@ -122,8 +122,8 @@ export class Semaphore {
 
   #acquired = 0;
   #released = 0;
-  #rejectedQueueFull = 0;
-  #rejectedQueueTimeout = 0;
+  #shedQueueFull = 0;
+  #shedQueueTimeout = 0;
   #abortedWaiting = 0;
   #abortedInFlight = 0;
   #holdTimeouts = 0;
@@ -457,8 +457,8 @@ export class Semaphore {
       queueTimeout: this.#queueTimeout,
       acquired: this.#acquired,
       released: this.#released,
-      rejectedQueueFull: this.#rejectedQueueFull,
-      rejectedQueueTimeout: this.#rejectedQueueTimeout,
+      shedQueueFull: this.#shedQueueFull,
+      shedQueueTimeout: this.#shedQueueTimeout,
       abortedWaiting: this.#abortedWaiting,
       abortedInFlight: this.#abortedInFlight,
       holdTimeouts: this.#holdTimeouts,
@@ -575,8 +575,8 @@ export class Semaphore {
   }
 
   #queueFull(cls: QueueClass): QueueFullError {
-    this.#rejectedQueueFull++;
-    cls.rejectedQueueFull++;
+    this.#shedQueueFull++;
+    cls.shedQueueFull++;
     const queued = this.#queue.size;
     const error = new QueueFullError(this.#name, queued, this.#retryAfter(queued + 1));
     if (shedChannel.hasSubscribers) {
@@ -681,8 +681,8 @@ export class Semaphore {
   #expire(waiter: Waiter): void {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
-    this.#rejectedQueueTimeout++;
-    waiter.cls.rejectedQueueTimeout++;
+    this.#shedQueueTimeout++;
+    waiter.cls.shedQueueTimeout++;
     const waited = this.#clock() - waiter.enqueuedAt;
     const queued = this.#queue.size;
     const error = new QueueTimeoutError(this.#name, waited, this.#retryAfter(queued + 1));

@@ -38,8 +38,8 @@ export class QueueClass {
   /** Stride scheduling: units granted so far, each weighted by 1 / share. */
   pass = 0;
   acquired = 0;
-  rejectedQueueFull = 0;
-  rejectedQueueTimeout = 0;
+  shedQueueFull = 0;
+  shedQueueTimeout = 0;
   abortedWaiting = 0;
   readonly stride: number;
   constructor(
@@ -56,8 +56,8 @@ export class QueueClass {
 export interface PriorityClassStats {
   queued: number;
   acquired: number;
-  rejectedQueueFull: number;
-  rejectedQueueTimeout: number;
+  shedQueueFull: number;
+  shedQueueTimeout: number;
   abortedWaiting: number;
 }
 
@@ -184,8 +184,8 @@ export class WaitQueue {
       out[c.name] = {
         queued: c.queued,
         acquired: c.acquired,
-        rejectedQueueFull: c.rejectedQueueFull,
-        rejectedQueueTimeout: c.rejectedQueueTimeout,
+        shedQueueFull: c.shedQueueFull,
+        shedQueueTimeout: c.shedQueueTimeout,
         abortedWaiting: c.abortedWaiting,
       };
     }

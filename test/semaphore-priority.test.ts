@@ -69,7 +69,7 @@ describe('priority classes', () => {
     gate.wait(caller(log, [], 'b1'), { priority: 'batch' });
     gate.wait(caller(log, [], 'i0'), { priority: 'interactive' });
     expect(log).toEqual(['b1:QueueFullError']);
-    expect(gate.stats().priorities?.batch).toMatchObject({ queued: 1, rejectedQueueFull: 1 });
+    expect(gate.stats().priorities?.batch).toMatchObject({ queued: 1, shedQueueFull: 1 });
   });
 
   it('sheds the newest waiter of the lowest class when the queue is full, never a higher one', async () => {
@@ -167,7 +167,7 @@ describe('priority classes', () => {
       const batch = gate.acquire({ priority: 'batch' }).catch((e: unknown) => e);
       await vi.advanceTimersByTimeAsync(100);
       expect(await interactive).toBeInstanceOf(QueueTimeoutError);
-      expect(gate.stats().priorities?.interactive?.rejectedQueueTimeout).toBe(1);
+      expect(gate.stats().priorities?.interactive?.shedQueueTimeout).toBe(1);
       await vi.advanceTimersByTimeAsync(900);
       expect(await batch).toBeInstanceOf(QueueTimeoutError);
     });

@@ -142,7 +142,7 @@ describe('weighted permits', () => {
       await vi.advanceTimersByTimeAsync(100);
       expect(await heavy).toBeInstanceOf(QueueTimeoutError);
       expect((await light).weight).toBe(1);
-      expect(gate.stats()).toMatchObject({ held: 4, queued: 0, rejectedQueueTimeout: 1 });
+      expect(gate.stats()).toMatchObject({ held: 4, queued: 0, shedQueueTimeout: 1 });
       expectInvariant(gate);
     });
   });

@@ -159,8 +159,8 @@ class Model {
   readonly delivering: Call[] = [];
   acquired = 0;
   released = 0;
-  rejectedQueueFull = 0;
-  rejectedQueueTimeout = 0;
+  shedQueueFull = 0;
+  shedQueueTimeout = 0;
   abortedWaiting = 0;
   holdTimeouts = 0;
   doubleReleases = 0;
@@ -225,7 +225,7 @@ class Model {
     if (this.queue.length === 0 && this.held < this.limit) this.grant(call, false);
     else if (this.queue.length >= this.config.maxQueue) {
       call.status = 'full';
-      this.rejectedQueueFull++;
+      this.shedQueueFull++;
     } else {
       call.status = 'queued';
       call.deadline = this.now + (timeout ?? this.config.queueTimeout);
@@ -279,7 +279,7 @@ class Model {
         if (call.deadline > next) continue;
         this.queue.splice(this.queue.indexOf(call), 1);
         call.status = 'timeout';
-        this.rejectedQueueTimeout++;
+        this.shedQueueTimeout++;
       }
     }
     this.now = target;
@@ -422,8 +422,8 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
         queued: model.queue.length,
         acquired: model.acquired,
         released: model.released,
-        rejectedQueueFull: model.rejectedQueueFull,
-        rejectedQueueTimeout: model.rejectedQueueTimeout,
+        shedQueueFull: model.shedQueueFull,
+        shedQueueTimeout: model.shedQueueTimeout,
         abortedWaiting: model.abortedWaiting,
         holdTimeouts: model.holdTimeouts,
         doubleReleases: model.doubleReleases,

@@ -229,7 +229,7 @@ describe('bounded queue', () => {
     expect(shedWithOwnDeadline.state).toBe('rejected');
     expect(shed.reason).toBeInstanceOf(QueueFullError);
     expect(shed.reason).toMatchObject({ code: 'HOSTGATE_QUEUE_FULL', partner: 'billing' });
-    expect(gate.stats()).toMatchObject({ queued: 1, rejectedQueueFull: 2, acquired: 1 });
+    expect(gate.stats()).toMatchObject({ queued: 1, shedQueueFull: 2, acquired: 1 });
     expectInvariant(gate);
   });
 
@@ -242,7 +242,7 @@ describe('bounded queue', () => {
     expect(gate.queued).toBe(0);
     await flush();
     expect(shed.reason).toBeInstanceOf(QueueFullError);
-    expect(gate.stats().rejectedQueueFull).toBe(1);
+    expect(gate.stats().shedQueueFull).toBe(1);
     expectInvariant(gate);
   });
 });
@@ -259,7 +259,7 @@ describe('wait deadline', () => {
     expect(waiter.reason).toBeInstanceOf(QueueTimeoutError);
     expect(waiter.reason).toMatchObject({ code: 'HOSTGATE_QUEUE_TIMEOUT', partner: 'billing' });
     expect((waiter.reason as Error).message).toMatch(/^no permit for billing within 250 ms; /);
-    expect(gate.stats()).toMatchObject({ queued: 0, rejectedQueueTimeout: 1 });
+    expect(gate.stats()).toMatchObject({ queued: 0, shedQueueTimeout: 1 });
     expect(vi.getTimerCount()).toBe(0);
     expectInvariant(gate);
   });
@@ -302,7 +302,7 @@ describe('wait deadline', () => {
     expect(outcomes(c, d, e)).toEqual(['timeout', 'pending', 'timeout']);
     await vi.advanceTimersByTimeAsync(400); // t = 510
     expect(d.state).toBe('rejected');
-    expect(gate.stats()).toMatchObject({ queued: 0, rejectedQueueTimeout: 5 });
+    expect(gate.stats()).toMatchObject({ queued: 0, shedQueueTimeout: 5 });
     expect(vi.getTimerCount()).toBe(0);
     expectInvariant(gate);
   });
@@ -345,7 +345,7 @@ describe('wait deadline', () => {
     const waiter = track(gate.acquire());
     await vi.advanceTimersByTimeAsync(100);
     expect(granted(waiter).released).toBe(false);
-    expect(gate.stats()).toMatchObject({ held: 1, rejectedQueueTimeout: 0, acquired: 2 });
+    expect(gate.stats()).toMatchObject({ held: 1, shedQueueTimeout: 0, acquired: 2 });
     expectInvariant(gate);
   });
 
@@ -428,7 +428,7 @@ describe('abort', () => {
     expect(gate.queued).toBe(1);
     await flush();
     expect(next.state).toBe('pending');
-    expect(gate.stats().rejectedQueueFull).toBe(0);
+    expect(gate.stats().shedQueueFull).toBe(0);
     expectInvariant(gate);
   });
 
@@ -839,8 +839,8 @@ describe('stats()', () => {
       queueTimeout: 100,
       acquired: 2,
       released: 2,
-      rejectedQueueFull: 1,
-      rejectedQueueTimeout: 1,
+      shedQueueFull: 1,
+      shedQueueTimeout: 1,
       abortedWaiting: 1,
       holdTimeouts: 1,
       doubleReleases: 1,

@@ -5,16 +5,24 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Semaphore } from '../semaphore.js';
 
-const holdAfterAbort = new WeakMap<Semaphore, number>();
+/** A partner rule's `holdAfterAbort`: ms, or `'typical'` (the gate's median hold time). */
+export type HoldAfterAbort = number | 'typical';
 
-/** A partner rule's `holdAfterAbort` (ms), set by HostLimiter. */
-export function setHoldAfterAbort(gate: Semaphore, ms: number): void {
-  if (ms > 0) holdAfterAbort.set(gate, ms);
+const holdAfterAbort = new WeakMap<Semaphore, HoldAfterAbort>();
+
+/** Set by HostLimiter from a partner rule. */
+export function setHoldAfterAbort(gate: Semaphore, value: HoldAfterAbort): void {
+  if (value !== 0) holdAfterAbort.set(gate, value);
 }
 
-/** How long `gate` keeps an aborted in-flight request's permit after teardown; 0 by default. */
+/**
+ * How long `gate` keeps an aborted in-flight request's permit after teardown, in ms; 0 by
+ * default. Asked only when a request is aborted in flight, so `'typical'` may read the stats.
+ */
 export function holdAfterAbortOf(gate: Semaphore): number {
-  return holdAfterAbort.get(gate) ?? 0;
+  const value = holdAfterAbort.get(gate);
+  if (value === undefined) return 0;
+  return value === 'typical' ? Math.round(gate.stats().hold.p50Ms) : value;
 }
 
 /**

@@ -9,8 +9,10 @@ import { releaseAfterTeardown } from './teardown.js';
 /*
  * A request's journey through its gate, one phase at a time (it only moves forward):
  *
- *   NEW ──permit free──▶ DISPATCHED ──inner start──▶ STARTED ──error──▶ SETTLED
- *    └──no permit──▶ QUEUED ──granted──▶ GRANTED ──next turn──▶ DISPATCHED    └─end─▶ ENDED
+ *   NEW ─permit free─▶ DISPATCHED ─inner start─▶ STARTED ─end─▶ ENDED ─(late error)─▶ SETTLED
+ *    │                     ▲                        └─error─▶ SETTLED
+ *    └─no permit─▶ QUEUED ─granted─▶ GRANTED ─next turn─┘
+ *   (an abort, a shed or a dispatch that throws: from any phase before ENDED ─▶ SETTLED)
  *
  * The permit goes back exactly once, on leaving STARTED or earlier (at once, or after teardown
  * for a request that reached the partner and failed), and the caller hears exactly one terminal
@@ -24,7 +26,7 @@ import { releaseAfterTeardown } from './teardown.js';
  * request bytes have been sent: an abort then returns the permit and fails the caller at once,
  * and undici's request is aborted as soon as it starts (a connect that hangs holds nothing).
  */
-const NEW: number = 0;
+const NEW = 0;
 const QUEUED = 1;
 const GRANTED = 2;
 const DISPATCHED = 3;
@@ -39,8 +41,7 @@ const SETTLED = 6;
 export abstract class GatedRequest implements WaitTarget {
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
-  readonly #holdAfterAbortMs: number;
-  #phase = NEW;
+  #phase: number = NEW;
   #permit: Permit | undefined = undefined;
   #ticket: WaitTicket | undefined = undefined;
   /** The caller's async context, captured on the waiting path only (the grant runs elsewhere). */
@@ -48,14 +49,9 @@ export abstract class GatedRequest implements WaitTarget {
   #aborted = false;
   #abortReason: Error | null = null;
 
-  constructor(
-    dispatch: Dispatcher.Dispatch,
-    opts: Dispatcher.DispatchOptions,
-    holdAfterAbortMs = 0,
-  ) {
+  constructor(dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions) {
     this.#dispatch = dispatch;
     this.#opts = opts;
-    this.#holdAfterAbortMs = holdAfterAbortMs;
   }
 
   /** Hands the caller our abort (`onConnect` / `onRequestStart`), before anything is sent. */
@@ -204,7 +200,7 @@ export abstract class GatedRequest implements WaitTarget {
     if (permit !== undefined) {
       publishRequestError(permit, error); // adaptive limits: a timeout is a drop
       const reason = this.#aborted ? 'aborted' : 'released';
-      if (reachedPartner) releaseAfterTeardown(permit, reason, this.#holdAfterAbortMs);
+      if (reachedPartner) releaseAfterTeardown(permit, reason);
       else permit.release(reason);
     }
     this.errorCaller(error);

@@ -32,9 +32,8 @@ export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
     dispatch: Dispatcher.Dispatch,
     opts: Dispatcher.DispatchOptions,
     handler: LegacyHandler,
-    holdAfterAbortMs: number,
   ) {
-    super(dispatch, opts, holdAfterAbortMs);
+    super(dispatch, opts);
     this.#handler = handler;
   }
 

@@ -17,13 +17,8 @@ export class LimitHandler extends GatedRequest implements Handler {
   readonly #controller: GateController;
   #inner: Controller | undefined = undefined;
 
-  constructor(
-    dispatch: Dispatcher.Dispatch,
-    opts: Dispatcher.DispatchOptions,
-    handler: Handler,
-    holdAfterAbortMs: number,
-  ) {
-    super(dispatch, opts, holdAfterAbortMs);
+  constructor(dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, handler: Handler) {
+    super(dispatch, opts);
     this.#handler = handler;
     this.#controller = new GateController(this);
   }

@@ -2,7 +2,7 @@ import { type Dispatcher, errors } from 'undici';
 import { HostLimiter, type HostLimiterOptions } from '../host-limiter.js';
 import { describe } from '../options.js';
 import { Semaphore } from '../semaphore.js';
-import { holdAfterAbortOf, holdsPermitOf, markDispatcherLayer } from './gate-layers.js';
+import { holdsPermitOf, markDispatcherLayer } from './gate-layers.js';
 import type { DispatchInterceptor } from './interceptor.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
@@ -117,7 +117,7 @@ export function dispatchThrough(
   const legacy = handler as LegacyHandler;
   const request =
     typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
-      ? new LegacyLimitHandler(dispatch, opts, legacy, holdAfterAbortOf(gate))
-      : new LimitHandler(dispatch, opts, handler, holdAfterAbortOf(gate));
+      ? new LegacyLimitHandler(dispatch, opts, legacy)
+      : new LimitHandler(dispatch, opts, handler);
   return request.start(gate);
 }

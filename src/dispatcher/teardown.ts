@@ -1,5 +1,6 @@
 import type { ReleaseReason } from '../diagnostics.js';
 import type { Permit } from '../semaphore.js';
+import { holdAfterAbortOf } from './gate-layers.js';
 
 /**
  * The one teardown policy of every HTTP entry point (limitHosts, limitGate, limitFetch): when a
@@ -11,16 +12,17 @@ import type { Permit } from '../semaphore.js';
  * it down in one synchronous call (`abort` → `onError`, then `socket.destroy()`: the FIN or RST is
  * sent; over HTTP/2 the stream is reset), and the same holds when fetch's body is cancelled. The
  * permit returns in the microtask after that call: after the teardown, before any I/O. For
- * partners that keep working on a request after the client has gone, `holdAfterAbort` keeps an
- * aborted request's permit that many ms longer.
+ * partners that keep working on a request after the client has gone, the partner rule's
+ * `holdAfterAbort` keeps an aborted request's permit that many ms longer (or, `'typical'`, the
+ * gate's median hold time).
  */
 export function releaseAfterTeardown(
   permit: Permit,
   reason: Extract<ReleaseReason, 'released' | 'aborted'>,
-  holdAfterAbortMs: number,
 ): void {
-  if (reason === 'aborted' && holdAfterAbortMs > 0) {
-    setTimeout(releaseAborted, holdAfterAbortMs, permit).unref();
+  const holdMs = reason === 'aborted' ? holdAfterAbortOf(permit.gate) : 0;
+  if (holdMs > 0) {
+    setTimeout(releaseAborted, holdMs, permit).unref();
   } else {
     queueMicrotask(() => permit.release(reason));
   }

@@ -34,6 +34,7 @@ import {
   readGate,
   SHED_DEADLINE,
   SHED_FULL,
+  SHED_STORE_UNAVAILABLE,
   SHED_TIMEOUT,
   VECTOR_LENGTH,
   WAIT_BUCKETS,
@@ -69,7 +70,7 @@ export interface MetricsCollectorOptions {
   maxOriginLabels?: number;
   /** Exhausted with no progress for this long (ms) marks a partner stalled (default 10 000). */
   stallAfter?: number;
-  /** The retry layer's counters (`createRetrier(...)`), for `retries` per partner. */
+  /** The retry layer's counters (`new Retrier(...)`), for `retries` per partner. */
   retrier?: RetryStatsSource;
   /** Clock in ms for rate windows (default `performance.now`). */
   now?: () => number;
@@ -88,7 +89,7 @@ export interface PartnerMetrics {
   limitChanges: number;
   /** The limit adapts to the partner (`adaptive` option). */
   adaptive: boolean;
-  inUse: number;
+  held: number;
   available: number;
   queued: number;
   maxQueue: number;
@@ -98,6 +99,8 @@ export interface PartnerMetrics {
   shedQueueTimeout: number;
   /** Calls refused before queueing because their request's deadline could not be met. */
   shedDeadline: number;
+  /** Shared gates: calls refused with `StoreUnavailableError` (`onStoreError: 'reject'`). */
+  shedStoreUnavailable: number;
   abortedWaiting: number;
   abortedInFlight: number;
   holdTimeouts: number;
@@ -107,7 +110,7 @@ export interface PartnerMetrics {
   hold: BucketCounts;
   /** Span (s) of the window the two rates below cover: since the oldest read of the last minute. */
   windowSeconds: number;
-  /** Shed calls (queue full + queue timeout + deadline) per second over the window. */
+  /** Shed calls (every `shed*` reason above) per second over the window. */
   shedPerSecond: number;
   /** p99 queue wait over the window, ms (interpolated in its bucket); `null` with no grants in it. */
   waitP99Ms: number | null;
@@ -127,7 +130,7 @@ export interface PartnerMetrics {
 /** The cluster-wide numbers of a shared partner. */
 export interface SharedPartnerMetrics {
   /** Permits held by every process together. */
-  inUse: number;
+  held: number;
   /** Callers of every process waiting in Redis. */
   queued: number;
   /** Processes that used the gate within a lease. */
@@ -164,7 +167,7 @@ interface Row {
  *
  * @example
  * const collector = new MetricsCollector(limiter, { retrier });
- * for (const row of collector.collect()) console.log(row.partner, row.inUse, row.stalled);
+ * for (const row of collector.collect()) console.log(row.partner, row.held, row.stalled);
  */
 export class MetricsCollector {
   readonly #source: GateSource;
@@ -317,7 +320,7 @@ export class MetricsCollector {
     let contractLimit = 0;
     let limitChanges = 0;
     let adaptive = false;
-    let inUse = 0;
+    let held = 0;
     let available = 0;
     let queued = 0;
     let maxQueue = 0;
@@ -330,15 +333,15 @@ export class MetricsCollector {
       contractLimit += controlled?.contractLimit ?? gate.limit;
       limitChanges += controlled?.limitChanges ?? 0;
       adaptive ||= controlled !== undefined;
-      inUse += gate.held;
+      held += gate.held;
       available += gate.available;
       queued += gate.queued;
       const stats = gate.stats();
       maxQueue += stats.maxQueue;
       const view = (stats as { shared?: SharedStatsView }).shared;
       if (view !== undefined) {
-        shared ??= { inUse: 0, queued: 0, processes: 0, storeUp: true, leasesLost: 0 };
-        shared.inUse += view.held;
+        shared ??= { held: 0, queued: 0, processes: 0, storeUp: true, leasesLost: 0 };
+        shared.held += view.held;
         shared.queued += view.queued;
         shared.processes = Math.max(shared.processes, view.processes);
         shared.storeUp &&= view.mode === 'redis';
@@ -350,7 +353,8 @@ export class MetricsCollector {
       if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
     }
     const windowMs = base === undefined ? 0 : now - base.at;
-    const shed = (v: Float64Array) => v[SHED_FULL]! + v[SHED_TIMEOUT]! + v[SHED_DEADLINE]!;
+    const shed = (v: Float64Array) =>
+      v[SHED_FULL]! + v[SHED_TIMEOUT]! + v[SHED_DEADLINE]! + v[SHED_STORE_UNAVAILABLE]!;
     return {
       partner: label,
       gates: gates.length,
@@ -358,7 +362,7 @@ export class MetricsCollector {
       contractLimit,
       limitChanges,
       adaptive,
-      inUse,
+      held,
       available,
       queued,
       maxQueue,
@@ -367,6 +371,7 @@ export class MetricsCollector {
       shedQueueFull: totals[SHED_FULL]!,
       shedQueueTimeout: totals[SHED_TIMEOUT]!,
       shedDeadline: totals[SHED_DEADLINE]!,
+      shedStoreUnavailable: totals[SHED_STORE_UNAVAILABLE]!,
       abortedWaiting: totals[ABORTED_WAITING]!,
       abortedInFlight: totals[ABORTED_IN_FLIGHT]!,
       holdTimeouts: totals[HOLD_TIMEOUTS]!,

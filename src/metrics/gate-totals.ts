@@ -34,11 +34,12 @@ export const HOLD_TIMEOUTS = 6;
 export const DOUBLE_RELEASES = 7;
 export const RETRIES = 8;
 export const SHED_DEADLINE = 9;
-export const WAIT_COUNT = 10;
-export const WAIT_SUM = 11;
-export const HOLD_COUNT = 12;
-export const HOLD_SUM = 13;
-export const WAIT_BUCKETS = 14;
+export const SHED_STORE_UNAVAILABLE = 10;
+export const WAIT_COUNT = 11;
+export const WAIT_SUM = 12;
+export const HOLD_COUNT = 13;
+export const HOLD_SUM = 14;
+export const WAIT_BUCKETS = 15;
 export const HOLD_BUCKETS = WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
 export const VECTOR_LENGTH = HOLD_BUCKETS + HOLD_BUCKETS_SECONDS.length;
 export const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
@@ -50,13 +51,16 @@ export function readGate(gate: Semaphore): Float64Array {
   const v = new Float64Array(VECTOR_LENGTH);
   v[ACQUIRED] = s.acquired;
   v[RELEASED] = s.released;
-  v[SHED_FULL] = s.rejectedQueueFull;
-  v[SHED_TIMEOUT] = s.rejectedQueueTimeout;
+  v[SHED_FULL] = s.shedQueueFull;
+  v[SHED_TIMEOUT] = s.shedQueueTimeout;
   v[ABORTED_WAITING] = s.abortedWaiting;
   v[ABORTED_IN_FLIGHT] = s.abortedInFlight;
   v[HOLD_TIMEOUTS] = s.holdTimeouts;
   v[DOUBLE_RELEASES] = s.doubleReleases;
   v[SHED_DEADLINE] = deadlineShedCount(gate);
+  // A shared gate (hostgate/redis) adds its own shed reason; read by shape, not imported.
+  v[SHED_STORE_UNAVAILABLE] =
+    (s as { shared?: { shedStoreUnavailable?: number } }).shared?.shedStoreUnavailable ?? 0;
   v[WAIT_COUNT] = s.wait.count;
   v[WAIT_SUM] = s.wait.sumMs / 1000;
   v[HOLD_COUNT] = s.hold.count;

@@ -63,11 +63,11 @@ export const RESULT_ATTRIBUTE = 'hostgate.result';
  * | ------------------------------------- | ------------------- | ----------- | ----------------------------- |
  * | `hostgate.active_request_leases`      | observable up-down  | `{request}` | permits held now              |
  * | `hostgate.queued_requests`            | observable up-down  | `{request}` | callers waiting for a permit  |
- * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `deadline` (shed early for a request's deadline), `request_canceled` (gave up while queued) |
+ * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `deadline` (shed early for a request's deadline), `store_unavailable` (the `shed*` stats), `request_canceled` (ASP.NET Core's value; `abortedWaiting` in stats) |
  * | `hostgate.request_lease.duration`     | histogram           | `s`         | grant to release              |
  * | `hostgate.request.time_in_queue`      | histogram           | `s`         | asking to grant (0 at once)   |
  * | `hostgate.lease.limit`                | observable gauge    | `{request}` | the partner's cap             |
- * | `hostgate.available_leases`           | observable up-down  | `{request}` | `limit - active`: 0 while idle = a leak |
+ * | `hostgate.available_leases`           | observable up-down  | `{request}` | `limit - held`: 0 while idle = a leak |
  * | `hostgate.released_leases`            | observable counter  | `{request}` | permits returned (any way)    |
  * | `hostgate.aborted_requests`           | observable counter  | `{request}` | aborted in flight by their caller |
  * | `hostgate.lease.hold_timeouts`        | observable counter  | `{request}` | taken back after `maxHold`    |
@@ -135,8 +135,8 @@ export function registerOtelMetrics(
 
   upDown(
     'active_request_leases',
-    'Requests holding a permit of their partner now: in flight to it.',
-    (r) => r.inUse,
+    'Permits held now: requests in flight to their partner.',
+    (r) => r.held,
   );
   upDown('queued_requests', 'Requests waiting for a permit of their partner now.', (r) => r.queued);
   counter('requests', 'Requests that asked for a permit, by result.', (r) => [
@@ -144,12 +144,13 @@ export function registerOtelMetrics(
     [r.shedQueueFull, { [RESULT_ATTRIBUTE]: 'queue_full' }],
     [r.shedQueueTimeout, { [RESULT_ATTRIBUTE]: 'queue_timeout' }],
     [r.shedDeadline, { [RESULT_ATTRIBUTE]: 'deadline' }],
+    [r.shedStoreUnavailable, { [RESULT_ATTRIBUTE]: 'store_unavailable' }],
     [r.abortedWaiting, { [RESULT_ATTRIBUTE]: 'request_canceled' }],
   ]);
   gauge('lease.limit', "The partner's concurrency cap (permits).", (r) => r.limit);
   upDown(
     'available_leases',
-    'Permits free now (limit - active). Zero while the partner is idle names a leak.',
+    'Permits free now (limit - held). Zero while the partner is idle names a leak.',
     (r) => r.available,
   );
   counter(
@@ -194,7 +195,7 @@ export function registerOtelMetrics(
   shared(
     'shared.active_request_leases',
     'Shared gates: permits held by every replica together (as of the last Redis answer).',
-    (s) => s.inUse,
+    (s) => s.held,
   );
   shared(
     'shared.queued_requests',

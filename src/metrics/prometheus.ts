@@ -44,20 +44,21 @@ type Rows = () => PartnerMetrics[];
  * | ----------------------------------- | --------- | -------------------------------------------- |
  * | `hostgate_permits_limit`            | gauge     | the cap in force (adaptive: effective limit) |
  * | `hostgate_permits_contract_limit`   | gauge     | the partner's contract (the adaptive ceiling)|
- * | `hostgate_permits_in_use`           | gauge     | permits held now                             |
- * | `hostgate_permits_available`        | gauge     | `limit - in_use`: at 0 while idle = a leak   |
+ * | `hostgate_permits_held`             | gauge     | permits held now                             |
+ * | `hostgate_permits_available`        | gauge     | `limit - held`: at 0 while idle = a leak     |
  * | `hostgate_queued`                   | gauge     | callers waiting for a permit                 |
  * | `hostgate_leak_suspects`            | gauge     | permits held past `leakWarnAfter`            |
  * | `hostgate_stalled`                  | gauge     | 1: exhausted, no response bytes for a while  |
  * | `hostgate_limit_changes_total`      | counter   | changes of an adaptive effective limit       |
- * | `hostgate_shared_permits_in_use`    | gauge     | shared gates: held by every replica          |
+ * | `hostgate_shared_permits_held`      | gauge     | shared gates: held by every replica          |
  * | `hostgate_shared_queued`            | gauge     | shared gates: waiting in Redis, all replicas |
  * | `hostgate_shared_processes`         | gauge     | shared gates: live processes                 |
  * | `hostgate_shared_store_up`          | gauge     | shared gates: 1 while Redis answers          |
  * | `hostgate_shared_leases_lost_total` | counter   | shared gates: leases Redis lost under us     |
  * | `hostgate_acquired_total`           | counter   | permits granted                              |
  * | `hostgate_released_total`           | counter   | permits returned (any way)                   |
- * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`    |
+ * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`,   |
+ * |                                     |           | `store_unavailable` (the `shed*` stats)      |
  * | `hostgate_aborted_total{stage}`     | counter   | `waiting`, `in_flight` (client disconnects)  |
  * | `hostgate_hold_timeouts_total`      | counter   | permits taken back after `maxHold`           |
  * | `hostgate_double_releases_total`    | counter   | `release()` of a released permit             |
@@ -148,10 +149,10 @@ export function registerMetrics(
     "The partner's contract limit: the ceiling of an adaptive limit (= permits_limit if fixed).",
     (r) => r.contractLimit,
   );
-  gauge('permits_in_use', 'Permits held now: requests in flight to the partner.', (r) => r.inUse);
+  gauge('permits_held', 'Permits held now: requests in flight to the partner.', (r) => r.held);
   gauge(
     'permits_available',
-    'Permits free now (limit - in_use). Zero while the partner is idle names a leak.',
+    'Permits free now (limit - held). Zero while the partner is idle names a leak.',
     (r) => r.available,
   );
   gauge('queued', 'Callers waiting for a permit now.', (r) => r.queued);
@@ -163,9 +164,9 @@ export function registerMetrics(
   );
   // Shared gates (hostgate/redis) only: the whole cluster, beside this process's numbers above.
   gauge(
-    'shared_permits_in_use',
+    'shared_permits_held',
     'Shared gates: permits held by every replica together (as of the last Redis answer).',
-    (r) => r.shared?.inUse,
+    (r) => r.shared?.held,
   );
   gauge(
     'shared_queued',
@@ -199,6 +200,7 @@ export function registerMetrics(
     ['queue_full', r.shedQueueFull],
     ['queue_timeout', r.shedQueueTimeout],
     ['deadline', r.shedDeadline],
+    ['store_unavailable', r.shedStoreUnavailable],
   ]);
   counter(
     'aborted_total',

@@ -70,10 +70,10 @@ export class SharedSemaphore extends Semaphore {
   #clusterHeld = 0;
   #clusterQueued = 0;
   #processes = 1;
-  #rejectedQueueFull = 0;
-  #rejectedQueueTimeout = 0;
+  #shedQueueFull = 0;
+  #shedQueueTimeout = 0;
   #abortedWaiting = 0;
-  #rejectedStore = 0;
+  #shedStoreUnavailable = 0;
   #leasesLost = 0;
   #known = false;
 
@@ -138,8 +138,7 @@ export class SharedSemaphore extends Semaphore {
     }
     const policy = store.options.onStoreError;
     if (store.degraded && policy === 'reject') {
-      this.#rejectedStore++;
-      target.rejected(this.#unavailable());
+      target.rejected(this.#shedUnavailable());
       return undefined;
     }
     const waiter = new SharedWaiter(this, store.nextId(), target, this.now());
@@ -218,8 +217,8 @@ export class SharedSemaphore extends Semaphore {
     return {
       ...s,
       queued: this.#waiters.size,
-      rejectedQueueFull: s.rejectedQueueFull + this.#rejectedQueueFull,
-      rejectedQueueTimeout: s.rejectedQueueTimeout + this.#rejectedQueueTimeout,
+      shedQueueFull: s.shedQueueFull + this.#shedQueueFull,
+      shedQueueTimeout: s.shedQueueTimeout + this.#shedQueueTimeout,
       abortedWaiting: s.abortedWaiting + this.#abortedWaiting,
       shared: {
         held: this.#clusterHeld,
@@ -227,7 +226,7 @@ export class SharedSemaphore extends Semaphore {
         processes: this.#processes,
         mode: store.degraded ? store.options.onStoreError : 'redis',
         leasesLost: this.#leasesLost,
-        rejectedStoreUnavailable: this.#rejectedStore,
+        shedStoreUnavailable: this.#shedStoreUnavailable,
       },
     };
   }
@@ -252,8 +251,7 @@ export class SharedSemaphore extends Semaphore {
     this.#store.release(this, [waiter.id]);
     if (this.#store.options.onStoreError === 'reject') {
       this.#finish(waiter);
-      this.#rejectedStore++;
-      waiter.target.rejected(this.#unavailable());
+      waiter.target.rejected(this.#shedUnavailable());
     } else {
       this.#toFallback(waiter);
       this.#serveFallback();
@@ -314,11 +312,10 @@ export class SharedSemaphore extends Semaphore {
       return;
     }
     if (this.#store.degraded && this.#store.options.onStoreError === 'reject') {
-      this.#rejectedStore++;
-      waiter.target.rejected(this.#unavailable());
+      waiter.target.rejected(this.#shedUnavailable());
       return;
     }
-    this.#rejectedQueueTimeout++;
+    this.#shedQueueTimeout++;
     const waited = this.now() - waiter.enqueuedAt;
     const error = new QueueTimeoutError(this.name, waited, this.retryAfterMs());
     if (channels.shed.hasSubscribers) {
@@ -414,8 +411,7 @@ export class SharedSemaphore extends Semaphore {
       this.#store.release(this, [waiter.id]); // kept until Redis answers again
       if (reject) {
         this.#finish(waiter);
-        this.#rejectedStore++;
-        waiter.target.rejected(this.#unavailable());
+        waiter.target.rejected(this.#shedUnavailable());
       } else this.#toFallback(waiter);
     }
     if (!reject) this.#serveFallback();
@@ -466,7 +462,7 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #queueFull(): QueueFullError {
-    this.#rejectedQueueFull++;
+    this.#shedQueueFull++;
     const queued = this.#waiters.size;
     const error = new QueueFullError(this.name, queued, this.retryAfterMs());
     if (channels.shed.hasSubscribers) {
@@ -476,6 +472,22 @@ export class SharedSemaphore extends Semaphore {
         reason: 'queue_full',
         error,
         queued,
+      });
+    }
+    return error;
+  }
+
+  /** Counts and publishes a caller shed because Redis is unavailable under `'reject'`. */
+  #shedUnavailable(): StoreUnavailableError {
+    this.#shedStoreUnavailable++;
+    const error = this.#unavailable();
+    if (channels.shed.hasSubscribers) {
+      channels.shed.publish({
+        gate: this,
+        partner: this.name,
+        reason: 'store_unavailable',
+        error,
+        queued: this.#waiters.size,
       });
     }
     return error;

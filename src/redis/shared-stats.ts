@@ -28,7 +28,7 @@ export interface SharedGateView {
   /** Leases Redis lost while this process held them (stalls, a Redis restart). */
   leasesLost: number;
   /** Callers shed with `StoreUnavailableError`. */
-  rejectedStoreUnavailable: number;
+  shedStoreUnavailable: number;
 }
 
 export interface SharedSemaphoreStats extends SemaphoreStats {

@@ -12,7 +12,7 @@ export interface RetryStats {
   /** Cooldowns started by a 429/503 with `Retry-After` (extensions of a running one not counted). */
   cooldowns: number;
   /** Calls shed with `PartnerCooldownError` while a cooldown ran. */
-  cooldownShed: number;
+  shedCooldown: number;
   /** Retries in backoff or in flight now: what the budget counts. */
   activeRetries: number;
   /** Ms until the partner's cooldown ends; 0 when none runs. */
@@ -34,7 +34,7 @@ export class PartnerState {
   retries = 0;
   budgetExhausted = 0;
   cooldowns = 0;
-  cooldownShed = 0;
+  shedCooldown = 0;
   activeRetries = 0;
   /** Clock reading (retrier's `now`) when the cooldown ends. */
   cooldownUntil = 0;
@@ -90,7 +90,7 @@ export class PartnerState {
       retries: this.retries,
       budgetExhausted: this.budgetExhausted,
       cooldowns: this.cooldowns,
-      cooldownShed: this.cooldownShed,
+      shedCooldown: this.shedCooldown,
       activeRetries: this.activeRetries,
       cooldownRemainingMs: this.cooldownRemaining(now),
     };

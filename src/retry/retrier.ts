@@ -21,7 +21,7 @@ const OVERFLOW = '(other origins)';
  * cooldown. Share one `Retrier` per limiter: budgets and counters live in it.
  *
  * @example
- * const retrier = createRetrier({ limiter, partners: { billing: { cooldown: true } } });
+ * const retrier = new Retrier({ limiter, partners: { billing: { cooldown: true } } });
  * const fetchWithRetry = retrier.wrap(limitFetch(fetch, limiter));
  * const res = await fetchWithRetry('https://api.billing.example/invoices/42', { signal });
  * retrier.stats().billing; // { attempts, retries, budgetExhausted, cooldowns, ... }
@@ -124,7 +124,7 @@ export class Retrier {
     const policy = state.policy;
     const cooling = state.cooldownRemaining(this.#env.now());
     if (cooling > 0) {
-      state.cooldownShed++;
+      state.shedCooldown++;
       throw new PartnerCooldownError(state.name, Math.ceil(cooling));
     }
     const retryable =
@@ -183,14 +183,18 @@ export class Retrier {
   }
 }
 
-/** A Retrier with these options. */
+/**
+ * `new Retrier(options)`, kept as an alias: objects you hold and configure are constructed
+ * with `new` (`Semaphore`, `HostLimiter`, `LimitedAgent`, `Retrier`); this name stays so code
+ * written against earlier releases keeps working.
+ */
 export function createRetrier(options?: RetrierOptions): Retrier {
   return new Retrier(options);
 }
 
 /**
  * `fetchFn` with retries, with its own Retrier (its own budgets). For fetches created per
- * request (`req.outbound.fetch`), share one `createRetrier(...)` and `wrap` each instead.
+ * request (`req.outbound.fetch`), share one `new Retrier(...)` and `wrap` each instead.
  *
  * @example
  * const fetchWithRetry = withRetry(limitFetch(fetch, limiter), { limiter, retries: 2 });

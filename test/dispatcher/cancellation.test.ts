@@ -99,6 +99,26 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
     },
   );
 
+  it("holdAfterAbort: 'typical' keeps it for the gate's median hold time", async () => {
+    const limiter = new HostLimiter({
+      partners: [{ name: 't', hosts: [partner.origin], limit: 1, holdAfterAbort: 'typical' }],
+    });
+    const gate = limiter.gate('t')!;
+    const dispatcher = agent.compose(limitHosts(limiter));
+    for (let i = 0; i < 3; i++)
+      await (await request(`${partner.url}/ok?delay=150`, { dispatcher })).body.text();
+    const typical = Math.round(gate.stats().hold.p50Ms);
+    expect(typical).toBeGreaterThanOrEqual(100);
+    const controller = new AbortController();
+    const call = settle(request(`${partner.url}/held`, { dispatcher, signal: controller.signal }));
+    await partner.waitForArrived(4);
+    const abortedAt = performance.now();
+    controller.abort(new Error('cancelled'));
+    await call;
+    await whenIdle(gate);
+    expect(performance.now() - abortedAt).toBeGreaterThanOrEqual(typical - 1);
+  });
+
   it('holdAfterAbort does not apply to a request that never reached the partner', async () => {
     const { limiter, gate } = limiterFor(1, 60_000);
     const dispatcher = agent.compose(limitHosts(limiter));
@@ -115,7 +135,7 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
 
   it('rejects a bad holdAfterAbort with a TypeError naming it', () => {
     expect(() => limiterFor(1, -1)).toThrow(
-      /holdAfterAbort must be a non-negative integer, got -1/,
+      /holdAfterAbort must be a non-negative integer \(ms\) or 'typical', got -1/,
     );
   });
 });

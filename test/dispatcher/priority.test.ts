@@ -91,8 +91,8 @@ describe('priority classes through the HTTP layers', () => {
     expect([await holder, await interactive]).toEqual([200, 200]);
     expect(order).toEqual(['holder', 'interactive']);
     expect(gate.stats().priorities).toMatchObject({
-      interactive: { acquired: 2, rejectedQueueFull: 0 }, // the holder named no class: the first
-      batch: { acquired: 0, rejectedQueueFull: 1 },
+      interactive: { acquired: 2, shedQueueFull: 0 }, // the holder named no class: the first
+      batch: { acquired: 0, shedQueueFull: 1 },
     });
     expectInvariant(gate);
   });
@@ -136,7 +136,7 @@ describe('priority classes through the HTTP layers', () => {
     expect(await batch).toBeInstanceOf(QueueFullError); // limitFetch rejects with it directly
     partner.openHeld();
     expect([await holder, await interactive]).toEqual([200, 200]);
-    expect(gate.stats().priorities).toMatchObject({ batch: { rejectedQueueFull: 1 } });
+    expect(gate.stats().priorities).toMatchObject({ batch: { shedQueueFull: 1 } });
 
     const tagged = agent.compose(limitHosts(limiter), withPriority('batch'));
     expect(await viaRequest(tagged, '/ok', { priorityClass: 'interactive' })).toBe(200);

@@ -158,6 +158,6 @@ describe.each(expressVersions)('admit() on %s', (_name, makeApp) => {
     await a.done;
     await closed.wait('a');
     expect(gate.held).toBe(0);
-    expect(gate.stats().rejectedQueueTimeout).toBe(1);
+    expect(gate.stats().shedQueueTimeout).toBe(1);
   });
 });

@@ -289,7 +289,7 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
         held: 1,
         queued: 9,
         acquired: before.acquired,
-        rejectedQueueFull: 0,
+        shedQueueFull: 0,
         abortedWaiting: 0,
       });
       expect(deadlineShedCount(gate)).toBe(1);

@@ -137,8 +137,8 @@ describe.each(expressVersions)('outbound({ priority }) on %s', (_name, makeApp) 
       expect(b1Outcome.ok).toBe(false);
       expect(b1Outcome.ok === false && findCause(b1Outcome.error)).toBeInstanceOf(QueueFullError);
       expect(gate.stats().priorities).toMatchObject({
-        interactive: { queued: 1, rejectedQueueFull: 0 },
-        batch: { queued: 1, rejectedQueueFull: 1 },
+        interactive: { queued: 1, shedQueueFull: 0 },
+        batch: { queued: 1, shedQueueFull: 1 },
       });
 
       partner.openHeld();

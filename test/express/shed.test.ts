@@ -97,7 +97,7 @@ describe.each(expressVersions)('shed() on %s', (_name, makeApp) => {
       const elapsed = performance.now() - started;
       expectProblem(r, { type: 'urn:hostgate:problem:queue-full', partner: 'billing' });
       expect(elapsed).toBeLessThan(1000); // nowhere near the 10 s deadline
-      expect(gate.stats().rejectedQueueFull).toBe(1);
+      expect(gate.stats().shedQueueFull).toBe(1);
       expect(finalErrors).toEqual([]);
 
       partner.release();
@@ -136,7 +136,7 @@ describe.each(expressVersions)('shed() on %s', (_name, makeApp) => {
     await partner.waitForActive(1);
     const r = await request(service.server).get('/call').query({ path: '/ok', via: 'request' });
     expectProblem(r, { type: 'urn:hostgate:problem:queue-timeout', partner: 'billing' });
-    expect(gate.stats().rejectedQueueTimeout).toBe(1);
+    expect(gate.stats().shedQueueTimeout).toBe(1);
     partner.release();
     expect((await holderDone).status).toBe(200);
   });

@@ -70,7 +70,7 @@ describe('diagnostics channels', () => {
     for (const spy of spies) expect(spy).not.toHaveBeenCalled();
     // ...although every event happened:
     const s = gate.stats();
-    expect([s.rejectedQueueFull, s.rejectedQueueTimeout, s.abortedWaiting]).toEqual([1, 1, 1]);
+    expect([s.shedQueueFull, s.shedQueueTimeout, s.abortedWaiting]).toEqual([1, 1, 1]);
     expect([s.abortedInFlight, s.doubleReleases, s.holdTimeouts]).toEqual([1, 1, 1]);
   });
 

@@ -3,7 +3,6 @@ import { type Dispatcher, request } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import {
   ClientDisconnectedError,
-  createRetrier,
   HostLimiter,
   limitFetch,
   limitHosts,
@@ -11,6 +10,7 @@ import {
   OTHER_ORIGINS,
   QueueFullError,
   QueueTimeoutError,
+  Retrier,
   type Semaphore,
   WAIT_BUCKETS_SECONDS,
 } from '../../src/index.js';
@@ -27,7 +27,7 @@ function scraped(text: string, p: string) {
     metricValue(text, name, { partner: p, ...extra });
   return {
     limit: v('hostgate_permits_limit'),
-    inUse: v('hostgate_permits_in_use'),
+    held: v('hostgate_permits_held'),
     available: v('hostgate_permits_available'),
     queued: v('hostgate_queued'),
     acquired: v('hostgate_acquired_total'),
@@ -47,13 +47,13 @@ function fromStats(gate: Semaphore) {
   const s = gate.stats();
   return {
     limit: s.limit,
-    inUse: s.held,
+    held: s.held,
     available: s.available,
     queued: s.queued,
     acquired: s.acquired,
     released: s.released,
-    queueFull: s.rejectedQueueFull,
-    queueTimeout: s.rejectedQueueTimeout,
+    queueFull: s.shedQueueFull,
+    queueTimeout: s.shedQueueTimeout,
     abortedWaiting: s.abortedWaiting,
     abortedInFlight: s.abortedInFlight,
     holdTimeouts: s.holdTimeouts,
@@ -103,7 +103,7 @@ describe('registerMetrics (prom-client)', () => {
     waitAbort.abort(new ClientDisconnectedError());
     const text0 = await registry.metrics();
     expect(scraped(text0, 'partner')).toEqual(fromStats(gate));
-    expect(scraped(text0, 'partner')).toMatchObject({ inUse: 4, available: 0, queued: 2 });
+    expect(scraped(text0, 'partner')).toMatchObject({ held: 4, available: 0, queued: 2 });
 
     // The other two time out in the queue.
     const waited = await Promise.all(waiting);
@@ -136,7 +136,7 @@ describe('registerMetrics (prom-client)', () => {
     expect(metrics).toEqual(fromStats(gate));
     expect(metrics).toEqual({
       limit: 4,
-      inUse: 0,
+      held: 0,
       available: 4,
       queued: 0,
       acquired: 13, // 4 held + 5 + 3 + 1 stalled
@@ -230,7 +230,7 @@ describe('registerMetrics (prom-client)', () => {
     const limiter = new HostLimiter({
       partners: [{ name: 'partner', hosts: [loop.partner.origin], limit: 4 }],
     });
-    const retrier = createRetrier({ limiter, baseDelay: 1, sleep: () => Promise.resolve() });
+    const retrier = new Retrier({ limiter, baseDelay: 1, sleep: () => Promise.resolve() });
     const registry = new Registry();
     registerMetrics(limiter, { registry, retrier });
     const fetchWithRetry = retrier.wrap(limitFetch(fetch, limiter));

@@ -42,16 +42,16 @@ describe('statusHandler', () => {
     expect(Object.keys(p)).toEqual(['billing', 'search', 'ledger', 'maps']);
     expect(p.billing).toMatchObject({
       state: 'ok',
-      inUse: 13,
+      held: 13,
       limit: 20,
       available: 7,
       stalled: false,
     });
-    expect(p.search).toMatchObject({ state: 'stalled', inUse: 4, available: 0, stalled: true });
+    expect(p.search).toMatchObject({ state: 'stalled', held: 4, available: 0, stalled: true });
     expect(p.search!.quietMs).toBeGreaterThanOrEqual(200);
-    expect(p.ledger).toMatchObject({ state: 'leak', inUse: 1, leakSuspects: 1 });
+    expect(p.ledger).toMatchObject({ state: 'leak', held: 1, leakSuspects: 1 });
     // Exhausted and shedding, but its bytes flow: busy, not stalled.
-    expect(p.maps).toMatchObject({ state: 'ok', inUse: 2, available: 0, shedQueueFull: 12 });
+    expect(p.maps).toMatchObject({ state: 'ok', held: 2, available: 0, shedQueueFull: 12 });
     expect(p.maps!.quietMs).toBeLessThan(200);
     expect(p.maps!.shedPerSecond).toBeGreaterThan(0); // six of them after the first read
     expect(p.billing!.waitP99Ms).toBeLessThanOrEqual(0.1); // five immediate grants

@@ -80,7 +80,7 @@ for (const kind of CLIENT_KINDS) {
       await expect(gate.acquire()).rejects.toBeInstanceOf(QueueTimeoutError);
       await store.settled();
       expect(await zcard(redis(), 'deadline', 'q')).toBe(0);
-      expect(gate.stats().rejectedQueueTimeout).toBe(1);
+      expect(gate.stats().shedQueueTimeout).toBe(1);
       held.release();
     });
 
@@ -94,7 +94,7 @@ for (const kind of CLIENT_KINDS) {
       expect(await evalCalls()).toBe(calls);
       held.release();
       (await queued).release();
-      expect(gate.stats().rejectedQueueFull).toBe(1);
+      expect(gate.stats().shedQueueFull).toBe(1);
     });
 
     it('run() releases on every exit path', async () => {

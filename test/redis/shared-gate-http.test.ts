@@ -1,6 +1,6 @@
 import { Agent, request, fetch as undiciFetch } from 'undici';
 import { afterEach, expect, it } from 'vitest';
-import { HostLimiter, limitFetch, limitHosts } from '../../src/index.js';
+import { createRetrier, HostLimiter, limitFetch, limitHosts } from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { prng } from '../helpers/prng.js';
 import { describeRedis } from '../helpers/redis-server.js';
@@ -86,6 +86,31 @@ for (const kind of CLIENT_KINDS) {
       partner.openHeld();
       await Promise.all(held);
       expect(partner.peak).toBe(CAP);
+    });
+
+    it('retries take a fresh shared permit per attempt and hold none while backing off', async () => {
+      partner = await startPartner();
+      const { limiter, store } = await replica();
+      const gate = limiter.gate('billing')!;
+      const heldWhileSleeping: number[] = [];
+      const retrier = createRetrier({
+        limiter,
+        random: () => 0.5,
+        sleep: async () => {
+          heldWhileSleeping.push(gate.held);
+        },
+      });
+      const fetchWithRetry = retrier.wrap(
+        limitFetch(undiciFetch as unknown as typeof fetch, limiter),
+      );
+      const res = await fetchWithRetry(`${partner.origin}/flaky?id=r&fails=2&code=503`);
+      expect(res.status).toBe(200);
+      await res.text();
+      await store.settled();
+      expect(partner.arrived).toBe(3);
+      expect(heldWhileSleeping).toEqual([0, 0]);
+      expect(gate.stats()).toMatchObject({ acquired: 3, released: 3, held: 0 });
+      expect(await zcard(redis(), 'billing', 'h')).toBe(0);
     });
 
     it('rejects shared: true without a store, and unknown store shapes', () => {

@@ -45,8 +45,8 @@ for (const kind of CLIENT_KINDS) {
       const registry = new Registry();
       registerMetrics(here.limiter, { registry });
       const text = await registry.metrics();
-      expect(text).toContain('hostgate_permits_in_use{partner="billing"} 1');
-      expect(text).toContain('hostgate_shared_permits_in_use{partner="billing"} 3');
+      expect(text).toContain('hostgate_permits_held{partner="billing"} 1');
+      expect(text).toContain('hostgate_shared_permits_held{partner="billing"} 3');
       expect(text).toContain('hostgate_shared_processes{partner="billing"} 2');
       expect(text).toContain('hostgate_shared_store_up{partner="billing"} 1');
       const reader = new Reader();
@@ -67,8 +67,8 @@ for (const kind of CLIENT_KINDS) {
       const status = statusHandler(here.limiter).body();
       expect(status.partners[0]).toMatchObject({
         partner: 'billing',
-        inUse: 1,
-        shared: { inUse: 3, queued: 0, processes: 2, storeUp: true },
+        held: 1,
+        shared: { held: 3, queued: 0, processes: 2, storeUp: true },
       });
       for (const permit of [mine, ...theirs]) permit.release();
     });

@@ -1,6 +1,8 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, expect, it } from 'vitest';
+import type { ShedMessage } from '../../src/diagnostics.js';
 import { LeaseLostError, StoreUnavailableError } from '../../src/errors.js';
+import { MetricsCollector } from '../../src/metrics/collector.js';
 import type { LeaseLostMessage, RedisStore } from '../../src/redis/index.js';
 import { describeRedis } from '../helpers/redis-server.js';
 import { CLIENT_KINDS, deferred, privateRedis, useFleet, zcard } from './clients.js';
@@ -43,6 +45,11 @@ for (const kind of CLIENT_KINDS) {
       const gate = store.semaphore({ name: 'paused', limit: 2, queueTimeout: 5000 });
       const held = await gate.acquire();
       const down = nextMessage('hostgate:store-error', store);
+      const shedReasons: string[] = [];
+      const onShed = (m: unknown) => {
+        if ((m as ShedMessage).gate === gate) shedReasons.push((m as ShedMessage).reason);
+      };
+      subscribe('hostgate:shed', onShed);
       redis().pause();
       const shed = await gate.acquire().catch((error: unknown) => error);
       expect(shed).toBeInstanceOf(StoreUnavailableError);
@@ -60,7 +67,13 @@ for (const kind of CLIENT_KINDS) {
       again.release();
       await store.settled();
       expect(await zcard(redis(), 'paused', 'h')).toBe(0);
-      expect(gate.stats().shared.rejectedStoreUnavailable).toBe(2);
+      expect(gate.stats().shared.shedStoreUnavailable).toBe(2);
+      // The same count under the same word in the metrics: shed_total{reason="store_unavailable"}.
+      const [row] = new MetricsCollector(gate).collect();
+      expect(row).toMatchObject({ shedStoreUnavailable: 2, shedQueueFull: 0, shedQueueTimeout: 0 });
+      // ... and in the diagnostics messages.
+      unsubscribe('hostgate:shed', onShed);
+      expect(shedReasons).toEqual(['store_unavailable', 'store_unavailable']);
     });
 
     it("'local': a killed Redis leaves each process ceil(limit / processes), and Redis counts those permits once it is back", async () => {
@@ -158,6 +171,17 @@ for (const kind of CLIENT_KINDS) {
       expect(gb.stats().shared.held).toBeLessThanOrEqual(2);
       permit.release();
       await a.close();
+    });
+
+    it('close() returns while Redis is paused, with an acquire still unanswered', async () => {
+      const store = await fleet.store(FAST);
+      const gate = store.semaphore({ name: 'close-paused', limit: 1 });
+      (await gate.acquire()).release();
+      redis().pause();
+      const unanswered = gate.acquire().catch((error: unknown) => error);
+      await store.close();
+      expect(await unanswered).toBeInstanceOf(StoreUnavailableError);
+      redis().resume();
     });
 
     it('reloads its scripts after SCRIPT FLUSH, and an abort never overtakes its own acquire', async () => {

@@ -1,12 +1,12 @@
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  createRetrier,
   findShedError,
   HostLimiter,
   isShedError,
   limitHosts,
   PartnerCooldownError,
+  Retrier,
   type RetrierOptions,
   type RetryEvent,
 } from '../../src/index.js';
@@ -37,7 +37,7 @@ function setup(options: RetrierOptions) {
     unknownHosts: 'reject',
   });
   const clock = { now: T0 };
-  const retrier = createRetrier({ limiter, now: () => clock.now, ...options });
+  const retrier = new Retrier({ limiter, now: () => clock.now, ...options });
   const dispatcher = agent.compose(limitHosts(limiter));
   const fetch = retrier.wrap((input: string, init?: Parameters<typeof undiciFetch>[1]) =>
     undiciFetch(input, { ...init, dispatcher }),
@@ -77,7 +77,7 @@ describe('cooldown after a 429/503 with Retry-After', () => {
     expect(billing.arrived).toBe(1);
     expect(retrier.stats().billing).toMatchObject({
       cooldowns: 1,
-      cooldownShed: 1,
+      shedCooldown: 1,
       cooldownRemainingMs: 1500,
     });
 
@@ -99,7 +99,7 @@ describe('cooldown after a 429/503 with Retry-After', () => {
     const { retrier, get } = setup({ cooldown: true, retries: 0 });
     await get(`${billing.url}/status?code=503&retryAfter=5`);
     expect(await get(`${ledger.url}/ok`)).toBe(200);
-    expect(retrier.stats().ledger).toMatchObject({ cooldowns: 0, cooldownShed: 0 });
+    expect(retrier.stats().ledger).toMatchObject({ cooldowns: 0, shedCooldown: 0 });
   });
 
   it('is off unless asked for, retrier-wide or per partner', async () => {
@@ -129,7 +129,7 @@ describe('cooldown after a 429/503 with Retry-After', () => {
     const events: RetryEvent[] = [];
     const sleepers: (() => void)[] = [];
     let onSleep = () => {};
-    const retrier = createRetrier({
+    const retrier = new Retrier({
       cooldown: true,
       now: () => T0,
       random: () => 0, // a bare backoff would be 0 ms

@@ -1,11 +1,11 @@
 import nock from 'nock';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createRetrier,
   HostLimiter,
   type HostLimiterOptions,
   limitFetch,
   QueueFullError,
+  Retrier,
   type RetrierOptions,
 } from '../../src/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
@@ -44,7 +44,7 @@ function setup(options: RetrierOptions = {}, rule: Rule = {}) {
   const gate = limiter.gate('billing')!;
   const clock = { now: NOW };
   const sleeps: { ms: number; held: number; queued: number }[] = [];
-  const retrier = createRetrier({
+  const retrier = new Retrier({
     limiter,
     now: () => clock.now,
     random: () => 0.5,
@@ -321,7 +321,7 @@ describe('only what is safe to send twice', () => {
     expect(error).toBeInstanceOf(QueueFullError);
     expect(sleeps).toEqual([]);
     expect(stats()).toMatchObject({ attempts: 1, retries: 0 });
-    expect(gate.stats().rejectedQueueFull).toBe(1);
+    expect(gate.stats().shedQueueFull).toBe(1);
     await pinned.body?.cancel();
     expectIdle(gate);
   });

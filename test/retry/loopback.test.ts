@@ -1,10 +1,10 @@
 import { Agent, type Dispatcher, interceptors, request, fetch as undiciFetch } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  createRetrier,
   HostLimiter,
   limitFetch,
   limitHosts,
+  Retrier,
   type RetrierOptions,
   type Semaphore,
 } from '../../src/index.js';
@@ -45,7 +45,7 @@ function expectIdle(gate: Semaphore) {
 function retryingFetch(limiter: HostLimiter, options: RetrierOptions) {
   agent = new Agent();
   const dispatcher = agent.compose(limitHosts(limiter));
-  const retrier = createRetrier({ limiter, ...options });
+  const retrier = new Retrier({ limiter, ...options });
   const fetchOverGate = (input: string, init?: Parameters<typeof undiciFetch>[1]) =>
     undiciFetch(input, { ...init, dispatcher });
   return { retrier, fetch: retrier.wrap(fetchOverGate) };
@@ -176,7 +176,7 @@ describe('retrier over limitFetch (global fetch)', () => {
     const { limiter, gate } = gated(2);
     const heldWhileSleeping: number[] = [];
     const callers = 12;
-    const retrier = createRetrier({
+    const retrier = new Retrier({
       limiter,
       minRetryConcurrency: callers,
       sleep: async () => {

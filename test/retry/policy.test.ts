@@ -6,6 +6,7 @@ import {
   PermitHoldTimeoutError,
   QueueFullError,
   QueueTimeoutError,
+  Retrier,
   type RetrierOptions,
   TooManyHostsError,
 } from '../../src/index.js';
@@ -96,8 +97,15 @@ describe('retrier options', () => {
     [{ sleep: 5 as never }, /sleep must be a function, got 5/],
   ];
   it.each(bad)('rejects %o at construction with a TypeError naming it', (options, message) => {
-    expect(() => createRetrier(options)).toThrow(TypeError);
-    expect(() => createRetrier(options)).toThrow(message);
+    expect(() => new Retrier(options)).toThrow(TypeError);
+    expect(() => new Retrier(options)).toThrow(message);
+    expect(() => createRetrier(options)).toThrow(message); // the alias validates the same
+  });
+
+  it('createRetrier(options) is an alias of new Retrier(options)', () => {
+    const retrier = createRetrier({ retries: 1 });
+    expect(retrier).toBeInstanceOf(Retrier);
+    expect(retrier.stats()).toEqual(new Retrier({ retries: 1 }).stats());
   });
 
   it('lets a partner override the retrier-wide policy, inheriting the rest', () => {

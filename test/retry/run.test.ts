@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createRetrier, QueueFullError, type RetryEvent, retry } from '../../src/index.js';
+import { QueueFullError, Retrier, type RetryEvent, retry } from '../../src/index.js';
 
 // The low-level form, with scripted answers and no I/O: safe under vitest's fake timers.
 const url = 'https://api.billing.example/invoices';
@@ -40,7 +40,7 @@ describe('the backoff sleep (default timer, fake clock)', () => {
     vi.useFakeTimers();
     const controller = new AbortController();
     const sleeping = deferred();
-    const retrier = createRetrier({ onRetry: () => sleeping.resolve(undefined) });
+    const retrier = new Retrier({ onRetry: () => sleeping.resolve(undefined) });
     const attempt = scripted(answer(503, { 'retry-after': '2' }), answer(200));
     const call = retrier.run({ url, signal: controller.signal }, attempt).catch((e: unknown) => e);
     await sleeping.promise;
@@ -61,7 +61,7 @@ describe('the backoff sleep (default timer, fake clock)', () => {
 
   it('rejects with a non-Error abort reason as is', async () => {
     const controller = new AbortController();
-    const retrier = createRetrier({ onRetry: () => controller.abort('bye'), sleep: undefined });
+    const retrier = new Retrier({ onRetry: () => controller.abort('bye'), sleep: undefined });
     const call = retrier.run(
       { url, signal: controller.signal },
       scripted(answer(503), answer(200)),
@@ -138,7 +138,7 @@ describe('judging attempts', () => {
 
   it('ends the call with the error of a throwing onRetry hook, returning its budget slot', async () => {
     const boom = new Error('hook bug');
-    const retrier = createRetrier({
+    const retrier = new Retrier({
       ...instant,
       onRetry: () => {
         throw boom;
@@ -149,7 +149,7 @@ describe('judging attempts', () => {
   });
 
   it('refuses policy options beside a shared retrier', () => {
-    const retrier = createRetrier();
+    const retrier = new Retrier();
     expect(() => retry(scripted(answer(200)), { url, retrier, retries: 3 })).toThrow(
       /pass policy options \(retries\) to the retrier, not beside it/,
     );
