@@ -127,7 +127,8 @@ const PER_REQUEST_KEYS = ['limit', 'maxQueue', 'queueTimeout'] as const;
  * Express middleware: gives every request `req.outbound` — a disconnect-aware `signal`, and
  * `fetch`/`request` bound to the limited dispatcher and to that signal. When the client goes
  * away, every outbound call of its request is cancelled, queued or in flight: its permits come
- * back and the partner sees the request closed.
+ * back and the partner sees the request closed. With `deadline`, the same happens when the
+ * request's budget runs out, and calls that cannot make it are refused before they queue.
  *
  * @example
  * app.use(outbound({ limiter, perRequest: 4 }));
@@ -135,6 +136,14 @@ const PER_REQUEST_KEYS = ['limit', 'maxQueue', 'queueTimeout'] as const;
  *   const r = await req.outbound.fetch('https://api.billing.example/invoices');
  *   res.json(await r.json());
  * });
+ *
+ * @example
+ * app.use(outbound({
+ *   limiter,
+ *   deadline: { header: ['x-request-timeout', 'grpc-timeout'], default: 2000, max: 5000 },
+ *   priority: (req) => (req.headers['x-batch'] ? 'batch' : undefined),
+ * }));
+ * app.use(shed()); // DeadlineShedError: 503 + Retry-After; DeadlineExceededError: 504
  */
 export function outbound(options: OutboundOptions): OutboundMiddleware {
   checkObject('outbound options', options);

@@ -8,7 +8,7 @@
  * | ------------------------- | -------------------------------------------------------------- |
  * | `hostgate:acquire`        | {@link AcquireMessage}: a permit was granted                   |
  * | `hostgate:release`        | {@link ReleaseMessage}: a permit went back (reason says how)   |
- * | `hostgate:shed`           | {@link ShedMessage}: a caller was refused (queue full/timeout, deadline) |
+ * | `hostgate:shed`           | {@link ShedMessage}: a caller was refused (`reason`: as `hostgate_shed_total`) |
  * | `hostgate:wait-aborted`   | {@link WaitAbortedMessage}: a waiter's signal fired            |
  * | `hostgate:hold-timeout`   | {@link HoldTimeoutMessage}: `maxHold` passed, permit taken back |
  * | `hostgate:double-release` | {@link DoubleReleaseMessage}: `release()` on a released permit |
@@ -56,7 +56,9 @@ export type ShedReason =
   | 'queue_full'
   | 'queue_timeout'
   /** Refused before queueing: the request's deadline budget was shorter than wait + p50 hold. */
-  | 'deadline';
+  | 'deadline'
+  /** A shared gate's Redis is unavailable and its `onStoreError` is `'reject'`. */
+  | 'store_unavailable';
 
 interface GateMessage {
   /** The gate that published. */
@@ -79,7 +81,7 @@ export interface ReleaseMessage extends GateMessage {
 
 export interface ShedMessage extends GateMessage {
   reason: ShedReason;
-  /** The `QueueFullError`, `QueueTimeoutError` or `DeadlineShedError` the caller receives. */
+  /** The `QueueFullError`, `QueueTimeoutError`, `DeadlineShedError` or `StoreUnavailableError` the caller receives. */
   error: ShedError;
   /** Waiters still queued after this one left. */
   queued: number;

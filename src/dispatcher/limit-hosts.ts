@@ -18,8 +18,9 @@ import { LimitHandler } from './limit-handler.js';
  *
  * The gate is picked by the request's `opts.origin`, which undici's `request`, `fetch` and
  * `stream` set from their URL. A request without one (`client.request({ path })` on a `Client` or
- * `Pool`, which know their origin themselves) fails with undici's `InvalidArgumentError`: for a
- * Client or Pool use `limitGate(limiter.gateFor(origin))`.
+ * `Pool`, which know their origin themselves) fails with undici's `InvalidArgumentError` under
+ * undici 7: for a Client or Pool use `limitGate(limiter.gateFor(origin))`. (undici 8's `compose`
+ * fills `opts.origin` from the Client's or Pool's URL, so limitHosts works there as it is.)
  *
  * Works with undici 7 and undici 8 (a peer dependency): the returned interceptor fits the
  * `compose` of either version's `Agent`, `Pool` and `Client`.

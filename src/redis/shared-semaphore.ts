@@ -138,8 +138,7 @@ export class SharedSemaphore extends Semaphore {
     }
     const policy = store.options.onStoreError;
     if (store.degraded && policy === 'reject') {
-      this.#shedStoreUnavailable++;
-      target.rejected(this.#unavailable());
+      target.rejected(this.#shedUnavailable());
       return undefined;
     }
     const waiter = new SharedWaiter(this, store.nextId(), target, this.now());
@@ -252,8 +251,7 @@ export class SharedSemaphore extends Semaphore {
     this.#store.release(this, [waiter.id]);
     if (this.#store.options.onStoreError === 'reject') {
       this.#finish(waiter);
-      this.#shedStoreUnavailable++;
-      waiter.target.rejected(this.#unavailable());
+      waiter.target.rejected(this.#shedUnavailable());
     } else {
       this.#toFallback(waiter);
       this.#serveFallback();
@@ -314,8 +312,7 @@ export class SharedSemaphore extends Semaphore {
       return;
     }
     if (this.#store.degraded && this.#store.options.onStoreError === 'reject') {
-      this.#shedStoreUnavailable++;
-      waiter.target.rejected(this.#unavailable());
+      waiter.target.rejected(this.#shedUnavailable());
       return;
     }
     this.#shedQueueTimeout++;
@@ -414,8 +411,7 @@ export class SharedSemaphore extends Semaphore {
       this.#store.release(this, [waiter.id]); // kept until Redis answers again
       if (reject) {
         this.#finish(waiter);
-        this.#shedStoreUnavailable++;
-        waiter.target.rejected(this.#unavailable());
+        waiter.target.rejected(this.#shedUnavailable());
       } else this.#toFallback(waiter);
     }
     if (!reject) this.#serveFallback();
@@ -476,6 +472,22 @@ export class SharedSemaphore extends Semaphore {
         reason: 'queue_full',
         error,
         queued,
+      });
+    }
+    return error;
+  }
+
+  /** Counts and publishes a caller shed because Redis is unavailable under `'reject'`. */
+  #shedUnavailable(): StoreUnavailableError {
+    this.#shedStoreUnavailable++;
+    const error = this.#unavailable();
+    if (channels.shed.hasSubscribers) {
+      channels.shed.publish({
+        gate: this,
+        partner: this.name,
+        reason: 'store_unavailable',
+        error,
+        queued: this.#waiters.size,
       });
     }
     return error;

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { checkKnownKeys, checkObject, describe } from '../options.js';
+import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
-import { type StoreClient, type Subscriber, storeClient } from './client.js';
+import { storeClient } from './client.js';
 import {
   type RedisStoreOptions,
   type ResolvedStoreOptions,
   resolveStoreOptions,
 } from './options.js';
-import { KEY_SUFFIXES, type Script, scripts } from './scripts.js';
+import { KEY_SUFFIXES, scripts } from './scripts.js';
 import { SharedSemaphore, type SharedSemaphoreOptions } from './shared-semaphore.js';
 
 /** Ids per RELEASE script. */
@@ -35,8 +36,7 @@ export class RedisStore {
   readonly options: ResolvedStoreOptions;
   /** This process's id in Redis (random; owner of its leases and tickets). */
   readonly processId = randomBytes(8).toString('hex');
-  readonly #client: StoreClient;
-  readonly #wakeChannel: string;
+  readonly #calls: RedisCalls;
   readonly #gates = new Map<string, SharedSemaphore>();
   /** Ticket id -> its gate, for routing wake-ups. */
   readonly #tickets = new Map<string, SharedSemaphore>();
@@ -47,19 +47,21 @@ export class RedisStore {
   #flushQueued = false;
   #lastFlush: Promise<unknown> = Promise.resolve();
   #seq = 0;
-  #subscriber: Promise<Subscriber> | undefined = undefined;
-  #ready: Promise<void> | undefined = undefined;
   #timer: ReturnType<typeof setInterval> | undefined = undefined;
   #beating = false;
   #degraded = false;
   #closed = false;
   #closing: Promise<void> | undefined = undefined;
-  #errors = 0;
 
   constructor(options: RedisStoreOptions) {
     this.options = resolveStoreOptions(options);
-    this.#client = storeClient(options.client);
-    this.#wakeChannel = `${this.options.prefix}wake:${this.processId}`;
+    this.#calls = new RedisCalls(
+      storeClient(options.client),
+      this.options.commandTimeoutMs,
+      `${this.options.prefix}wake:${this.processId}`,
+      (id) => this.#tickets.get(id)?.wake(id),
+      (error) => this.#failed(error),
+    );
   }
 
   /** Redis failed or timed out and has not answered a heartbeat since. */
@@ -71,7 +73,7 @@ export class RedisStore {
   }
   /** Redis calls that failed or timed out, ever. */
   get errors(): number {
-    return this.#errors;
+    return this.#calls.errors;
   }
 
   /**
@@ -125,18 +127,21 @@ export class RedisStore {
     id: string,
   ): Promise<{ granted: boolean; processes: number } & ClusterCounts> {
     this.#tickets.set(id, gate);
-    const raw = this.#whenReady().then(() =>
-      this.#eval(scripts.acquire, gate.keys, [...this.#common(gate), this.processId, id]),
-    );
+    const raw = this.#calls
+      .whenReady()
+      .then(() =>
+        this.#calls.eval(scripts.acquire, gate.keys, [...this.#common(gate), this.processId, id]),
+      );
     const settled = raw.then(
       () => undefined,
       () => undefined,
     );
     this.#inflight.set(id, settled);
     void settled.then(() => this.#inflight.delete(id));
-    return this.#timed(raw).then(async (reply) => {
+    return this.#calls.timed(raw).then(async (reply) => {
       const [granted, held, queued, processes] = reply as number[];
-      if (granted === 1 && this.options.replicas > 0) await this.#replicate();
+      if (granted === 1 && this.options.replicas > 0)
+        await this.#calls.replicate(this.options.replicas);
       return {
         granted: granted === 1,
         held: Number(held),
@@ -196,19 +201,19 @@ export class RedisStore {
 
   #releaseNow(gate: SharedSemaphore, ids: string[]): Promise<void> {
     const args = [...this.#common(gate), ...ids];
-    return this.#timed(
-      this.#whenReady().then(() => this.#eval(scripts.release, gate.keys, args)),
-    ).then(
-      (reply) => {
-        const [held, queued] = reply as number[];
-        gate.cluster(Number(held), Number(queued));
-      },
-      () => {
-        // Kept for the next try: the heartbeat that ends the outage sends them first.
-        const again = this.#releaseSet(gate);
-        for (const id of ids) again.add(id);
-      },
-    );
+    return this.#calls
+      .timed(this.#calls.whenReady().then(() => this.#calls.eval(scripts.release, gate.keys, args)))
+      .then(
+        (reply) => {
+          const [held, queued] = reply as number[];
+          gate.cluster(Number(held), Number(queued));
+        },
+        () => {
+          // Kept for the next try: the heartbeat that ends the outage sends them first.
+          const again = this.#releaseSet(gate);
+          for (const id of ids) again.add(id);
+        },
+      );
   }
 
   /**
@@ -232,11 +237,6 @@ export class RedisStore {
     );
   }
 
-  /** Routes a wake-up (a ticket granted in Redis) to its gate. */
-  #onWake = (id: string): void => {
-    this.#tickets.get(id)?.wake(id);
-  };
-
   forget(id: string): void {
     this.#tickets.delete(id);
   }
@@ -245,7 +245,7 @@ export class RedisStore {
     if (this.#timer !== undefined || this.#closed) return;
     this.#timer = setInterval(() => void this.#beat(), this.options.heartbeatMs);
     this.#timer.unref?.();
-    void this.#whenReady().catch(() => undefined);
+    void this.#calls.whenReady().catch(() => undefined);
   }
 
   /**
@@ -257,7 +257,7 @@ export class RedisStore {
     if (this.#beating || this.#closed) return;
     this.#beating = true;
     try {
-      await this.#timed(this.#whenReady());
+      await this.#calls.timed(this.#calls.whenReady());
       const wasDegraded = this.#degraded;
       const flushed = this.#flush();
       const beats = [...this.#gates.values()].map((gate) => this.#beatGate(gate));
@@ -273,7 +273,7 @@ export class RedisStore {
   async #beatGate(gate: SharedSemaphore): Promise<void> {
     const leases = gate.leaseIds();
     const tickets = gate.ticketIds();
-    const raw = this.#eval(scripts.heartbeat, gate.keys, [
+    const raw = this.#calls.eval(scripts.heartbeat, gate.keys, [
       ...this.#common(gate),
       this.processId,
       leases.length,
@@ -295,7 +295,7 @@ export class RedisStore {
       },
       () => undefined,
     );
-    await this.#timed(raw);
+    await this.#calls.timed(raw);
   }
 
   #recovered(): void {
@@ -306,7 +306,6 @@ export class RedisStore {
   }
 
   #failed(error: unknown): void {
-    this.#errors++;
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;
     if (storeChannels.storeError.hasSubscribers) {
@@ -315,48 +314,13 @@ export class RedisStore {
     for (const gate of this.#gates.values()) gate.storeDown();
   }
 
-  /** Subscribed to our wake-up channel and scripts loaded: before the first script runs. */
-  #whenReady(): Promise<void> {
-    if (this.#ready !== undefined) return this.#ready;
-    // The store's own connection: its errors are the store's (counted), never unhandled.
-    this.#subscriber ??= this.#client.subscribe(this.#wakeChannel, this.#onWake, () => {
-      this.#errors++;
-    });
-    const subscribing = this.#subscriber;
-    subscribing.catch(() => {
-      if (this.#subscriber === subscribing) this.#subscriber = undefined;
-    });
-    const loads = Object.values(scripts).map((s) =>
-      this.#client.command(['SCRIPT', 'LOAD', s.source]),
-    );
-    const ready = Promise.all([subscribing, ...loads]).then(() => undefined);
-    this.#ready = ready;
-    ready.catch(() => {
-      if (this.#ready === ready) this.#ready = undefined;
-    });
-    return ready;
-  }
-
-  /** EVALSHA, and EVAL when Redis lost its script cache (SCRIPT FLUSH, restart, failover). */
-  #eval(
-    script: Script,
-    keys: readonly string[],
-    args: readonly (string | number)[],
-  ): Promise<unknown> {
-    const tail = [keys.length, ...keys, ...args];
-    return this.#client.command(['EVALSHA', script.sha, ...tail]).catch((error: unknown) => {
-      if (!String((error as Error)?.message ?? error).startsWith('NOSCRIPT')) throw error;
-      return this.#client.command(['EVAL', script.source, ...tail]);
-    });
-  }
-
   /**
    * Strict mode, a ticket granted by another process's release: that grant is in the
    * replication stream before a write of ours, so renewing the lease and then WAIT proves
    * that the replicas have the grant too.
    */
   confirm(gate: SharedSemaphore, id: string): Promise<void> {
-    const raw = this.#eval(scripts.heartbeat, gate.keys, [
+    const raw = this.#calls.eval(scripts.heartbeat, gate.keys, [
       ...this.#common(gate),
       this.processId,
       1,
@@ -368,40 +332,7 @@ export class RedisStore {
     );
     this.#inflight.set(id, settled);
     void settled.then(() => this.#inflight.delete(id));
-    return this.#timed(raw).then(() => this.#replicate());
-  }
-
-  /** Strict mode: the grant is on `replicas` replicas before anyone uses it. */
-  async #replicate(): Promise<void> {
-    const { replicas, commandTimeoutMs } = this.options;
-    // Half the command timeout: a WAIT that runs out is an answer (too few replicas), not an outage.
-    const waitMs = Math.max(1, Math.floor(commandTimeoutMs / 2));
-    const acked = await this.#timed(this.#client.command(['WAIT', replicas, waitMs]));
-    if (Number(acked) < replicas) {
-      throw new Error(`WAIT: ${acked} of ${replicas} replicas acknowledged the grant in time`);
-    }
-  }
-
-  /** Every Redis call has its own timeout; a failure or timeout degrades the store. */
-  #timed<T>(call: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const error = new Error(`Redis did not answer within ${this.options.commandTimeoutMs} ms`);
-        this.#failed(error);
-        reject(error);
-      }, this.options.commandTimeoutMs);
-      call.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          this.#failed(error);
-          reject(error);
-        },
-      );
-    });
+    return this.#calls.timed(raw).then(() => this.#calls.replicate(this.options.replicas));
   }
 
   /**
@@ -428,14 +359,7 @@ export class RedisStore {
     }
     this.#toRelease.clear();
     this.#tickets.clear();
-    const subscriber = this.#subscriber;
-    this.#subscriber = undefined;
-    if (subscriber !== undefined) {
-      await subscriber.then(
-        (s) => s.close(),
-        () => undefined,
-      );
-    }
+    await this.#calls.closeSubscriber();
   }
 }
 

@@ -11,7 +11,7 @@ import {
   QueueFullError,
   QueueTimeoutError,
   Retrier,
-  type Semaphore,
+  Semaphore,
   WAIT_BUCKETS_SECONDS,
 } from '../../src/index.js';
 import { registerMetrics } from '../../src/metrics/prometheus.js';
@@ -241,6 +241,48 @@ describe('registerMetrics (prom-client)', () => {
     expect(metricValue(text, 'hostgate_retries_total', { partner: 'partner' })).toBe(2);
     expect(metricValue(text, 'hostgate_acquired_total', { partner: 'partner' })).toBe(3);
     expect(retrier.stats().partner!.retries).toBe(2);
+  });
+
+  it('uses one word per number: each shed*/aborted* count is the label value its name says', async () => {
+    const gate = new Semaphore({ name: 'words', limit: 1, maxQueue: 1, queueTimeout: 1 });
+    const registry = new Registry();
+    const { collector } = registerMetrics(gate, { registry });
+    const permit = gate.tryAcquire()!;
+    const timedOut = gate.acquire().catch((e: unknown) => e); // queued, then its wait deadline
+    await expect(gate.acquire()).rejects.toBeInstanceOf(QueueFullError);
+    expect(await timedOut).toBeInstanceOf(QueueTimeoutError);
+    const caller = new AbortController();
+    const leaving = gate.acquire({ signal: caller.signal }).catch(() => {});
+    caller.abort();
+    await leaving;
+    permit.release();
+
+    const snake = (camel: string) => camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`).slice(1);
+    const stats = gate.stats() as unknown as Record<string, number>;
+    const [row] = collector.collect();
+    const rowCounts = row as unknown as Record<string, number>;
+    const text = await registry.metrics();
+    const checked: string[] = [];
+    for (const [key, value] of Object.entries(rowCounts)) {
+      const shed = /^shed([A-Z]\w*)$/.exec(key);
+      const aborted = /^aborted([A-Z]\w*)$/.exec(key);
+      if ((shed === null && aborted === null) || key === 'shedPerSecond') continue; // a rate
+      const [name, label, suffix] =
+        shed === null
+          ? ['hostgate_aborted_total', 'stage', aborted![1]!]
+          : ['hostgate_shed_total', 'reason', shed[1]!];
+      expect(metricValue(text, name, { partner: 'words', [label]: snake(suffix) }), key).toBe(
+        value,
+      );
+      if (key in stats) expect(stats[key], key).toBe(value); // and the same key in stats()
+      checked.push(key);
+    }
+    for (const key of Object.keys(stats)) {
+      if (/^(shed|aborted)[A-Z]/.test(key))
+        expect(checked, `stats().${key} in the rows`).toContain(key);
+    }
+    expect(row).toMatchObject({ shedQueueFull: 1, shedQueueTimeout: 1, abortedWaiting: 1 });
+    expect(checked).toEqual(expect.arrayContaining(['shedDeadline', 'shedStoreUnavailable']));
   });
 
   it('computes the shed rate and p99 wait over its window of reads', () => {

@@ -1,6 +1,6 @@
 import { Agent, request, fetch as undiciFetch } from 'undici';
 import { afterEach, expect, it } from 'vitest';
-import { createRetrier, HostLimiter, limitFetch, limitHosts } from '../../src/index.js';
+import { HostLimiter, limitFetch, limitHosts, Retrier } from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { prng } from '../helpers/prng.js';
 import { describeRedis } from '../helpers/redis-server.js';
@@ -93,7 +93,7 @@ for (const kind of CLIENT_KINDS) {
       const { limiter, store } = await replica();
       const gate = limiter.gate('billing')!;
       const heldWhileSleeping: number[] = [];
-      const retrier = createRetrier({
+      const retrier = new Retrier({
         limiter,
         random: () => 0.5,
         sleep: async () => {

@@ -1,5 +1,6 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, expect, it } from 'vitest';
+import type { ShedMessage } from '../../src/diagnostics.js';
 import { LeaseLostError, StoreUnavailableError } from '../../src/errors.js';
 import { MetricsCollector } from '../../src/metrics/collector.js';
 import type { LeaseLostMessage, RedisStore } from '../../src/redis/index.js';
@@ -44,6 +45,11 @@ for (const kind of CLIENT_KINDS) {
       const gate = store.semaphore({ name: 'paused', limit: 2, queueTimeout: 5000 });
       const held = await gate.acquire();
       const down = nextMessage('hostgate:store-error', store);
+      const shedReasons: string[] = [];
+      const onShed = (m: unknown) => {
+        if ((m as ShedMessage).gate === gate) shedReasons.push((m as ShedMessage).reason);
+      };
+      subscribe('hostgate:shed', onShed);
       redis().pause();
       const shed = await gate.acquire().catch((error: unknown) => error);
       expect(shed).toBeInstanceOf(StoreUnavailableError);
@@ -65,6 +71,9 @@ for (const kind of CLIENT_KINDS) {
       // The same count under the same word in the metrics: shed_total{reason="store_unavailable"}.
       const [row] = new MetricsCollector(gate).collect();
       expect(row).toMatchObject({ shedStoreUnavailable: 2, shedQueueFull: 0, shedQueueTimeout: 0 });
+      // ... and in the diagnostics messages.
+      unsubscribe('hostgate:shed', onShed);
+      expect(shedReasons).toEqual(['store_unavailable', 'store_unavailable']);
     });
 
     it("'local': a killed Redis leaves each process ceil(limit / processes), and Redis counts those permits once it is back", async () => {
