@@ -47,10 +47,22 @@ export async function startSimulatedPartner(
     req.resume();
     counts.active++;
     if (counts.active > counts.peak) counts.peak = counts.active;
-    res.once('close', () => {
+    let done = false;
+    const socket = req.socket;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      socket.off('end', finish);
+      socket.off('error', finish);
       counts.active--;
       if (!res.writableFinished) counts.closedEarly++;
-    });
+    };
+    res.once('close', finish);
+    // The client closing its side (FIN, or RST over unread data) is the first the partner can
+    // see of a cancellation: from then on it is not working for that caller. res 'close' comes
+    // a phase later, after a request on another socket may already have been read.
+    socket.once('end', finish);
+    socket.once('error', finish);
     if (counts.active > options.cap) {
       counts.refused++;
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
