@@ -309,7 +309,9 @@ function checkRun(s: Summary): void {
   if (!s.complete) failures.push(`${where}: did not complete`);
   for (const p of s.problems) failures.push(`${where}: invariant: ${p}`);
   if (s.errors > 0) failures.push(`${where}: ${s.errors} unexpected errors (${s.errorSample})`);
-  if (s.permits <= CAPACITY && s.partnerPeakOpen > s.permits) {
+  // hostgate's invariant only: p-limit frees its slot when a timed-out call rejects, before the
+  // connection is down, so on a loaded machine the partner can see more than N from it.
+  if (s.kind.startsWith('hostgate') && s.permits <= CAPACITY && s.partnerPeakOpen > s.permits) {
     failures.push(`${where}: partner saw ${s.partnerPeakOpen} at once with ${s.permits} permits`);
   }
 }
