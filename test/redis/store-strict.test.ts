@@ -13,7 +13,8 @@ for (const kind of CLIENT_KINDS) {
     it('grants only what a replica acknowledged, and sheds when no replica answers', async () => {
       let replica: RedisServer | undefined = await redis().startReplica();
       try {
-        const strict = { replicas: 1, onStoreError: 'reject', commandTimeoutMs: 400 } as const;
+        // WAIT gets half the command timeout: 1 s, room for a replica's ack on a loaded machine.
+        const strict = { replicas: 1, onStoreError: 'reject', commandTimeoutMs: 2000 } as const;
         const [a, b] = [await fleet.store(strict), await fleet.store(strict)];
         const ga = a.semaphore({ name: 'strict', limit: 1, queueTimeout: 10_000 });
         const gb = b.semaphore({ name: 'strict', limit: 1, queueTimeout: 10_000 });
