@@ -46,7 +46,6 @@ export async function startSimulatedPartner(
   const server = http.createServer((req, res) => {
     req.resume();
     counts.active++;
-    if (counts.active > counts.peak) counts.peak = counts.active;
     let done = false;
     const socket = req.socket;
     const finish = () => {
@@ -63,6 +62,15 @@ export async function startSimulatedPartner(
     // a phase later, after a request on another socket may already have been read.
     socket.once('end', finish);
     socket.once('error', finish);
+    // The cap is checked once the partner has read what had already reached it: a request
+    // read in the same batch as an earlier cancellation's close is not counted beside it (the
+    // "moment late" every client-side limiter leaves; the README's cancellation section).
+    setImmediate(() => admit(req, res, () => done));
+  });
+
+  const admit = (req: http.IncomingMessage, res: http.ServerResponse, gone: () => boolean) => {
+    if (gone()) return;
+    if (counts.active > counts.peak) counts.peak = counts.active;
     if (counts.active > options.cap) {
       counts.refused++;
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
@@ -78,7 +86,7 @@ export async function startSimulatedPartner(
       min + Math.random() * (max - min),
     );
     res.once('close', () => clearTimeout(timer));
-  });
+  };
   server.keepAliveTimeout = 5000;
   server.maxRequestsPerSocket = 0;
   server.listen(0, '127.0.0.1');
