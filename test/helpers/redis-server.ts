@@ -19,9 +19,6 @@ export const redisSkipReason: string | undefined =
 
 /** `describe` for suites that need a private redis-server: skipped with a one-line reason. */
 export function describeRedis(name: string, body: () => void): void {
-  if (redisSkipReason !== undefined) {
-    describe.skip(`${name} [skipped: ${redisSkipReason}]`, body);
-    return;
-  }
-  describe(name, body);
+  const title = redisSkipReason === undefined ? name : `${name} [skipped: ${redisSkipReason}]`;
+  describe.skipIf(redisSkipReason !== undefined)(title, body);
 }
