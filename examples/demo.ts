@@ -143,6 +143,7 @@ async function main(): Promise<number> {
       'peak seen',
       'served',
       'refused',
+      'close in transit',
       'shed 503',
       'cancel: left',
       'cancel: sibling',
@@ -159,6 +160,7 @@ async function main(): Promise<number> {
       String(p.peak),
       String(p.served),
       String(p.refused),
+      String(p.closeInTransit),
       String(g.shedQueueFull + g.shedQueueTimeout),
       String(calls.clientLeft),
       String(calls.siblingFailed),
@@ -193,9 +195,11 @@ async function main(): Promise<number> {
   write(table(rows));
   write(
     '  peak seen, served, refused: counted by each partner itself; it refuses (503) anything over\n' +
-      '  its cap. shed 503: turned away by hostgate before reaching the partner (queue full or\n' +
-      '  waited too long). cancelled: calls stopped while waiting or in flight because the client\n' +
-      '  hung up, or because a required sibling call of the same report had failed.',
+      "  its cap. close in transit: one over the cap arrived while a cancelled call's close, already\n" +
+      '  sent, was still on its way (it came within 20 ms): served, not counted. shed 503: turned\n' +
+      '  away by hostgate before reaching the partner (queue full or waited too long). cancelled:\n' +
+      '  calls stopped while waiting or in flight because the client hung up, or because a\n' +
+      '  required sibling call of the same report had failed.',
   );
   write('');
   write(

@@ -27,7 +27,21 @@ export interface PartnerCounts {
   refused: number;
   /** The caller closed the request before the answer was complete. */
   closedEarly: number;
+  /**
+   * Requests that arrived one over the cap while an earlier caller's close was still on its way
+   * (it was read within {@link CLOSE_IN_TRANSIT_MS}); served, not counted in `peak`.
+   */
+  closeInTransit: number;
 }
+
+/**
+ * How long a request read one over the cap waits for a close already sent by the caller. On one
+ * machine the client closes its connection before it sends the next request, but the kernel
+ * may deliver the two on different connections out of order under load (the demo saw it in ~1
+ * of 20 runs on a busy 2-core CI machine). A close that never comes is a real overshoot: the
+ * request is then refused and counted.
+ */
+export const CLOSE_IN_TRANSIT_MS = 20;
 
 export interface SimulatedPartner {
   name: string;
@@ -40,7 +54,16 @@ export interface SimulatedPartner {
 export async function startSimulatedPartner(
   options: SimulatedPartnerOptions,
 ): Promise<SimulatedPartner> {
-  const counts: PartnerCounts = { active: 0, peak: 0, served: 0, refused: 0, closedEarly: 0 };
+  const counts: PartnerCounts = {
+    active: 0,
+    peak: 0,
+    served: 0,
+    refused: 0,
+    closedEarly: 0,
+    closeInTransit: 0,
+  };
+  /** Over-cap arrivals waiting for a close in transit: woken by the next finish. */
+  const awaitingClose = new Set<() => void>();
   const [min, max] = options.latencyMs;
 
   const server = http.createServer((req, res) => {
@@ -54,7 +77,10 @@ export async function startSimulatedPartner(
       socket.off('end', finish);
       socket.off('error', finish);
       counts.active--;
-      if (!res.writableFinished) counts.closedEarly++;
+      if (!res.writableFinished) {
+        counts.closedEarly++;
+        for (const wake of awaitingClose) wake();
+      }
     };
     res.once('close', finish);
     // The client closing its side (FIN, or RST over unread data) is the first the partner can
@@ -64,19 +90,48 @@ export async function startSimulatedPartner(
     socket.once('error', finish);
     // The cap is checked once the partner has read what had already reached it: a request
     // read in the same batch as an earlier cancellation's close is not counted beside it (the
-    // "moment late" every client-side limiter leaves; the README's cancellation section).
+    // "moment late" every client-side limiter leaves; the README's cancellation section), and
+    // one over the cap waits briefly for a close still on its way (CLOSE_IN_TRANSIT_MS).
     setImmediate(() => admit(req, res, () => done));
   });
 
   const admit = (req: http.IncomingMessage, res: http.ServerResponse, gone: () => boolean) => {
     if (gone()) return;
-    if (counts.active > counts.peak) counts.peak = counts.active;
-    if (counts.active > options.cap) {
-      counts.refused++;
-      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
-      res.end(JSON.stringify({ error: `${options.name}: over the cap of ${options.cap}` }));
+    const over = counts.active - options.cap;
+    if (over > 0) {
+      // Only callers' closes can excuse it, as many as the overshoot; an answer that completes
+      // meanwhile does not (the partner was over its cap all the same).
+      const seenAtArrival = counts.active;
+      let closes = 0;
+      const onClose = () => {
+        if (++closes < over) return;
+        awaitingClose.delete(onClose);
+        clearTimeout(timer);
+        if (gone()) return;
+        counts.closeInTransit++;
+        serve(req, res);
+      };
+      const timer = setTimeout(() => {
+        awaitingClose.delete(onClose);
+        if (gone()) return;
+        if (seenAtArrival > counts.peak) counts.peak = seenAtArrival;
+        refuse(res);
+      }, CLOSE_IN_TRANSIT_MS);
+      awaitingClose.add(onClose);
       return;
     }
+    if (counts.active > counts.peak) counts.peak = counts.active;
+    serve(req, res);
+  };
+
+  const refuse = (res: http.ServerResponse) => {
+    counts.refused++;
+    res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+    res.end(JSON.stringify({ error: `${options.name}: over the cap of ${options.cap}` }));
+  };
+
+  /** Within the cap (or excused by a close in transit): answer after the partner's latency. */
+  const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const timer = setTimeout(
       () => {
         const body = JSON.stringify({ partner: options.name, path: req.url, at: Date.now() });
