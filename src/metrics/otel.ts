@@ -246,7 +246,8 @@ export function registerOtelMetrics(
     partner: string | undefined,
     ms: number,
   ) => {
-    if (!ours(gate)) return;
+    // NaN: a permit granted before its gate measured anything (see `Semaphore.observed`).
+    if (!Number.isFinite(ms) || !ours(gate)) return;
     const label = collector.labelFor(partner ?? gate.name ?? 'default', gate);
     histogram.record(ms / 1000, { [PARTNER_ATTRIBUTE]: label });
   };
