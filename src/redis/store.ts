@@ -115,7 +115,14 @@ export class RedisStore {
     // Recovery window after Redis lost a gate's state: two heartbeats, time for every live
     // holder to register its leases again before anyone else is granted.
     const known = gate.known ? 1 : 0;
-    return [gate.limit, leaseMs, leaseMs, `${this.options.prefix}wake:`, known, 2 * heartbeatMs];
+    return [
+      gate.sharedLimit,
+      leaseMs,
+      leaseMs,
+      `${this.options.prefix}wake:`,
+      known,
+      2 * heartbeatMs,
+    ];
   }
 
   /**
