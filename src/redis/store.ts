@@ -55,8 +55,16 @@ export class RedisStore {
 
   constructor(options: RedisStoreOptions) {
     this.options = resolveStoreOptions(options);
+    const client = storeClient(options.client);
+    if (client.cluster && this.options.replicas > 0) {
+      // WAIT counts the replicas of the node and connection the grant was written on; a cluster
+      // client sends a keyless WAIT to any node.
+      throw new TypeError(
+        `redisStore: replicas (strict mode, WAIT) needs a single-node client, got a Redis Cluster client`,
+      );
+    }
     this.#calls = new RedisCalls(
-      storeClient(options.client),
+      client,
       this.options.commandTimeoutMs,
       `${this.options.prefix}wake:${this.processId}`,
       (id) => this.#tickets.get(id)?.wake(id),
