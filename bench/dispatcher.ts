@@ -13,6 +13,9 @@ const smoke = args.includes('--smoke');
 const runsIndex = args.indexOf('--runs');
 const runs = smoke ? 1 : runsIndex >= 0 ? Number(args[runsIndex + 1]) : 5;
 const caseScript = new URL('./dispatcher/case.ts', import.meta.url);
+// `--profile <case>`: run that one case once under `node --cpu-prof` (profile in ./.profiles).
+const profileIndex = args.indexOf('--profile');
+const profileCase = profileIndex >= 0 ? args[profileIndex + 1] : undefined;
 
 const server: ChildProcess = fork(new URL('./dispatcher/server.ts', import.meta.url), [], {
   execArgv: ['--import', import.meta.resolve('tsx')],
@@ -21,6 +24,16 @@ const server: ChildProcess = fork(new URL('./dispatcher/server.ts', import.meta.
 const [{ port }] = (await once(server, 'message')) as [{ port: number }];
 
 try {
+  if (profileCase !== undefined) {
+    const dir = new URL('../.profiles/', import.meta.url).pathname;
+    const result = await runChild(caseScript, [profileCase, String(port)], {
+      execArgv: ['--cpu-prof', '--cpu-prof-dir', dir],
+    });
+    console.log(profileCase, result, `profile written to ${dir}`);
+    server.disconnect();
+    server.kill();
+    process.exit(0);
+  }
   console.log(
     `# limitHosts vs undici Agent — Node ${process.version}, ${os.cpus()[0]?.model}, ${os.cpus().length} cores, median of ${runs}\n`,
   );

@@ -2,34 +2,24 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { getEventListeners, once } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
 import {
-  Agent,
   type Dispatcher,
   getGlobalDispatcher,
   setGlobalDispatcher,
   fetch as undiciFetch,
 } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HostLimiter, limitFetch, limitHosts } from '../src/index.js';
 import { recordReleases, settle, whenIdle } from './helpers/gate-events.js';
 import { expectInvariant } from './helpers/invariant.js';
-import { type Partner, startPartner } from './helpers/partner.js';
+import { useLoopback } from './helpers/loopback.js';
 
 /** Regression tests of issue 10 (one permit lifecycle) for limitFetch, named after its items. */
 
-let partner: Partner;
-let agent: Agent;
-beforeEach(async () => {
-  partner = await startPartner();
-  agent = new Agent({ keepAliveTimeout: 5000 });
-});
-afterEach(async () => {
-  await agent.destroy();
-  await partner.close();
-});
+const loop = useLoopback({ keepAliveTimeout: 5000 });
 
 function limiterFor(limit: number, queueTimeout = 10_000) {
   const limiter = new HostLimiter({
-    partners: [{ name: 'p', hosts: [partner.origin], limit, maxQueue: 100, queueTimeout }],
+    partners: [{ name: 'p', hosts: [loop.partner.origin], limit, maxQueue: 100, queueTimeout }],
     unknownHosts: 'reject',
   });
   return { limiter, gate: limiter.gate('p')! };
@@ -46,15 +36,15 @@ describe('issue 10 item 2: a cancelled body keeps its permit until teardown, as 
     async (how) => {
       const { limiter, gate } = limiterFor(1);
       const limited = limitFetch(undiciFetch, limiter) as unknown as AnyFetch;
-      await (await limited(`${partner.url}/ok`, { dispatcher: agent })).text(); // a socket, idle
+      await (await limited(`${loop.partner.url}/ok`, { dispatcher: loop.agent })).text(); // a socket, idle
       const releases = recordReleases(gate);
-      const stalled = await limited(`${partner.url}/stall`, { dispatcher: agent });
-      const next = limited(`${partner.url}/ok`, { dispatcher: agent });
+      const stalled = await limited(`${loop.partner.url}/stall`, { dispatcher: loop.agent });
+      const next = limited(`${loop.partner.url}/ok`, { dispatcher: loop.agent });
       expect(gate.queued).toBe(1);
       if (how === 'body.cancel()') await stalled.body!.cancel();
       else await stalled.body!.getReader().cancel();
       await (await next).text();
-      expect(partner.peak).toBe(1);
+      expect(loop.partner.peak).toBe(1);
       await whenIdle(gate);
       releases.stop();
       // The same release reasons as `fetch` through limitHosts: a cancelled body is an abort.
@@ -65,9 +55,9 @@ describe('issue 10 item 2: a cancelled body keeps its permit until teardown, as 
 
   it('through limitHosts the same cancel counts the same', async () => {
     const { limiter, gate } = limiterFor(1);
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     const releases = recordReleases(gate);
-    const stalled = await undiciFetch(`${partner.url}/stall`, { dispatcher });
+    const stalled = await undiciFetch(`${loop.partner.url}/stall`, { dispatcher });
     await stalled.body!.cancel();
     await whenIdle(gate);
     releases.stop();
@@ -82,19 +72,19 @@ describe('issue 10 item 4: limitFetch counts every abort as aborted, fast path a
     const abortInFlight = async (arrivals: number) => {
       const controller = new AbortController();
       const call = settle(
-        limited(`${partner.url}/held`, { dispatcher: agent, signal: controller.signal }),
+        limited(`${loop.partner.url}/held`, { dispatcher: loop.agent, signal: controller.signal }),
       );
-      await partner.waitForArrived(arrivals);
+      await loop.partner.waitForArrived(arrivals);
       controller.abort(new Error('cancelled'));
       return call;
     };
     expect(((await abortInFlight(1)) as Error).message).toBe('cancelled');
     await whenIdle(gate);
-    const first = limited(`${partner.url}/held`, { dispatcher: agent });
-    await partner.waitForArrived(2);
+    const first = limited(`${loop.partner.url}/held`, { dispatcher: loop.agent });
+    await loop.partner.waitForArrived(2);
     const queued = abortInFlight(3);
     expect(gate.queued).toBe(1);
-    partner.release();
+    loop.partner.release();
     await (await first).text();
     expect(((await queued) as Error).message).toBe('cancelled');
     await whenIdle(gate);
@@ -107,8 +97,8 @@ describe('issue 10 item 10: limitFetch over a limitHosts of the same limiter tak
   it('limit 1, the dispatcher passed in init: no deadlock', async () => {
     const { limiter, gate } = limiterFor(1, 500);
     const limited = limitFetch(undiciFetch, limiter) as unknown as AnyFetch;
-    const dispatcher = agent.compose(limitHosts(limiter));
-    const res = await limited(`${partner.url}/ok`, { dispatcher });
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
+    const res = await limited(`${loop.partner.url}/ok`, { dispatcher });
     expect(await res.text()).toBe('xx');
     expect(gate.stats().acquired).toBe(1);
     await whenIdle(gate);
@@ -117,15 +107,15 @@ describe('issue 10 item 10: limitFetch over a limitHosts of the same limiter tak
   it('limit 1, setGlobalDispatcher(agent.compose(limitHosts(limiter))): the README recipes together', async () => {
     const { limiter, gate } = limiterFor(1, 500);
     const previous = getGlobalDispatcher();
-    setGlobalDispatcher(agent.compose(limitHosts(limiter)));
+    setGlobalDispatcher(loop.agent.compose(limitHosts(limiter)));
     try {
       const limited = limitFetch(undiciFetch, limiter) as unknown as AnyFetch;
-      const calls = [1, 2, 3].map(async () => (await limited(`${partner.url}/ok`)).text());
+      const calls = [1, 2, 3].map(async () => (await limited(`${loop.partner.url}/ok`)).text());
       expect(await Promise.all(calls)).toEqual(['xx', 'xx', 'xx']);
-      expect(partner.peak).toBe(1);
+      expect(loop.partner.peak).toBe(1);
       expect(gate.stats().acquired).toBe(3);
       // Outside a limitFetch call the dispatcher gates as before.
-      await (await undiciFetch(`${partner.url}/ok`)).text();
+      await (await undiciFetch(`${loop.partner.url}/ok`)).text();
       expect(gate.stats().acquired).toBe(4);
     } finally {
       setGlobalDispatcher(previous);
@@ -146,7 +136,9 @@ describe('issue 10 item 11: no listener is left on a shared caller signal', () =
       const shared = new AbortController().signal;
       try {
         const calls = Array.from({ length: 11 }, async () =>
-          (await limited(`${partner.url}/ok`, { dispatcher: agent, signal: shared })).text(),
+          (
+            await limited(`${loop.partner.url}/ok`, { dispatcher: loop.agent, signal: shared })
+          ).text(),
         );
         await Promise.all(calls);
         expect(getEventListeners(shared, 'abort')).toHaveLength(0);
@@ -172,7 +164,9 @@ describe("issue 10 item 12: a queued limitFetch call runs in its caller's async 
     const limited = limitFetch(recording, limiter) as unknown as AnyFetch;
     const calls = ['a', 'b', 'c'].map((caller) =>
       als.run(caller, async () =>
-        (await limited(`${partner.url}/ok?caller=${caller}`, { dispatcher: agent })).text(),
+        (
+          await limited(`${loop.partner.url}/ok?caller=${caller}`, { dispatcher: loop.agent })
+        ).text(),
       ),
     );
     await Promise.all(calls);
@@ -194,13 +188,15 @@ describe('issue 10 item 3: a limitFetch call aborted while connecting returns it
     const gate = limiter.gate('s')!;
     const limited = limitFetch(undiciFetch, limiter) as unknown as AnyFetch;
     const controller = new AbortController();
-    const call = settle(limited(`${origin}/x`, { dispatcher: agent, signal: controller.signal }));
+    const call = settle(
+      limited(`${origin}/x`, { dispatcher: loop.agent, signal: controller.signal }),
+    );
     await once(silent, 'connection');
     controller.abort(new Error('cancelled'));
     await whenIdle(gate); // well before undici's 10 s connect timeout (the test's is 5 s)
     expect(((await call) as Error).message).toBe('cancelled');
     expect(gate.stats().abortedInFlight).toBe(1);
-    await agent.destroy();
+    await loop.agent.destroy();
     silent.close();
   }, 5000);
 });

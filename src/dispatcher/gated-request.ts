@@ -121,14 +121,19 @@ export abstract class GatedRequest implements WaitTarget {
     scope.runInAsyncScope(this.#dispatchInner, this);
   }
 
-  /** The caller's abort: the function or controller it was handed. */
-  readonly callerAbort = (reason?: Error): void => {
+  /** The caller's abort, through the controller it was handed. */
+  callerAbort(reason?: Error): void {
     this.#abort(reason ?? new errors.RequestAbortedError());
-  };
+  }
 
-  readonly #onHoldTimeout = (error: PermitHoldTimeoutError): void => {
-    this.#abort(error);
-  };
+  /**
+   * The abort function a callback-API caller is handed (`onConnect`). Made here, per request,
+   * and not as an arrow-function field: a field would cost every request a closure at
+   * construction (and, under tsx/esbuild's keepNames, a `defineProperty` naming it).
+   */
+  protected callerAbortFunction(): (reason?: Error) => void {
+    return (reason) => this.#abort(reason ?? new errors.RequestAbortedError());
+  }
 
   #abort(reason: Error): void {
     if (this.#aborted || this.#phase >= ENDED) return;
@@ -217,10 +222,14 @@ export abstract class GatedRequest implements WaitTarget {
 
   #hold(permit: Permit): void {
     this.#permit = permit;
-    const opts = this.#opts;
-    // Method, origin and path only: the permit reduces it again (no query) for leak reports.
-    permit.request = { method: opts.method, origin: opts.origin, path: opts.path };
-    if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = this.#onHoldTimeout;
+    // The permit keeps method, origin and path only (no query), reduced on assignment.
+    permit.request = this.#opts;
+    if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = holdTimeoutOf(this);
+  }
+
+  /** @internal maxHold passed: the gate is taking the permit back. */
+  holdTimedOut(error: PermitHoldTimeoutError): void {
+    this.#abort(error);
   }
 
   #dispatchInner(): boolean {
@@ -234,6 +243,11 @@ export abstract class GatedRequest implements WaitTarget {
       return false;
     }
   }
+}
+
+/** The permit's `onHoldTimeout`, made only for gates with `maxHold`. */
+function holdTimeoutOf(request: GatedRequest): (error: PermitHoldTimeoutError) => void {
+  return (error) => request.holdTimedOut(error);
 }
 
 function dispatchGranted(request: GatedRequest): void {

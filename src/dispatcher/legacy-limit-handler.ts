@@ -38,7 +38,7 @@ export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
   }
 
   protected startCaller(): void {
-    this.#handler.onConnect?.(this.callerAbort, {});
+    this.#handler.onConnect?.(this.callerAbortFunction(), {});
   }
 
   protected errorCaller(error: Error): void {

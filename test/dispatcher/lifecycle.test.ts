@@ -1,7 +1,6 @@
 import { once } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
 import {
-  Agent,
   Client,
   type Dispatcher,
   errors,
@@ -10,25 +9,16 @@ import {
   request,
   fetch as undiciFetch,
 } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HostLimiter, limitGate, limitHosts, PermitHoldTimeoutError } from '../../src/index.js';
 import { controllerApiOnly, recordReleases, settle, whenIdle } from '../helpers/gate-events.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { useLoopback } from '../helpers/loopback.js';
 import { undiciMajor } from '../helpers/undici.js';
 
 /** Regression tests of issue 10 (one permit lifecycle), named after its items. */
 
-let partner: Partner;
-let agent: Agent;
-beforeEach(async () => {
-  partner = await startPartner();
-  agent = new Agent({ keepAliveTimeout: 1000 });
-});
-afterEach(async () => {
-  await agent.destroy();
-  await partner.close();
-});
+const loop = useLoopback();
 
 function limiterFor(origin: string, limit: number, maxHold?: number) {
   const limiter = new HostLimiter({
@@ -41,25 +31,25 @@ function limiterFor(origin: string, limit: number, maxHold?: number) {
 const apis = ['callback', 'controller'] as const;
 function composed(limiter: HostLimiter, api: (typeof apis)[number]): Dispatcher {
   return api === 'controller'
-    ? agent.compose(limitHosts(limiter), controllerApiOnly)
-    : agent.compose(limitHosts(limiter));
+    ? loop.agent.compose(limitHosts(limiter), controllerApiOnly)
+    : loop.agent.compose(limitHosts(limiter));
 }
 
 describe('issue 10 item 1: an outer interceptors.dump() does not switch maxHold off', () => {
   it('maxHold still aborts the stalled request, and the partner never sees 2', async () => {
-    const { limiter, gate } = limiterFor(partner.origin, 1, 200);
-    const dispatcher = agent.compose(limitHosts(limiter), interceptors.dump());
+    const { limiter, gate } = limiterFor(loop.partner.origin, 1, 200);
+    const dispatcher = loop.agent.compose(limitHosts(limiter), interceptors.dump());
     const releases = recordReleases(gate);
     // dump replaces `controller.abort` on the controller it is handed: the gate's abort must
     // not be that method.
     const stalled = settle(
-      request(`${partner.url}/stall`, { dispatcher }).then((r) => r.body.text()),
+      request(`${loop.partner.url}/stall`, { dispatcher }).then((r) => r.body.text()),
     );
-    const second = request(`${partner.url}/ok`, { dispatcher });
+    const second = request(`${loop.partner.url}/ok`, { dispatcher });
     expect(await stalled).toBeInstanceOf(PermitHoldTimeoutError);
     expect((await second).statusCode).toBe(200);
-    expect(partner.peak).toBe(1);
-    expect(partner.closedEarly).toBe(1);
+    expect(loop.partner.peak).toBe(1);
+    expect(loop.partner.closedEarly).toBe(1);
     await whenIdle(gate);
     releases.stop();
     expect(releases.reasons).toEqual(['hold_timeout', 'released']);
@@ -91,7 +81,7 @@ describe.each(apis)(
       expect(releases.reasons).toEqual(['aborted']);
       expect(gate.stats().abortedInFlight).toBe(1);
       expectInvariant(gate);
-      await agent.destroy();
+      await loop.agent.destroy();
       silent.close();
     }, 5000);
   },
@@ -99,16 +89,16 @@ describe.each(apis)(
 
 describe.each(apis)('issue 10 item 4: an abort is a state the request knows (%s API)', (api) => {
   it('request(url, { signal }) aborted in flight with a plain Error counts as aborted, fast path and queued', async () => {
-    const { limiter, gate } = limiterFor(partner.origin, 1);
+    const { limiter, gate } = limiterFor(loop.partner.origin, 1);
     const dispatcher = composed(limiter, api);
     const releases = recordReleases(gate);
     // Aborted once the partner has the request, before it answers.
     const abortInFlight = async (arrivals: number) => {
       const controller = new AbortController();
       const call = settle(
-        request(`${partner.url}/held`, { dispatcher, signal: controller.signal }),
+        request(`${loop.partner.url}/held`, { dispatcher, signal: controller.signal }),
       );
-      await partner.waitForArrived(arrivals);
+      await loop.partner.waitForArrived(arrivals);
       controller.abort(new Error('cancelled'));
       return call;
     };
@@ -116,11 +106,11 @@ describe.each(apis)('issue 10 item 4: an abort is a state the request knows (%s 
     expect(((await abortInFlight(1)) as Error).message).toBe('cancelled');
     await whenIdle(gate);
     // Queued path: behind a request the partner holds.
-    const first = request(`${partner.url}/held`, { dispatcher });
-    await partner.waitForArrived(2);
+    const first = request(`${loop.partner.url}/held`, { dispatcher });
+    await loop.partner.waitForArrived(2);
     const queued = abortInFlight(3);
     expect(gate.queued).toBe(1);
-    partner.release();
+    loop.partner.release();
     await (await first).body.text();
     expect(((await queued) as Error).message).toBe('cancelled');
     await whenIdle(gate);
@@ -131,13 +121,13 @@ describe.each(apis)('issue 10 item 4: an abort is a state the request knows (%s 
   });
 
   it('undici fetch aborted in flight with a plain Error counts as aborted', async () => {
-    const { limiter, gate } = limiterFor(partner.origin, 2);
+    const { limiter, gate } = limiterFor(loop.partner.origin, 2);
     const dispatcher = composed(limiter, api);
     const controller = new AbortController();
     const call = settle(
-      undiciFetch(`${partner.url}/held`, { dispatcher, signal: controller.signal }),
+      undiciFetch(`${loop.partner.url}/held`, { dispatcher, signal: controller.signal }),
     );
-    await partner.waitForArrived(1);
+    await loop.partner.waitForArrived(1);
     controller.abort(new Error('cancelled'));
     expect(((await call) as Error).message).toBe('cancelled');
     await whenIdle(gate);
@@ -148,9 +138,9 @@ describe.each(apis)('issue 10 item 4: an abort is a state the request knows (%s 
 
 describe('issue 10 item 5: every terminal callback exactly once', () => {
   it('a controller-API handler whose onResponseError throws inside dispatch hears it once', async () => {
-    const { limiter, gate } = limiterFor(partner.origin, 1);
-    const dispatcher = agent.compose(limitHosts(limiter));
-    await agent.close(); // the inner dispatch now fails synchronously (ClientClosedError)
+    const { limiter, gate } = limiterFor(loop.partner.origin, 1);
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
+    await loop.agent.close(); // the inner dispatch now fails synchronously (ClientClosedError)
     let errorsHeard = 0;
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart() {},
@@ -160,7 +150,7 @@ describe('issue 10 item 5: every terminal callback exactly once', () => {
       },
     };
     expect(() =>
-      dispatcher.dispatch({ origin: partner.origin, path: '/ok', method: 'GET' }, handler),
+      dispatcher.dispatch({ origin: loop.partner.origin, path: '/ok', method: 'GET' }, handler),
     ).toThrow('thrown by the caller');
     expect(errorsHeard).toBe(1);
     expect(gate.held).toBe(0);
@@ -168,9 +158,9 @@ describe('issue 10 item 5: every terminal callback exactly once', () => {
   });
 
   it('a callback-API handler whose onError throws inside dispatch hears it once', async () => {
-    const { limiter, gate } = limiterFor(partner.origin, 1);
-    const dispatcher = agent.compose(limitHosts(limiter));
-    await agent.close();
+    const { limiter, gate } = limiterFor(loop.partner.origin, 1);
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
+    await loop.agent.close();
     let errorsHeard = 0;
     const handler = {
       onConnect() {},
@@ -184,7 +174,7 @@ describe('issue 10 item 5: every terminal callback exactly once', () => {
     };
     expect(() =>
       dispatcher.dispatch(
-        { origin: partner.origin, path: '/ok', method: 'GET' },
+        { origin: loop.partner.origin, path: '/ok', method: 'GET' },
         handler as unknown as Dispatcher.DispatchHandler,
       ),
     ).toThrow('thrown by the caller');
@@ -197,8 +187,9 @@ describe('issue 10 item 14: limitHosts on a Client or Pool', () => {
   it.each(['Client', 'Pool'])(
     '%s: a request without an origin is refused with what to use',
     async (kind) => {
-      const { limiter, gate } = limiterFor(partner.origin, 1);
-      const inner = kind === 'Client' ? new Client(partner.origin) : new Pool(partner.origin);
+      const { limiter, gate } = limiterFor(loop.partner.origin, 1);
+      const inner =
+        kind === 'Client' ? new Client(loop.partner.origin) : new Pool(loop.partner.origin);
       try {
         if (undiciMajor === 8) {
           // undici 8's compose fills opts.origin from the Client's or Pool's own URL.
@@ -217,11 +208,11 @@ describe('issue 10 item 14: limitHosts on a Client or Pool', () => {
         expect(error.code).toBe('UND_ERR_INVALID_ARG');
         expect(error.message).toContain('limitGate(limiter.gateFor(origin))');
         // What it says works:
-        const gated = inner.compose(limitGate(limiter.gateFor(partner.origin)!));
+        const gated = inner.compose(limitGate(limiter.gateFor(loop.partner.origin)!));
         const res = await gated.request({ path: '/ok', method: 'GET' });
         await res.body.text();
         // And a request naming its origin works through limitHosts too.
-        const named = await request(`${partner.url}/ok`, {
+        const named = await request(`${loop.partner.url}/ok`, {
           dispatcher: inner.compose(limitHosts(limiter)),
         });
         await named.body.text();
@@ -243,12 +234,12 @@ describe("issue 10 item 15: bad origins keep undici's error type", () => {
     '%s origin: InvalidArgumentError (UND_ERR_INVALID_ARG), as from the Agent alone',
     async (_name, origin) => {
       const limiter = new HostLimiter({
-        partners: [{ name: 'p', hosts: [partner.origin], limit: 1 }],
+        partners: [{ name: 'p', hosts: [loop.partner.origin], limit: 1 }],
       });
       const opts = { origin, path: '/', method: 'GET' } as Dispatcher.RequestOptions;
-      const plain = (await settle(agent.request(opts))) as errors.InvalidArgumentError;
+      const plain = (await settle(loop.agent.request(opts))) as errors.InvalidArgumentError;
       const gated = (await settle(
-        agent.compose(limitHosts(limiter)).request(opts),
+        loop.agent.compose(limitHosts(limiter)).request(opts),
       )) as errors.InvalidArgumentError;
       expect(plain.code).toBe('UND_ERR_INVALID_ARG');
       expect(gated).toBeInstanceOf(errors.InvalidArgumentError);
@@ -259,18 +250,18 @@ describe("issue 10 item 15: bad origins keep undici's error type", () => {
 
 describe('issue 10 item 7 (interface): a permit records method, origin and path only', () => {
   it('no query and no header reaches the permit', async () => {
-    const { limiter, gate } = limiterFor(partner.origin, 1);
-    const dispatcher = agent.compose(limitHosts(limiter));
-    const call = request(`${partner.url}/held?api_key=SECRET`, {
+    const { limiter, gate } = limiterFor(loop.partner.origin, 1);
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
+    const call = request(`${loop.partner.url}/held?api_key=SECRET`, {
       dispatcher,
       method: 'POST',
       headers: { authorization: 'Bearer SECRET' },
     });
-    await partner.waitForArrived(1);
+    await loop.partner.waitForArrived(1);
     const [permit] = gate.holders();
-    expect(permit!.request).toEqual({ method: 'POST', origin: partner.origin, path: '/held' });
+    expect(permit!.request).toEqual({ method: 'POST', origin: loop.partner.origin, path: '/held' });
     expect(JSON.stringify(permit!.request)).not.toContain('SECRET');
-    partner.release();
+    loop.partner.release();
     await (await call).body.text();
   });
 });

@@ -1,10 +1,10 @@
 import { MeterProvider, MetricReader, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
-import { Agent, request } from 'undici';
+import { request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostLimiter, limitHosts, QueueFullError, Semaphore } from '../../src/index.js';
 import { registerOtelMetrics } from '../../src/metrics/otel.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { useLoopback } from '../helpers/loopback.js';
 
 /** A reader that collects only when the test asks: no timer, no exporter. */
 class OnDemandReader extends MetricReader {
@@ -38,22 +38,17 @@ function value(metrics: ResourceMetrics, name: string, attributes: Record<string
   return point?.value;
 }
 
-let partner: Partner;
-let agent: Agent;
+const loop = useLoopback({ keepAliveTimeout: 10_000 });
 let reader: OnDemandReader;
 let provider: MeterProvider;
 
-beforeEach(async () => {
-  partner = await startPartner();
-  agent = new Agent({ keepAliveTimeout: 10_000 });
+beforeEach(() => {
   reader = new OnDemandReader();
   provider = new MeterProvider({ readers: [reader] });
 });
 
 afterEach(async () => {
   await provider.shutdown();
-  await agent.destroy();
-  await partner.close();
 });
 
 const collect = async () => (await reader.collect()).resourceMetrics;
@@ -62,24 +57,30 @@ describe('hostgate/otel: the per-partner instruments on an OpenTelemetry meter',
   it('reports leases, queue, results and durations after real traffic through a gate', async () => {
     const limiter = new HostLimiter({
       partners: [
-        { name: 'billing', hosts: [partner.origin], limit: 3, maxQueue: 5, queueTimeout: 10_000 },
+        {
+          name: 'billing',
+          hosts: [loop.partner.origin],
+          limit: 3,
+          maxQueue: 5,
+          queueTimeout: 10_000,
+        },
       ],
     });
     const gate = limiter.gate('billing')!;
     const meter = provider.getMeter('test');
     const registered = registerOtelMetrics(limiter, { meter });
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     const billing = { 'hostgate.partner': 'billing' };
 
     const calls = Array.from({ length: 7 }, () =>
-      request(`${partner.url}/held`, { dispatcher }).then((r) => r.body.text()),
+      request(`${loop.partner.url}/held`, { dispatcher }).then((r) => r.body.text()),
     );
-    await partner.waitForActive(3);
+    await loop.partner.waitForActive(3);
     const ac = new AbortController();
-    const cancelled = request(`${partner.url}/ok`, { dispatcher, signal: ac.signal }).catch(
+    const cancelled = request(`${loop.partner.url}/ok`, { dispatcher, signal: ac.signal }).catch(
       (e: unknown) => e,
     );
-    const shed = await request(`${partner.url}/ok`, { dispatcher }).catch((e: unknown) => e);
+    const shed = await request(`${loop.partner.url}/ok`, { dispatcher }).catch((e: unknown) => e);
     expect(shed).toBeInstanceOf(QueueFullError);
     ac.abort();
     expect(await cancelled).toMatchObject({ name: 'AbortError' });
@@ -96,7 +97,7 @@ describe('hostgate/otel: the per-partner instruments on an OpenTelemetry meter',
     expect(result('queue_timeout')).toBe(0);
     expect(result('request_canceled')).toBe(1);
 
-    partner.openHeld();
+    loop.partner.openHeld();
     await Promise.all(calls);
     // A gate of no limiter of ours publishes on the same channels: not counted.
     new Semaphore({ limit: 1, name: 'billing' }).tryAcquire()?.release();
@@ -116,7 +117,7 @@ describe('hostgate/otel: the per-partner instruments on an OpenTelemetry meter',
     expect(queue.sum).toBeGreaterThan(0); // four of them waited
     expectInvariant(gate);
     registered.unregister();
-    await request(`${partner.url}/ok`, { dispatcher }).then((r) => r.body.text());
+    await request(`${loop.partner.url}/ok`, { dispatcher }).then((r) => r.body.text());
     m = await collect();
     expect(result('acquired')).toBe(7); // the SDK repeats the last observation: no callback ran
     const after = value(m, 'hostgate.request.time_in_queue', billing) as { count: number };
