@@ -70,6 +70,8 @@ export interface PartnerRule extends GateOptions {
   /**
    * Adapt the limit to the partner's real capacity, within [`min`, `limit`]: `limit` stays the
    * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
+   * With `shared: true`, each process adapts its own share (how many of the shared permits it
+   * may hold); the shared cap in Redis stays `limit` for every process.
    */
   adaptive?: AdaptiveOptions | boolean;
   /**
@@ -258,11 +260,6 @@ export class HostLimiter {
     }
     if (rule.shared !== undefined && typeof rule.shared !== 'boolean') {
       throw new TypeError(`${where}: shared must be a boolean, got ${describe(rule.shared)}`);
-    }
-    if (rule.adaptive !== undefined && rule.adaptive !== false && rule.shared === true) {
-      // The shared cap is one number in Redis for every process; per-process adaptation
-      // within it is not built yet, and a silently fixed limit would be worse than an error.
-      throw new TypeError(`${where}: adaptive is not supported with shared: true yet`);
     }
     if (rule.priorities !== undefined && rule.shared === true) {
       throw new TypeError(`${where}: priorities are not supported with shared: true yet`);

@@ -213,3 +213,61 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
   };
   return server;
 }
+
+export interface RedisCluster {
+  /** The primaries, each serving a third (or so) of the 16384 hash slots. */
+  readonly nodes: readonly RedisServer[];
+  /** Kills every node. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a Redis Cluster of `masters` primaries (no replicas) on free ports, assigns the slots
+ * with `redis-cli --cluster create`, and resolves once every node reports `cluster_state:ok`.
+ */
+export async function startRedisCluster(masters = 3, timeoutMs = 20_000): Promise<RedisCluster> {
+  const nodes: RedisServer[] = [];
+  try {
+    for (let i = 0; i < masters; i++) {
+      // The node table lives in the server's own directory (redis-server runs there).
+      nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes'], timeoutMs }));
+    }
+    const create = spawn(
+      'redis-cli',
+      [
+        '--cluster',
+        'create',
+        ...nodes.map((node) => `127.0.0.1:${node.port}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    create.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+    });
+    create.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+    });
+    const [code] = (await once(create, 'exit')) as [number | null];
+    if (code !== 0) throw new Error(`redis-cli --cluster create exited ${code}\n${out}`);
+    // The slots are assigned; each node turns `ok` once gossip has told it about the others.
+    const deadline = performance.now() + timeoutMs;
+    for (const node of nodes) {
+      for (;;) {
+        const info = String(await node.command('CLUSTER', 'INFO'));
+        if (info.includes('cluster_state:ok')) break;
+        if (performance.now() > deadline) {
+          throw new Error(`cluster node :${node.port} not ok after ${timeoutMs} ms\n${info}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+  } catch (error) {
+    await Promise.all(nodes.map((node) => node.close()));
+    throw error;
+  }
+  return { nodes, close: async () => void (await Promise.all(nodes.map((n) => n.close()))) };
+}

@@ -1,13 +1,19 @@
 /**
  * One small interface over the two Redis clients hostgate supports, node-redis (`redis` 6) and
- * ioredis 6: raw commands, and a subscriber on a connection of the store's own.
+ * ioredis 6 — each as a single-node client or a Redis Cluster client: raw commands, and a
+ * subscriber on a connection of the store's own.
  */
 import { describe } from '../options.js';
 
 /** What the store needs from a Redis client: nothing else is ever called on the user's client. */
 export interface StoreClient {
-  /** Sends one command; resolves with the raw reply. */
+  /**
+   * Sends one command; resolves with the raw reply. A cluster client routes EVAL / EVALSHA by
+   * their first key (all keys of one gate share a hash slot); keyless commands go to any node.
+   */
   command(args: readonly (string | number)[]): Promise<unknown>;
+  /** A Redis Cluster client: commands spread over nodes, so a keyless `WAIT` cannot be routed. */
+  readonly cluster: boolean;
   /**
    * Opens a second connection (`client.duplicate()`), with its own error listener, subscribed to
    * `channel`. The store owns it and closes it with {@link Subscriber.close}.
@@ -35,8 +41,20 @@ interface NodeRedisLike {
   };
 }
 
-/** ioredis 6 (`new Redis()`), the parts we use. */
+/** node-redis 6 `createCluster()`: commands take the key that routes them. */
+interface NodeRedisClusterLike {
+  sendCommand(
+    firstKey: string | undefined,
+    isReadonly: boolean | undefined,
+    args: string[],
+  ): Promise<unknown>;
+  getSlotMaster(slot: number): unknown;
+}
+
+/** ioredis 6 (`new Redis()`, or `new Cluster()`, which routes by key itself), the parts we use. */
 interface IoRedisLike {
+  /** Set on ioredis' `Cluster`. */
+  isCluster?: boolean;
   call(command: string, ...args: (string | number)[]): Promise<unknown>;
   duplicate(): IoRedisLike & {
     subscribe(channel: string): Promise<unknown>;
@@ -52,16 +70,32 @@ export function storeClient(client: unknown): StoreClient {
   if (c !== null && typeof c === 'object' && typeof c.duplicate === 'function') {
     // ioredis has a sendCommand too (taking its own Command objects): look for call() first.
     if (typeof c.call === 'function') return ioRedis(c as IoRedisLike);
-    if (typeof c.sendCommand === 'function') return nodeRedis(c as NodeRedisLike);
+    if (typeof c.sendCommand === 'function') {
+      // createCluster(): the same duplicate/subscribe shape, commands routed by a key.
+      const cluster = c as Partial<NodeRedisClusterLike>;
+      const routed = typeof cluster.getSlotMaster === 'function';
+      return nodeRedis(c as NodeRedisLike, routed ? (cluster as NodeRedisClusterLike) : undefined);
+    }
   }
   throw new TypeError(
-    `client must be a connected node-redis (redis 6) or ioredis (6) client, got ${describe(client)}`,
+    `client must be a connected node-redis (redis 6) or ioredis (6) client or cluster, got ${describe(client)}`,
   );
 }
 
-function nodeRedis(client: NodeRedisLike): StoreClient {
+/** The key a cluster routes a command by: EVAL / EVALSHA's first key, if it has one. */
+function firstKeyOf(args: readonly string[]): string | undefined {
+  const [name, , numKeys, key] = args;
+  return (name === 'EVALSHA' || name === 'EVAL') && Number(numKeys) > 0 ? key : undefined;
+}
+
+function nodeRedis(client: NodeRedisLike, cluster?: NodeRedisClusterLike): StoreClient {
   return {
-    command: (args) => client.sendCommand(args.map(String)),
+    cluster: cluster !== undefined,
+    command(args) {
+      const strings = args.map(String);
+      if (cluster === undefined) return client.sendCommand(strings);
+      return cluster.sendCommand(firstKeyOf(strings), false, strings);
+    },
     async subscribe(channel, onMessage, onError) {
       const sub = client.duplicate();
       sub.on('error', onError); // before connect: a refused connection must not be unhandled
@@ -84,6 +118,7 @@ function nodeRedis(client: NodeRedisLike): StoreClient {
 
 function ioRedis(client: IoRedisLike): StoreClient {
   return {
+    cluster: client.isCluster === true,
     command: ([name, ...args]) => client.call(name as string, ...args),
     async subscribe(channel, onMessage, onError) {
       const sub = client.duplicate();

@@ -1,18 +1,6 @@
-import { channels, type ReleaseReason } from '../diagnostics.js';
-import {
-  LeaseLostError,
-  QueueFullError,
-  QueueTimeoutError,
-  StoreUnavailableError,
-} from '../errors.js';
-import {
-  checkKnownKeys,
-  checkObject,
-  durationMs,
-  nonNegativeInteger,
-  optionalSignal,
-  positiveInteger,
-} from '../options.js';
+import type { ReleaseReason } from '../diagnostics.js';
+import { LeaseLostError, type QueueFullError, StoreUnavailableError } from '../errors.js';
+import { durationMs, nonNegativeInteger, positiveInteger } from '../options.js';
 import {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
@@ -26,10 +14,13 @@ import {
   type WaitTicket,
 } from '../semaphore.js';
 import { storeChannels } from './channels.js';
+import { acquireShared } from './shared-acquire.js';
+import { SharedShed } from './shared-shed.js';
 import type { SharedSemaphoreOptions, SharedSemaphoreStats } from './shared-stats.js';
 import {
   DONE,
   FALLBACK,
+  LOCAL,
   onTimer,
   QUEUED,
   SENDING,
@@ -44,8 +35,6 @@ export type {
   SharedSemaphoreStats,
 } from './shared-stats.js';
 
-const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
-
 interface Lease {
   id: string;
   /** Granted by Redis (false: granted by the local fallback, not yet registered in Redis). */
@@ -56,24 +45,33 @@ interface Lease {
  * A gate whose cap is shared through Redis by every process of the same store prefix and name.
  * Locally it is a `Semaphore` (held permits, `maxHold`, leak detection, stats); the decision to
  * grant is Redis's. `tryAcquire()` always answers `undefined`: every grant is a Redis round trip.
+ *
+ * Two limits: `sharedLimit`, the cap in Redis for every process, and `limit`, this process's
+ * own bound within it (equal to the cap unless `setLimit` or an adaptive limit lowered it).
+ * Below the cap, a waiter takes a Redis ticket only while this process's held permits plus
+ * tickets are under `limit`; the others wait here, so this process never holds more than its
+ * limit and never changes the cap other processes see.
  */
 export class SharedSemaphore extends Semaphore {
   readonly keys: readonly string[];
+  /** The cap every process shares, as given to `store.semaphore()`. */
+  readonly sharedLimit: number;
   readonly #store: RedisStore;
   readonly #maxQueue: number;
   readonly #queueTimeout: number;
   /** Every waiter of this process, in arrival order (which is its tickets' order in Redis). */
   readonly #waiters = new Set<SharedWaiter>();
   readonly #byTicket = new Map<string, SharedWaiter>();
+  /** Waiters held back by this process's `limit` (state LOCAL), in arrival order. */
+  readonly #local = new Set<SharedWaiter>();
+  /** Waiters holding a Redis ticket or with an acquire on the wire (SENDING or QUEUED). */
+  #tickets = 0;
   readonly #leases = new Map<Permit, Lease>();
   readonly #byId = new Map<string, Permit>();
   #clusterHeld = 0;
   #clusterQueued = 0;
   #processes = 1;
-  #shedQueueFull = 0;
-  #shedQueueTimeout = 0;
-  #abortedWaiting = 0;
-  #shedStoreUnavailable = 0;
+  readonly #shed = new SharedShed(this);
   #leasesLost = 0;
   #known = false;
 
@@ -89,6 +87,7 @@ export class SharedSemaphore extends Semaphore {
     });
     this.#store = store;
     this.keys = keys;
+    this.sharedLimit = this.limit;
     this.#maxQueue =
       options.maxQueue === undefined
         ? positiveInteger('limit', options.limit) * DEFAULT_QUEUE_PER_PERMIT
@@ -109,7 +108,23 @@ export class SharedSemaphore extends Semaphore {
    * (the deadline rule reads it instead of this process's `held`/`queued`).
    */
   get load(): { limit: number; held: number; queued: number } {
-    return { limit: this.limit, held: this.#clusterHeld, queued: this.#clusterQueued };
+    return { limit: this.sharedLimit, held: this.#clusterHeld, queued: this.#clusterQueued };
+  }
+
+  /**
+   * Bounds this process's share of the shared cap: at most `limit` permits held here (plus
+   * tickets in Redis), within [1, `sharedLimit`]. The cap other processes see does not move.
+   * Lowering it takes back nothing: permits held and tickets already in Redis run their course.
+   */
+  override setLimit(limit: number): void {
+    const value = positiveInteger('limit', limit);
+    if (value > this.sharedLimit) {
+      throw new RangeError(
+        `limit of shared gate ${this.name ?? ''} must be at most its shared cap ${this.sharedLimit} (this process's share), got ${value}`,
+      );
+    }
+    super.setLimit(value);
+    this.#pump();
   }
 
   override get queued(): number {
@@ -149,44 +164,15 @@ export class SharedSemaphore extends Semaphore {
       waiter.state = FALLBACK;
       this.#serveFallback();
     } else {
-      this.#send(waiter);
+      waiter.state = LOCAL;
+      this.#local.add(waiter);
+      this.#pump();
     }
     return waiter.state === DONE ? undefined : waiter;
   }
 
   override acquire(options?: AcquireOptions): Promise<Permit> {
-    let signal: AbortSignal | undefined;
-    let timeout: number | undefined;
-    if (options !== undefined) {
-      checkObject('acquire options', options);
-      checkKnownKeys('acquire', options, ACQUIRE_KEYS);
-      signal = optionalSignal('signal', options.signal);
-      timeout = waitTimeout(options);
-      if (timeout !== undefined) timeout = durationMs('timeout', timeout);
-      if (signal?.aborted) return Promise.reject(signal.reason);
-    }
-    return new Promise<Permit>((resolve, reject) => {
-      let ticket: WaitTicket | undefined;
-      const onAbort = (): void => ticket?.cancel(signal?.reason);
-      ticket = this.wait(
-        {
-          granted(permit) {
-            signal?.removeEventListener('abort', onAbort);
-            // Cancel vs grant in one tick: the permit goes straight back, the caller sees the abort.
-            if (signal?.aborted) {
-              permit.release();
-              reject(signal.reason);
-            } else resolve(permit);
-          },
-          rejected(reason) {
-            signal?.removeEventListener('abort', onAbort);
-            reject(reason);
-          },
-        },
-        timeout,
-      );
-      if (ticket !== undefined) signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    return acquireShared((target, timeout) => this.wait(target, timeout), options);
   }
 
   override run<T>(
@@ -217,21 +203,32 @@ export class SharedSemaphore extends Semaphore {
     return {
       ...s,
       queued: this.#waiters.size,
-      shedQueueFull: s.shedQueueFull + this.#shedQueueFull,
-      shedQueueTimeout: s.shedQueueTimeout + this.#shedQueueTimeout,
-      abortedWaiting: s.abortedWaiting + this.#abortedWaiting,
+      shedQueueFull: s.shedQueueFull + this.#shed.queueFull,
+      shedQueueTimeout: s.shedQueueTimeout + this.#shed.queueTimeout,
+      abortedWaiting: s.abortedWaiting + this.#shed.abortedWaiting,
       shared: {
         held: this.#clusterHeld,
         queued: this.#clusterQueued,
         processes: this.#processes,
         mode: store.degraded ? store.options.onStoreError : 'redis',
         leasesLost: this.#leasesLost,
-        shedStoreUnavailable: this.#shedStoreUnavailable,
+        shedStoreUnavailable: this.#shed.storeUnavailable,
       },
     };
   }
 
+  /** Sends this process's held-back waiters, in order, while its own limit has room. */
+  #pump(): void {
+    if (this.#store.degraded) return; // storeDown moved them to the local share
+    for (const waiter of this.#local) {
+      if (this.limit < this.sharedLimit && this.held + this.#tickets >= this.limit) return;
+      this.#local.delete(waiter);
+      this.#send(waiter);
+    }
+  }
+
   #send(waiter: SharedWaiter): void {
+    if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets++;
     waiter.state = SENDING;
     this.#store.acquire(this, waiter.id).then(
       ({ granted, held, queued, processes }) => {
@@ -256,6 +253,7 @@ export class SharedSemaphore extends Semaphore {
       this.#toFallback(waiter);
       this.#serveFallback();
     }
+    this.#pump();
   }
 
   #grant(waiter: SharedWaiter, inRedis: boolean): void {
@@ -268,6 +266,8 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #finish(waiter: SharedWaiter): void {
+    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets--;
+    else if (waiter.state === LOCAL) this.#local.delete(waiter);
     waiter.state = DONE;
     this.#waiters.delete(waiter);
     this.#byTicket.delete(waiter.id);
@@ -299,36 +299,22 @@ export class SharedSemaphore extends Semaphore {
   /** A waiter leaves: aborted by its caller, or its deadline passed. */
   leave(waiter: SharedWaiter, reason: unknown, how: 'aborted' | 'timeout'): void {
     if (waiter.state === DONE) return;
-    const wasFallback = waiter.state === FALLBACK;
+    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
     this.#finish(waiter);
     // Out of the Redis queue at once (in this tick's batch; after its own acquire's reply).
-    if (!wasFallback) this.#store.release(this, [waiter.id]);
+    if (ticketed) {
+      this.#store.release(this, [waiter.id]);
+      this.#pump();
+    }
     if (how === 'aborted') {
-      this.#abortedWaiting++;
-      if (channels.waitAborted.hasSubscribers) {
-        channels.waitAborted.publish({ gate: this, partner: this.name, reason });
-      }
+      this.#shed.aborted(reason);
       waiter.target.rejected(reason);
-      return;
-    }
-    if (this.#store.degraded && this.#store.options.onStoreError === 'reject') {
+    } else if (this.#store.degraded && this.#store.options.onStoreError === 'reject') {
       waiter.target.rejected(this.#shedUnavailable());
-      return;
+    } else {
+      const waited = this.now() - waiter.enqueuedAt;
+      waiter.target.rejected(this.#shed.timedOut(waited, this.#waiters.size));
     }
-    this.#shedQueueTimeout++;
-    const waited = this.now() - waiter.enqueuedAt;
-    const error = new QueueTimeoutError(this.name, waited, this.retryAfterMs());
-    if (channels.shed.hasSubscribers) {
-      const queued = this.#waiters.size;
-      channels.shed.publish({
-        gate: this,
-        partner: this.name,
-        reason: 'queue_timeout',
-        error,
-        queued,
-      });
-    }
-    waiter.target.rejected(error);
   }
 
   /** Semaphore hook: a permit went back (released, aborted, or taken back after maxHold). */
@@ -339,6 +325,7 @@ export class SharedSemaphore extends Semaphore {
     this.#byId.delete(lease.id);
     this.#store.release(this, [lease.id]);
     if (this.#store.degraded) this.#serveFallback();
+    else this.#pump();
   }
 
   /** Ids of the leases this process holds, for the heartbeat. */
@@ -407,6 +394,14 @@ export class SharedSemaphore extends Semaphore {
   storeDown(): void {
     const reject = this.#store.options.onStoreError === 'reject';
     for (const waiter of [...this.#waiters]) {
+      if (waiter.state === LOCAL) {
+        // Never sent: no ticket to give back.
+        if (reject) {
+          this.#finish(waiter);
+          waiter.target.rejected(this.#shedUnavailable());
+        } else this.#toFallback(waiter);
+        continue;
+      }
       if (waiter.state !== QUEUED) continue;
       this.#store.release(this, [waiter.id]); // kept until Redis answers again
       if (reject) {
@@ -417,18 +412,21 @@ export class SharedSemaphore extends Semaphore {
     if (!reject) this.#serveFallback();
   }
 
-  /** Redis answers again: local waiters take tickets, in their order. */
+  /** Redis answers again: local waiters take tickets, in their order, as this process's limit allows. */
   storeUp(): void {
-    for (const waiter of [...this.#waiters]) {
-      if (waiter.state === FALLBACK) this.#send(waiter);
+    for (const waiter of this.#waiters) {
+      if (waiter.state !== FALLBACK) continue;
+      waiter.state = LOCAL;
+      this.#local.add(waiter);
     }
+    this.#pump();
   }
 
   /** The store is closing: waiters are shed; returns every id to give back. */
   storeClosed(): string[] {
     const ids = this.leaseIds();
     for (const waiter of [...this.#waiters]) {
-      if (waiter.state !== FALLBACK) ids.push(waiter.id);
+      if (waiter.state === SENDING || waiter.state === QUEUED) ids.push(waiter.id);
       this.#finish(waiter);
       waiter.target.rejected(this.#unavailable('the store is closed'));
     }
@@ -438,6 +436,8 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #toFallback(waiter: SharedWaiter): void {
+    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets--;
+    else if (waiter.state === LOCAL) this.#local.delete(waiter);
     waiter.state = FALLBACK;
     waiter.grantedEarly = false;
     this.#byTicket.delete(waiter.id);
@@ -454,7 +454,8 @@ export class SharedSemaphore extends Semaphore {
     const { localLimit, onStoreError } = this.#store.options;
     if (!this.#store.degraded || onStoreError !== 'local') return;
     // A process that never heard from Redis knows no fleet size: one permit until it does.
-    const share = localLimit ?? (this.#known ? Math.ceil(this.limit / this.#processes) : 1);
+    const fleetShare = this.#known ? Math.ceil(this.sharedLimit / this.#processes) : 1;
+    const share = Math.min(this.limit, localLimit ?? fleetShare);
     for (const waiter of [...this.#waiters]) {
       if (this.held >= share) return;
       if (waiter.state === FALLBACK) this.#grant(waiter, false);
@@ -462,35 +463,13 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #queueFull(): QueueFullError {
-    this.#shedQueueFull++;
-    const queued = this.#waiters.size;
-    const error = new QueueFullError(this.name, queued, this.retryAfterMs());
-    if (channels.shed.hasSubscribers) {
-      channels.shed.publish({
-        gate: this,
-        partner: this.name,
-        reason: 'queue_full',
-        error,
-        queued,
-      });
-    }
-    return error;
+    return this.#shed.full(this.#waiters.size);
   }
 
   /** Counts and publishes a caller shed because Redis is unavailable under `'reject'`. */
   #shedUnavailable(): StoreUnavailableError {
-    this.#shedStoreUnavailable++;
-    const error = this.#unavailable();
-    if (channels.shed.hasSubscribers) {
-      channels.shed.publish({
-        gate: this,
-        partner: this.name,
-        reason: 'store_unavailable',
-        error,
-        queued: this.#waiters.size,
-      });
-    }
-    return error;
+    const retryAfter = Math.max(this.#store.options.heartbeatMs, 1);
+    return this.#shed.unavailable(retryAfter, this.#waiters.size);
   }
 
   #unavailable(why?: string): StoreUnavailableError {

@@ -1,7 +1,8 @@
 /**
  * A waiter of a shared gate in this process. Its states: SENDING (its acquire is on the wire),
  * QUEUED (it holds a ticket in Redis), FALLBACK (Redis is unreachable; it waits for this
- * process's local share), DONE.
+ * process's local share), LOCAL (this process's own limit is full: it waits here, with no
+ * ticket, until a permit of this process goes back), DONE.
  */
 import { describe } from '../options.js';
 import type { WaitOptions, WaitTarget, WaitTicket } from '../semaphore.js';
@@ -25,6 +26,7 @@ export const SENDING = 0;
 export const QUEUED = 1;
 export const FALLBACK = 2;
 export const DONE = 3;
+export const LOCAL = 4;
 
 /** A waiter of this process: its ticket in Redis (or its place in the local fallback). */
 export class SharedWaiter implements WaitTicket {

@@ -55,8 +55,16 @@ export class RedisStore {
 
   constructor(options: RedisStoreOptions) {
     this.options = resolveStoreOptions(options);
+    const client = storeClient(options.client);
+    if (client.cluster && this.options.replicas > 0) {
+      // WAIT counts the replicas of the node and connection the grant was written on; a cluster
+      // client sends a keyless WAIT to any node.
+      throw new TypeError(
+        `redisStore: replicas (strict mode, WAIT) needs a single-node client, got a Redis Cluster client`,
+      );
+    }
     this.#calls = new RedisCalls(
-      storeClient(options.client),
+      client,
       this.options.commandTimeoutMs,
       `${this.options.prefix}wake:${this.processId}`,
       (id) => this.#tickets.get(id)?.wake(id),
@@ -115,7 +123,14 @@ export class RedisStore {
     // Recovery window after Redis lost a gate's state: two heartbeats, time for every live
     // holder to register its leases again before anyone else is granted.
     const known = gate.known ? 1 : 0;
-    return [gate.limit, leaseMs, leaseMs, `${this.options.prefix}wake:`, known, 2 * heartbeatMs];
+    return [
+      gate.sharedLimit,
+      leaseMs,
+      leaseMs,
+      `${this.options.prefix}wake:`,
+      known,
+      2 * heartbeatMs,
+    ];
   }
 
   /**

@@ -34,9 +34,9 @@ describe('adaptive option', () => {
     expect(() => construct({ partners: [adaptiveRule(adaptive)] })).toThrow(message);
   });
 
-  it('refuses adaptive on a shared gate rather than silently keeping it fixed', () => {
+  it('adaptive on a shared gate needs a store like any shared gate (test/redis/shared-adaptive)', () => {
     expect(() => construct({ partners: [{ ...adaptiveRule(true), shared: true }] })).toThrow(
-      'partner "billing": adaptive is not supported with shared: true yet',
+      `partner "billing": shared: true needs the limiter's store option`,
     );
   });
 

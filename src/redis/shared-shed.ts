@@ -1,0 +1,58 @@
+/**
+ * What a shared gate refuses in this process, counted and published on `hostgate:shed` /
+ * `hostgate:wait-aborted` as a local gate does, with the error each caller receives.
+ */
+import { channels, type ShedReason } from '../diagnostics.js';
+import { QueueFullError, QueueTimeoutError, StoreUnavailableError } from '../errors.js';
+import type { Semaphore } from '../semaphore.js';
+
+export class SharedShed {
+  queueFull = 0;
+  queueTimeout = 0;
+  abortedWaiting = 0;
+  storeUnavailable = 0;
+
+  constructor(readonly gate: Semaphore) {}
+
+  /** The local queue bound: refused without a Redis call. */
+  full(queued: number): QueueFullError {
+    this.queueFull++;
+    return this.#publish(
+      'queue_full',
+      new QueueFullError(this.gate.name, queued, this.gate.retryAfterMs()),
+      queued,
+    );
+  }
+
+  /** A waiter's deadline passed. */
+  timedOut(waitedMs: number, queued: number): QueueTimeoutError {
+    this.queueTimeout++;
+    const error = new QueueTimeoutError(this.gate.name, waitedMs, this.gate.retryAfterMs());
+    return this.#publish('queue_timeout', error, queued);
+  }
+
+  /** A waiter's caller aborted it. */
+  aborted(reason: unknown): void {
+    this.abortedWaiting++;
+    if (channels.waitAborted.hasSubscribers) {
+      channels.waitAborted.publish({ gate: this.gate, partner: this.gate.name, reason });
+    }
+  }
+
+  /** A caller shed because Redis is unavailable under `'reject'`. */
+  unavailable(retryAfterMs: number, queued: number): StoreUnavailableError {
+    this.storeUnavailable++;
+    return this.#publish(
+      'store_unavailable',
+      new StoreUnavailableError(this.gate.name, retryAfterMs),
+      queued,
+    );
+  }
+
+  #publish<E>(reason: ShedReason, error: E, queued: number): E {
+    if (channels.shed.hasSubscribers) {
+      channels.shed.publish({ gate: this.gate, partner: this.gate.name, reason, error, queued });
+    }
+    return error;
+  }
+}

@@ -1,0 +1,192 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Registry } from 'prom-client';
+import { Agent, type Dispatcher, request } from 'undici';
+import { afterEach, expect, it } from 'vitest';
+import { statusHandler } from '../../middleware/index.js';
+import { HostLimiter, limitHosts, MetricsCollector, type Permit } from '../../src/index.js';
+import { registerMetrics } from '../../src/metrics/prometheus.js';
+import type { SharedSemaphore } from '../../src/redis/index.js';
+import { expectInvariant } from '../helpers/invariant.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { privateRedis, useFleet, zcard } from './clients.js';
+
+const redis = privateRedis();
+
+/** The shared cap: the partner's contract, the same number in every process. */
+const CAP = 12;
+/** The partner's service time while under its capacity. */
+const SERVICE_MS = 20;
+
+/**
+ * A loopback partner that counts its own concurrency (from request arrival until its response
+ * is written or the connection closes) and answers 503 at once to any request beyond its
+ * current capacity, which the test changes mid-run.
+ */
+async function startCapacityPartner(capacity: number) {
+  const state = { capacity, active: 0, peak: 0, refused: 0 };
+  const server = http.createServer((req, res) => {
+    state.active++;
+    state.peak = Math.max(state.peak, state.active);
+    let done = false;
+    const end = () => {
+      if (done) return;
+      done = true;
+      state.active--;
+    };
+    res.once('finish', end);
+    res.once('close', end);
+    req.resume();
+    if (state.active > state.capacity) {
+      state.refused++;
+      res.writeHead(503).end('over capacity');
+    } else {
+      // The partner's own service time (what it does, not a wait of the test).
+      setTimeout(() => res.end('ok'), SERVICE_MS);
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    state,
+    origin: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describeRedis('adaptive limits on a shared gate: each process adapts within the shared cap', () => {
+  const fleet = useFleet('node-redis', redis);
+  const agents: Dispatcher[] = [];
+  let partner: Awaited<ReturnType<typeof startCapacityPartner>> | undefined;
+  afterEach(async () => {
+    await Promise.all(agents.splice(0).map((a) => a.destroy()));
+    await partner?.close();
+    partner = undefined;
+  });
+
+  it("a process's limit bounds its share: waiters past it take no ticket, other processes keep the rest", async () => {
+    const [a, b] = [await fleet.store(), await fleet.store()];
+    const ga = a.semaphore({ name: 'share', limit: 5, queueTimeout: 10_000 }) as SharedSemaphore;
+    const gb = b.semaphore({ name: 'share', limit: 5, queueTimeout: 10_000 });
+    ga.setLimit(2);
+    expect(ga.sharedLimit).toBe(5);
+    const mine = Array.from({ length: 4 }, () => ga.acquire());
+    const [first, second] = (await Promise.all(mine.slice(0, 2))) as [Permit, Permit];
+    await a.settled();
+    expect(ga.held).toBe(2);
+    expect(ga.queued).toBe(2);
+    expectInvariant(ga);
+    expect(await zcard(redis(), 'share', 'q')).toBe(0); // held back here, not queued in Redis
+    expect(await zcard(redis(), 'share', 'h')).toBe(2); // though the cap has 3 free
+    // This process's lowered limit did not lower the cap: the other process gets the rest.
+    const theirs = await Promise.all([gb.acquire(), gb.acquire(), gb.acquire()]);
+    expect(await zcard(redis(), 'share', 'h')).toBe(5);
+    // One of ours goes back: the next local waiter takes its place.
+    first.release();
+    const third = await mine[2]!;
+    expect(ga.held).toBe(2);
+    expect(ga.queued).toBe(1);
+    // Raising this process's limit sends the last waiter; it is granted once the cap has room.
+    ga.setLimit(3);
+    theirs[0]!.release();
+    const fourth = await mine[3]!;
+    expect(ga.held).toBe(3);
+    expectInvariant(ga);
+    expect(() => ga.setLimit(6)).toThrow(RangeError);
+    expect(() => ga.setLimit(6)).toThrow('at most its shared cap 5');
+    for (const p of [second, third, fourth, theirs[1]!, theirs[2]!]) p.release();
+    await Promise.all([a.settled(), b.settled()]);
+    expect(await zcard(redis(), 'share', 'h')).toBe(0);
+  });
+
+  it("each process's effective limit follows the partner's capacity down and up; the partner never sees more than the shared cap", async () => {
+    partner = await startCapacityPartner(CAP);
+    const p = partner;
+    const replicas = await Promise.all(
+      [0, 1].map(async () => {
+        const store = await fleet.store();
+        const limiter = new HostLimiter({
+          store,
+          partners: [
+            {
+              name: 'partner',
+              hosts: [p.origin],
+              limit: CAP,
+              shared: true,
+              maxQueue: 100,
+              queueTimeout: 10_000,
+              // A busy machine adds event-loop lag to every RTT: a looser tolerance keeps growth possible.
+              adaptive: { min: 1, initial: CAP, tolerance: 1.5 },
+            },
+          ],
+          unknownHosts: 'reject',
+        });
+        const agent = new Agent({ keepAliveTimeout: 10_000 }).compose(limitHosts(limiter));
+        agents.push(agent);
+        return { store, limiter, agent, gate: limiter.gate('partner') as SharedSemaphore };
+      }),
+    );
+    const limits = () => replicas.map((r) => r.gate.limit);
+    const total = () => limits().reduce((x, y) => x + y, 0);
+    /** 8 callers per process loop until `done()` holds (checked after every response) or the budget runs out. */
+    const runUntil = async (done: () => boolean, budget: number) => {
+      let sent = 0;
+      const worker = async (agent: Dispatcher) => {
+        while (!done() && sent < budget) {
+          sent++;
+          const res = await request(`${p.origin}/`, { dispatcher: agent });
+          await res.body.text();
+          expect(p.state.peak).toBeLessThanOrEqual(CAP);
+        }
+      };
+      await Promise.all(
+        replicas.flatMap(({ agent }) => Array.from({ length: 8 }, () => worker(agent))),
+      );
+      return done();
+    };
+
+    // Full capacity: the shared cap binds; nothing is refused.
+    expect(await runUntil(() => p.state.peak === CAP, 2000)).toBe(true);
+    expect(p.state.refused).toBe(0);
+    // Capacity 12 -> 3: both processes see 503s and cut their own limit.
+    p.state.capacity = 3;
+    expect(await runUntil(() => replicas.every((r) => r.gate.limit <= 4), 4000)).toBe(true);
+    expect(p.state.refused).toBeGreaterThan(0);
+    for (const { gate } of replicas) {
+      expect(gate.sharedLimit).toBe(CAP); // one process's drops never move the cap
+    }
+    // Capacity back to 12: they grow again until together they fill the shared cap.
+    p.state.capacity = CAP;
+    expect(await runUntil(() => total() >= CAP, 6000)).toBe(true);
+    expect(p.state.peak).toBeLessThanOrEqual(CAP);
+
+    const [{ limiter, gate, store }] = replicas as [(typeof replicas)[number]];
+    await store.settled();
+    const stats = limiter.stats().partner!;
+    expect(stats.limit).toBe(gate.limit);
+    expect(stats.adaptive).toMatchObject({ contractLimit: CAP, effectiveLimit: gate.limit });
+    expect(stats.adaptive!.limitChanges).toBeGreaterThan(2);
+    expect(stats.adaptive!.drops).toBeGreaterThan(0);
+    expect((stats as { shared?: { processes: number } }).shared?.processes).toBe(2);
+    expect(new MetricsCollector(limiter).collect()[0]).toMatchObject({
+      partner: 'partner',
+      limit: gate.limit,
+      contractLimit: CAP,
+      adaptive: true,
+    });
+    const registry = new Registry();
+    registerMetrics(limiter, { registry });
+    const text = await registry.metrics();
+    expect(text).toContain(`hostgate_permits_limit{partner="partner"} ${gate.limit}`);
+    expect(text).toContain(`hostgate_permits_contract_limit{partner="partner"} ${CAP}`);
+    let html = '';
+    const res = { setHeader() {}, end: (body: string) => (html = body) };
+    statusHandler(limiter)({ url: '/', headers: {} } as never, res as never);
+    expect(html).toContain(`adaptive: limit ${gate.limit} of contract ${CAP}`);
+    expect(html).toMatch(new RegExp(`all replicas: \\d+ / ${CAP} held`));
+  }, 30_000);
+});
