@@ -6,6 +6,11 @@ import { GatedRequest } from './gated-request.js';
 type Controller = Dispatcher.DispatchController;
 type Handler = Dispatcher.DispatchHandler;
 type Headers = Parameters<NonNullable<Handler['onResponseStart']>>[2];
+/** undici 8's request-side events; undici 7's types declare another `onBodySent` signature. */
+interface RequestSideEvents {
+  onBodySent?(chunk: unknown): void;
+  onRequestSent?(): void;
+}
 
 /**
  * A gated request whose caller speaks undici's controller API (`onRequestStart`, …). The caller
@@ -55,6 +60,22 @@ export class LimitHandler extends GatedRequest implements Handler {
     if (!this.innerEnded()) return;
     this.#controller.rawHeaders = controller?.rawHeaders ?? null;
     this.#handler.onRequestUpgrade?.(this.#controller, statusCode, headers, socket);
+  }
+
+  /**
+   * Request-side events pass straight through (undici 8 calls them on controller-API handlers;
+   * undici 7 only on callback-API ones, so there they do not reach us).
+   */
+  onBodySent(chunk: unknown): void {
+    if (!this.settled) (this.#handler as RequestSideEvents).onBodySent?.(chunk);
+  }
+
+  onRequestSent(): void {
+    if (!this.settled) (this.#handler as RequestSideEvents).onRequestSent?.();
+  }
+
+  onResponseStarted(): void {
+    if (!this.settled) this.#handler.onResponseStarted?.();
   }
 
   onResponseStart(
