@@ -17,6 +17,10 @@ export interface LegacyHandler {
   onComplete?(trailers: string[] | null): void;
   onError?(error: Error): void;
   onUpgrade?(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void;
+  /** A chunk of the request body was written (undici passes the chunk). */
+  onBodySent?(chunk: Buffer): void;
+  /** The whole request body was written. */
+  onRequestSent?(): void;
 }
 
 /**
@@ -52,6 +56,14 @@ export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
   onConnect(abort: (reason?: Error) => void): void {
     this.#abortInner = abort;
     this.innerStarted();
+  }
+
+  onBodySent(chunk: Buffer): void {
+    if (!this.settled) this.#handler.onBodySent?.(chunk);
+  }
+
+  onRequestSent(): void {
+    if (!this.settled) this.#handler.onRequestSent?.();
   }
 
   onResponseStarted(): void {

@@ -57,40 +57,50 @@ local function fill()
     queued = queued - 1
   end
 end
--- A key lives 2 leases past the last write to it (the epoch 30 days: it is how a restart is
--- told from a first use); the heartbeat refreshes every key while anyone uses the gate.
+-- A key lives 2 leases past its creation or the last heartbeat (the epoch 30 days: it is how a
+-- restart is told from a first use). The heartbeat refreshes every key while anyone uses the
+-- gate, every lease / 5, so a script that adds to a key that exists leaves its expiry alone:
+-- only a key it creates gets one (PEXPIRE is Redis work every process waits behind).
 local function expire(...)
   for _, key in ipairs({...}) do redis.call('PEXPIRE', key, 2 * lease) end
 end
 local function enqueue(id)
-  redis.call('ZADD', Q, redis.call('INCR', S), id)
+  local seq = redis.call('INCR', S)
+  if seq == 1 then expire(S) end
+  redis.call('ZADD', Q, seq, id)
   redis.call('ZADD', X, now + ttl, id)
+  -- Q and X hold the same ids: both were empty (missing) when the queue was.
+  if queued == 0 then expire(Q, X) end
   queued = queued + 1
-  expire(Q, X, S)
 end
 `;
 
 /**
  * Every script's ARGV starts: limit, leaseMs, ttlMs, wakePrefix, known (1 when this process
- * used the gate before), recoverMs. ACQUIRE(..., processId, id): a lease now if a permit is
- * free and nobody waits, else a ticket at the tail. Returns `{granted 0|1, held, queued,
- * processes}`.
+ * used the gate before), recoverMs. ACQUIRE(..., processId, id, register): a lease now if a
+ * permit is free and nobody waits, else a ticket at the tail; `register` 1 also records the
+ * process as live (its heartbeat does that once it runs for the gate). Returns `{granted 0|1,
+ * held, queued, processes}`, processes -1 when not registering.
  */
 const ACQUIRE = `${PRELUDE}
-local proc, id = ARGV[7], ARGV[8]
+local proc, id, register = ARGV[7], ARGV[8], ARGV[9]
 fill()
 local granted = 0
 if not recovering and queued == 0 and held < limit then
   redis.call('ZADD', H, now + lease, id)
+  if held == 0 then expire(H) end
   held = held + 1
   granted = 1
-  expire(H)
 else
   enqueue(id)
 end
-redis.call('ZADD', P, now + ttl, proc)
-expire(P)
-return {granted, held, queued, redis.call('ZCARD', P)}
+local processes = -1
+if register == '1' then
+  redis.call('ZADD', P, now + ttl, proc)
+  expire(P)
+  processes = redis.call('ZCARD', P)
+end
+return {granted, held, queued, processes}
 `;
 
 /**

@@ -233,7 +233,7 @@ export class SharedSemaphore extends Semaphore {
     this.#store.acquire(this, waiter.id).then(
       ({ granted, held, queued, processes }) => {
         this.cluster(held, queued);
-        this.#processes = Math.max(1, processes);
+        if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted || waiter.grantedEarly) this.#grant(waiter, true);
         else waiter.state = QUEUED;

@@ -49,6 +49,11 @@ export class RedisStore {
   #seq = 0;
   #timer: ReturnType<typeof setInterval> | undefined = undefined;
   #beating = false;
+  /**
+   * Gates whose heartbeat has recorded this process as live (in `P`): its acquires skip that
+   * write. Forgotten on an outage, after which Redis may have lost it.
+   */
+  #registered = new WeakSet<SharedSemaphore>();
   #degraded = false;
   #closed = false;
   #closing: Promise<void> | undefined = undefined;
@@ -145,7 +150,12 @@ export class RedisStore {
     const raw = this.#calls
       .whenReady()
       .then(() =>
-        this.#calls.eval(scripts.acquire, gate.keys, [...this.#common(gate), this.processId, id]),
+        this.#calls.eval(scripts.acquire, gate.keys, [
+          ...this.#common(gate),
+          this.processId,
+          id,
+          this.#registered.has(gate) ? 0 : 1,
+        ]),
       );
     const settled = raw.then(
       () => undefined,
@@ -307,6 +317,7 @@ export class RedisStore {
           number,
         ];
         gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes));
+        this.#registered.add(gate);
       },
       () => undefined,
     );
@@ -323,6 +334,7 @@ export class RedisStore {
   #failed(error: unknown): void {
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;
+    this.#registered = new WeakSet();
     if (storeChannels.storeError.hasSubscribers) {
       storeChannels.storeError.publish({ store: this, error, policy: this.options.onStoreError });
     }

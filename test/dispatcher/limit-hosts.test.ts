@@ -26,7 +26,7 @@ import {
 } from '../../src/index.js';
 import { controllerApiOnly, settle } from '../helpers/gate-events.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { globalFetchTakesDispatcher } from '../helpers/undici.js';
+import { globalFetchTakesDispatcher, undiciMajor } from '../helpers/undici.js';
 import { released } from '../helpers/until.js';
 
 let partner: Partner;
@@ -487,6 +487,51 @@ describe.each(shapes)('%s', (current) => {
       expectIdle(limiter.gate('mock')!);
       await mock.close();
     });
+  });
+
+  // Regression: the gate's handlers had no onBodySent/onRequestSent, so undici never told the
+  // caller its request body went out (upload progress, request timing) once a gate was on.
+  it('passes onBodySent and onRequestSent on to the caller: it sees every byte of the body', async () => {
+    const { limiter, gate } = setup();
+    const dispatcher = limitedOver(agent, limiter);
+    const sent: Buffer[] = [];
+    let requestSent = 0;
+    await new Promise<void>((resolve, reject) => {
+      const requestSide = {
+        onBodySent: (chunk: Buffer) => sent.push(Buffer.from(chunk)),
+        onRequestSent: () => requestSent++,
+      };
+      // undici 8 calls these on controller-API handlers. undici 7 calls them only on callback-API
+      // ones, and its compose wraps a callback-only handler in one that drops them (gate or
+      // not): its own handlers speak both APIs, as this one does there.
+      const handler =
+        undiciMajor === 8
+          ? {
+              ...requestSide,
+              onRequestStart: () => {},
+              onResponseStart: () => {},
+              onResponseData: () => {},
+              onResponseEnd: () => resolve(),
+              onResponseError: (_controller: unknown, error: Error) => reject(error),
+            }
+          : {
+              ...requestSide,
+              onRequestStart: () => {},
+              onConnect: () => {},
+              onHeaders: () => true,
+              onData: () => true,
+              onComplete: () => resolve(),
+              onError: reject,
+            };
+      dispatcher.dispatch(
+        { origin: partner.origin, path: '/ok', method: 'POST', body: 'hello, gate' },
+        handler as unknown as Dispatcher.DispatchHandler,
+      );
+    });
+    expect(Buffer.concat(sent).toString()).toBe('hello, gate');
+    expect(requestSent).toBe(1);
+    await released(gate);
+    expectIdle(gate);
   });
 });
 

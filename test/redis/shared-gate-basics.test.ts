@@ -120,6 +120,27 @@ for (const kind of CLIENT_KINDS) {
       expect(await zcard(redis(), 'jobs', 'h')).toBe(0);
     });
 
+    it('every key a script creates expires, though later writes leave expiries to the heartbeat', async () => {
+      const [a, b] = [await fleet.store(), await fleet.store()];
+      const ga = a.semaphore({ name: 'ttl', limit: 1 });
+      const gb = b.semaphore({ name: 'ttl', limit: 1 });
+      const expectAllExpire = async (what: string) => {
+        const keys = (await redis().command('KEYS', 'test:{ttl}:*')) as string[];
+        expect(keys.length, what).toBeGreaterThan(0);
+        for (const key of keys) {
+          expect(Number(await redis().command('PTTL', key)), `${what}: ${key}`).toBeGreaterThan(0);
+        }
+      };
+      const held = await ga.acquire();
+      const waits = [gb.acquire(), ga.acquire(), gb.acquire()];
+      await Promise.all([a.settled(), b.settled()]);
+      await expectAllExpire('contended'); // leases, tickets, their sequence, live processes
+      held.release();
+      await Promise.all(waits.map(async (wait) => (await wait).release())); // in grant order
+      await Promise.all([a.settled(), b.settled()]);
+      await expectAllExpire('drained');
+    });
+
     it('close() is idempotent, gives back held permits, sheds waiters and leaves the client open', async () => {
       const user = await fleet.client();
       const { redisStore } = await import('../../src/redis/index.js');
