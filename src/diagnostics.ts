@@ -71,10 +71,13 @@ export interface AcquireMessage extends GateMessage {
   permit: Permit;
   /** Time spent queued, ms (0 for an immediate grant). */
   waitedMs: number;
+  /** The priority class it was granted in (`default` on a gate without classes). */
+  priority?: string;
 }
 
 export interface ReleaseMessage extends GateMessage {
   permit: Permit;
+  /** Grant to release, ms; `NaN` for a permit granted while nothing measured the gate. */
   heldMs: number;
   reason: ReleaseReason;
 }

@@ -101,6 +101,7 @@ export {
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type TryAcquireOptions,
   type WaitOptions,
   type WaitTarget,
   type WaitTicket,

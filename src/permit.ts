@@ -36,9 +36,12 @@ export const GRANT: unique symbol = Symbol('hostgate.grant');
 export interface Permit extends Disposable {
   /** The gate this permit belongs to. */
   readonly gate: Semaphore;
-  /** Clock reading (ms) when the permit was granted. */
+  /**
+   * Clock reading (ms) when the permit was granted; `NaN` on a gate that reads no clock per
+   * permit (unobserved, no `maxHold`), until the gate is first observed (then: that moment).
+   */
   readonly acquiredAt: number;
-  /** Clock reading (ms) at the grant or the last `noteProgress()`. */
+  /** Clock reading (ms) at the grant or the last `noteProgress()`; `NaN` like `acquiredAt`. */
   readonly aliveAt: number;
   /** Units of the gate's limit this permit holds (1 unless acquired with a `weight`). */
   readonly weight: number;
@@ -84,7 +87,8 @@ export class GatePermit implements Permit {
   readonly #gate: Semaphore;
   #state = HELD;
   #request: PermitTarget | undefined = undefined;
-  readonly acquiredAt: number;
+  /** @internal Set at the grant; a gate observed later stamps its earlier permits once. */
+  acquiredAt: number;
   readonly weight: number;
   /** @internal Clock at the grant or the last progress: the holders list is in this order. */
   aliveAt: number;
@@ -180,28 +184,24 @@ export class Waiter implements WaitTicket {
   weight = 1;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   site: AcquireSite | undefined = undefined;
-  /** run(): the task, and the permit it was granted (the promise resolves to this waiter). */
-  task: RunFn | undefined = undefined;
-  permit: Permit | undefined = undefined;
   /** acquire()/run(): how to settle the caller's promise. */
   resolve: ((permit: Permit) => void) | undefined = undefined;
   reject: ((reason: unknown) => void) | undefined = undefined;
   constructor(
-    readonly gate: Semaphore,
     readonly target: WaitTarget | undefined,
     readonly signal: AbortSignal | undefined,
     readonly enqueuedAt: number,
+    /** Its class; the class knows the gate, so a waiter needs no field of its own for it. */
     readonly cls: QueueClass,
   ) {}
 
+  get gate(): Semaphore {
+    return this.cls.gate;
+  }
+
   granted(permit: Permit): void {
     if (this.target !== undefined) this.target.granted(permit);
-    else if (this.task === undefined) this.resolve!(permit);
-    else {
-      // run(): the caller's reaction (runGranted) starts the task, in the caller's context.
-      this.permit = permit;
-      this.resolve!(this as unknown as Permit);
-    }
+    else this.resolve!(permit);
   }
 
   rejected(reason: unknown): void {
@@ -210,17 +210,18 @@ export class Waiter implements WaitTicket {
   }
 
   cancel(reason: unknown): void {
-    gateEntry.abort(this.gate, this, reason);
+    gateEntry.abort(this.cls.gate, this, reason);
   }
 
   /** EventListener object: no closure per waiter. */
   handleEvent(): void {
-    gateEntry.abort(this.gate, this, this.signal?.reason);
+    gateEntry.abort(this.cls.gate, this, this.signal?.reason);
   }
 }
 
 export type RunFn = (signal: AbortSignal | undefined) => unknown;
 
+/** run() with a permit in hand: `fn` starts now, on the caller's stack. */
 export async function runHeld<T>(
   permit: Permit,
   fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
@@ -228,6 +229,25 @@ export async function runHeld<T>(
 ): Promise<T> {
   try {
     // Cancel vs grant in one tick: the abort wins, the permit goes straight back.
+    if (signal?.aborted) throw signal.reason;
+    return await fn(signal);
+  } finally {
+    permit.release();
+  }
+}
+
+/**
+ * A queued run(): started in its caller's tick, so `fn` resumes in the caller's async context
+ * (AsyncLocalStorage), one microtask after the grant and never on the releaser's stack. One
+ * async function and the grant's promise: no derived promise and no thenable hop per call.
+ */
+export async function runQueued<T>(
+  granted: Promise<Permit>,
+  fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
+  signal: AbortSignal | undefined,
+): Promise<T> {
+  const permit = await granted;
+  try {
     if (signal?.aborted) throw signal.reason;
     return await fn(signal);
   } finally {
@@ -252,13 +272,8 @@ export function promiseFor(waiter: Waiter): Promise<Permit> {
   return promise;
 }
 
-/** A queued run() task's start: chained in its caller's tick, so no closure per call. */
-export function runGranted(waiter: Waiter): Promise<unknown> {
-  return runHeld(waiter.permit!, waiter.task!, waiter.signal);
-}
-
 export function onWaiterTimer(waiter: Waiter): void {
   // Keep `waiter.timer` set: #dequeue tells an own-deadline waiter by it (clearing a fired
   // timer is a no-op); unset, it would unlink the gate's deadline list instead.
-  gateEntry.expire(waiter.gate, waiter);
+  gateEntry.expire(waiter.cls.gate, waiter);
 }

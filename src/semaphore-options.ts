@@ -63,6 +63,22 @@ export interface SemaphoreOptions {
   lifoAfter?: number;
   /** Clock in ms; defaults to `performance.now`. Inject one to test without global fake timers. */
   now?: () => number;
+  /**
+   * Measure from construction: wait and hold histograms, the hold estimate behind
+   * `retryAfterMs`, progress and a clock reading per permit. Default: from construction when
+   * `maxHold`, `maxHoldTotal` or `leakWarnAfter` is set (every HostLimiter gate), else from the
+   * first `stats()`, `waitTimes`/`holdTimes`, leak detector or metrics registration. An
+   * unobserved gate reads no clock and records no sample per permit.
+   */
+  observe?: boolean;
+}
+
+/** Options of {@link Semaphore.tryAcquire} (a bare number is the weight). */
+export interface TryAcquireOptions {
+  /** Units of the limit to take (default 1). */
+  weight?: number | undefined;
+  /** The priority class the permit counts for (default the first). */
+  priority?: string | undefined;
 }
 
 export interface AcquireOptions extends WaitOptions {

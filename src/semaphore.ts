@@ -5,7 +5,7 @@ import {
   type ReleaseReason,
 } from './diagnostics.js';
 import { PermitHoldTimeoutError, QueueFullError, QueueTimeoutError } from './errors.js';
-import { DurationHistogram } from './histogram.js';
+import { GateObserver } from './gate-observer.js';
 import {
   checkKnownKeys,
   checkObject,
@@ -27,8 +27,8 @@ import {
   promiseFor,
   RELEASED,
   type RunFn,
-  runGranted,
   runHeld,
+  runQueued,
   Waiter,
   type WaitTarget,
   type WaitTicket,
@@ -42,6 +42,7 @@ import {
   MAX_RETRY_AFTER_MS,
   type SemaphoreOptions,
   type SemaphoreStats,
+  type TryAcquireOptions,
   type WaitOptions,
 } from './semaphore-options.js';
 import { DEFAULT_CLASS, type QueueClass, WaitQueue } from './wait-queue.js';
@@ -62,6 +63,7 @@ const SEMAPHORE_KEYS = [
   'queueOrder',
   'lifoAfter',
   'priorities',
+  'observe',
 ] as const;
 const {
   acquire: acquireChannel,
@@ -73,6 +75,19 @@ const {
 } = channels;
 const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
 const WAIT_KEYS = ['timeout', 'weight', 'priority'] as const;
+const TRY_KEYS = ['weight', 'priority'] as const;
+
+/** The gate's counters: plain integers, kept whether or not anything observes the gate. */
+class GateCounts {
+  acquired = 0;
+  released = 0;
+  shedQueueFull = 0;
+  shedQueueTimeout = 0;
+  abortedWaiting = 0;
+  abortedInFlight = 0;
+  holdTimeouts = 0;
+  doubleReleases = 0;
+}
 
 /**
  * `run()`'s callback as its implementations see it: the overloads promise a present signal to
@@ -119,26 +134,15 @@ export class Semaphore {
   #oldest: GatePermit | undefined = undefined;
   #newest: GatePermit | undefined = undefined;
   #holdTimer: ReturnType<typeof setTimeout> | undefined = undefined;
-
-  #acquired = 0;
-  #released = 0;
-  #shedQueueFull = 0;
-  #shedQueueTimeout = 0;
-  #abortedWaiting = 0;
-  #abortedInFlight = 0;
-  #holdTimeouts = 0;
-  #doubleReleases = 0;
-  #holdEstimate: number | undefined = undefined;
+  readonly #counts = new GateCounts();
   #draining = false;
   #leakWarnAfter: number | undefined;
-  #traceAcquires = false;
-  #lastProgressAt: number;
+  /** Histograms, hold estimate, progress clock, acquire sites: absent until someone looks. */
+  #observer: GateObserver | undefined = undefined;
   #cachedNow: number | undefined = undefined;
   readonly #cacheClock: boolean;
   /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
   #expiring: GatePermit | undefined = undefined;
-  readonly #waitHistogram = new DurationHistogram();
-  readonly #holdHistogram = new DurationHistogram();
 
   static {
     gateEntry.release = (gate, permit, reason) => gate.#release(permit, reason);
@@ -179,8 +183,20 @@ export class Semaphore {
     this.#now = options.now ?? (() => performance.now());
     this.#cacheClock = options.now === undefined;
     this.#lifoAfter = parseQueueOrder(options.queueOrder, options.lifoAfter);
-    this.#queue = new WaitQueue(options.priorities, this.#maxQueue);
-    this.#lastProgressAt = this.#now();
+    this.#queue = new WaitQueue(this, options.priorities, this.#maxQueue);
+    if (options.observe !== undefined && typeof options.observe !== 'boolean') {
+      throw new TypeError(`observe must be a boolean, got ${typeof options.observe}`);
+    }
+    // maxHold measures time without progress per permit, and leakWarnAfter asks for it: both
+    // need the clock readings an observer keeps. HostLimiter gates always have a maxHold.
+    if (
+      options.observe === true ||
+      this.#maxHold !== undefined ||
+      this.#maxHoldTotal !== undefined ||
+      this.#leakWarnAfter !== undefined
+    ) {
+      this.#observe();
+    }
   }
 
   get name(): string | undefined {
@@ -213,33 +229,79 @@ export class Semaphore {
   }
   set leakWarnAfter(ms: number | undefined) {
     this.#leakWarnAfter = ms === undefined ? undefined : durationMs('leakWarnAfter', ms);
+    if (ms !== undefined) this.#observe();
   }
 
   /** Capture a stack per acquire into `permit.acquiredFrom` (a leak detector turns it on). */
   get traceAcquires(): boolean {
-    return this.#traceAcquires;
+    return this.#observer?.traceAcquires ?? false;
   }
   set traceAcquires(on: boolean) {
-    this.#traceAcquires = on === true;
+    if (on === true) this.#observe().traceAcquires = true;
+    else if (this.#observer !== undefined) this.#observer.traceAcquires = false;
+  }
+
+  /**
+   * Whether the gate measures its permits (wait and hold histograms, progress, clock readings
+   * on permits): from construction with `observe`, `maxHold`, `maxHoldTotal` or
+   * `leakWarnAfter`, else from the first read of `stats()`, `waitTimes`, `holdTimes`,
+   * `lastProgressAt`, or a leak detector. An unobserved gate reads no clock per permit.
+   */
+  get observed(): boolean {
+    return this.#observer !== undefined;
   }
 
   /**
    * Clock (ms) of the holders' last sign of life: a grant, a release, or a permit's
    * `noteProgress()` (response headers or bytes). Exhausted and silent for long is a leak's
-   * signature.
+   * signature. Observes the gate (from now on) if it was not yet.
    */
   get lastProgressAt(): number {
-    return this.#lastProgressAt;
+    return this.#observe().lastProgressAt;
   }
 
-  /** Grant wait times (ms) as a histogram, read-only: exporters read `cumulative()` from it. */
+  /**
+   * Grant wait times (ms) as a histogram, read-only: exporters read `cumulative()` from it.
+   * Covers the grants since the gate was first observed.
+   */
   get waitTimes(): DurationHistogramView {
-    return this.#waitHistogram;
+    return this.#observe().waitTimes;
   }
 
-  /** Hold times (ms) as a histogram, read-only. */
+  /** Hold times (ms) as a histogram, read-only; since the gate was first observed. */
   get holdTimes(): DurationHistogramView {
-    return this.#holdHistogram;
+    return this.#observe().holdTimes;
+  }
+
+  /** Grant wait times (ms) of one priority class (a name from `priorities`). */
+  waitTimesOf(priority: string): DurationHistogramView {
+    const cls = this.#queue.classOf(priority);
+    return this.#observe().classWaits[cls.index] ?? this.#observe().waitTimes;
+  }
+
+  /** Attaches the observer (once): permits already held are stamped with the time now. */
+  #observe(): GateObserver {
+    let observer = this.#observer;
+    if (observer === undefined) {
+      const now = this.#now();
+      const classes = this.#queue.classes;
+      const named = classes.length > 1 || classes[0]!.name !== DEFAULT_CLASS;
+      observer = new GateObserver(now, named ? classes.length : 0);
+      this.#observer = observer;
+      for (let p = this.#oldest; p !== undefined; p = p.next) {
+        if (Number.isNaN(p.acquiredAt)) p.acquiredAt = p.aliveAt = now;
+      }
+    }
+    return observer;
+  }
+
+  /** A permit's timestamp: the clock when someone measures permits, else `NaN` (no read). */
+  #stamp(): number {
+    return this.#observer !== undefined ||
+      acquireChannel.hasSubscribers ||
+      releaseChannel.hasSubscribers
+      ? this.#clock()
+      : Number.NaN;
   }
 
   /** The gate's clock (ms): `performance.now()` unless `now` was injected. */
@@ -303,24 +365,21 @@ export class Semaphore {
       if (signal?.aborted) return Promise.reject(signal.reason);
     }
     if (this.#queue.size === 0 && this.#held + weight <= this.#limit) {
-      const permit = this.#grant(0, undefined, undefined, weight, cls);
+      const permit = this.#grant(0, this.#stamp(), weight, cls);
       if (task !== undefined) return runHeld(permit, task, signal) as Promise<never>;
       return Promise.resolve(permit);
     }
     const refused = this.#admit(cls);
     if (refused !== undefined) return Promise.reject(refused);
-    const now = this.#clock();
-    const waiter = new Waiter(this, undefined, signal, now, cls);
+    const waiter = new Waiter(undefined, signal, this.#clock(), cls);
     const promise = promiseFor(waiter);
     waiter.weight = weight;
-    waiter.task = task;
-    if (this.#traceAcquires) waiter.site = captureAcquireSite();
+    if (this.#observer?.traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
-    // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
-    // caller's async context (AsyncLocalStorage), a microtask after the grant, never on the
-    // stack of the release that granted it.
-    if (task !== undefined)
-      return promise.then(runGranted as (waiter: unknown) => unknown) as Promise<never>;
+    // A queued task waits for its grant in an async function started here, in its caller's
+    // tick: it runs in the caller's async context (AsyncLocalStorage), a microtask after the
+    // grant, never on the stack of the release that granted it.
+    if (task !== undefined) return runQueued(promise, task, signal) as Promise<never>;
     if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
@@ -332,13 +391,23 @@ export class Semaphore {
   }
 
   /**
-   * A permit of `weight` units (default 1) if they are free and nobody is waiting (no
-   * barging); otherwise `undefined`. Throws a RangeError for a weight above the limit.
+   * A permit of `weight` units (default 1), in priority class `priority` (default the first),
+   * if they are free and nobody is waiting in any class (no barging); otherwise `undefined`.
+   * Takes a weight, or `{ weight, priority }`. Throws a RangeError for a weight above the
+   * limit, and a TypeError for an unknown class.
    */
-  tryAcquire(weight?: number): Permit | undefined {
-    const units = weight === undefined ? 1 : this.#weight(weight);
-    if (this.#queue.size === 0 && this.#held + units <= this.#limit) {
-      return this.#grant(0, undefined, undefined, units);
+  tryAcquire(options?: number | TryAcquireOptions): Permit | undefined {
+    let weight = 1;
+    let cls = this.#queue.classes[0]!;
+    if (typeof options === 'number') weight = this.#weight(options);
+    else if (options !== undefined) {
+      checkObject('tryAcquire options', options);
+      checkKnownKeys('tryAcquire', options, TRY_KEYS);
+      if (options.weight !== undefined) weight = this.#weight(options.weight);
+      if (options.priority !== undefined) cls = this.#queue.classOf(options.priority);
+    }
+    if (this.#queue.size === 0 && this.#held + weight <= this.#limit) {
+      return this.#grant(0, this.#stamp(), weight, cls);
     }
     return undefined;
   }
@@ -363,7 +432,7 @@ export class Semaphore {
       if (options.priority !== undefined) cls = this.#queue.classOf(options.priority);
     }
     if (this.#queue.size === 0 && this.#held + weight <= this.#limit) {
-      target.granted(this.#grant(0, undefined, undefined, weight, cls));
+      target.granted(this.#grant(0, this.#stamp(), weight, cls));
       return undefined;
     }
     const refused = this.#admit(cls);
@@ -374,10 +443,9 @@ export class Semaphore {
     timeout ??= cls.queueTimeout;
     const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
-    const now = this.#clock();
-    const waiter = new Waiter(this, target, undefined, now, cls);
+    const waiter = new Waiter(target, undefined, this.#clock(), cls);
     waiter.weight = weight;
-    if (this.#traceAcquires) waiter.site = captureAcquireSite();
+    if (this.#observer?.traceAcquires) waiter.site = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
     return waiter;
   }
@@ -446,7 +514,13 @@ export class Semaphore {
     return this.#retryAfter(this.#queue.size + 1);
   }
 
+  /**
+   * Counters and levels, and the observer's wait and hold summaries: the first call observes
+   * an unobserved gate, so `wait` and `hold` cover the permits since (see `observed`).
+   */
   stats(): SemaphoreStats {
+    const observer = this.#observe();
+    const c = this.#counts;
     return {
       name: this.#name,
       limit: this.#limit,
@@ -455,18 +529,18 @@ export class Semaphore {
       queued: this.#queue.size,
       maxQueue: this.#maxQueue,
       queueTimeout: this.#queueTimeout,
-      acquired: this.#acquired,
-      released: this.#released,
-      shedQueueFull: this.#shedQueueFull,
-      shedQueueTimeout: this.#shedQueueTimeout,
-      abortedWaiting: this.#abortedWaiting,
-      abortedInFlight: this.#abortedInFlight,
-      holdTimeouts: this.#holdTimeouts,
-      doubleReleases: this.#doubleReleases,
-      wait: this.#waitHistogram.summary(),
-      hold: this.#holdHistogram.summary(),
-      ...(this.#queue.classes.length > 1 || this.#queue.classes[0]!.name !== DEFAULT_CLASS
-        ? { priorities: this.#queue.stats() }
+      acquired: c.acquired,
+      released: c.released,
+      shedQueueFull: c.shedQueueFull,
+      shedQueueTimeout: c.shedQueueTimeout,
+      abortedWaiting: c.abortedWaiting,
+      abortedInFlight: c.abortedInFlight,
+      holdTimeouts: c.holdTimeouts,
+      doubleReleases: c.doubleReleases,
+      wait: observer.waitTimes.summary(),
+      hold: observer.holdTimes.summary(),
+      ...(observer.classWaits.length > 0
+        ? { priorities: this.#queue.stats(observer.classWaits) }
         : {}),
     };
   }
@@ -476,27 +550,30 @@ export class Semaphore {
    * outside the queue, with its wait recorded. The caller has checked capacity its own way.
    */
   protected grantNow(waitedMs: number): Permit {
-    return this.#grant(waitedMs);
+    return this.#grant(waitedMs, this.#stamp(), 1, this.#queue.classes[0]!);
   }
 
   /** @internal Runs once per permit that went back (any reason), before waiters are served. */
   protected released(_permit: Permit, _reason: ReleaseReason): void {}
 
+  /** `now`: a timestamp from `#stamp()` (NaN while nothing measures permits). */
   #grant(
     waitedMs: number,
+    now: number,
+    weight: number,
+    cls: QueueClass,
     site?: AcquireSite,
-    now: number = this.#clock(),
-    weight = 1,
-    cls: QueueClass = this.#queue.classes[0]!,
   ): Permit {
     this.#held += weight;
-    this.#acquired++;
+    this.#counts.acquired++;
     cls.acquired++;
-    this.#waitHistogram.record(waitedMs);
     const permit = new GatePermit(GRANT, this, now, weight);
-    this.#lastProgressAt = now;
-    if (this.#traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
     this.#linkNewest(permit);
+    const observer = this.#observer;
+    if (observer !== undefined) {
+      observer.granted(waitedMs, now, cls.index);
+      if (observer.traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
+    }
     if (this.#maxHold !== undefined && this.#holdTimer === undefined) {
       this.#armHoldTimer(this.#maxHold);
     }
@@ -505,7 +582,13 @@ export class Semaphore {
       permit.totalTimer.unref?.();
     }
     if (acquireChannel.hasSubscribers) {
-      acquireChannel.publish({ gate: this, partner: this.#name, permit, waitedMs });
+      acquireChannel.publish({
+        gate: this,
+        partner: this.#name,
+        permit,
+        waitedMs,
+        priority: cls.name,
+      });
     }
     return permit;
   }
@@ -515,25 +598,26 @@ export class Semaphore {
     this.#unlinkHolder(permit);
     if (permit.totalTimer !== undefined) clearTimeout(permit.totalTimer);
     this.#held -= permit.weight;
-    this.#released++;
-    const now = this.#clock();
-    this.#lastProgressAt = now;
-    const heldMs = now - permit.acquiredAt;
-    this.#holdHistogram.record(heldMs);
-    const estimate = this.#holdEstimate;
-    this.#holdEstimate = estimate === undefined ? heldMs : estimate + (heldMs - estimate) * 0.1;
+    this.#counts.released++;
     // The holder aborting from inside the maxHold hook is the take-back, not a client abort.
     const reason = permit === this.#expiring ? 'hold_timeout' : how;
-    if (reason === 'aborted') this.#abortedInFlight++;
-    if (releaseChannel.hasSubscribers) {
-      releaseChannel.publish({ gate: this, partner: this.#name, permit, heldMs, reason });
+    if (reason === 'aborted') this.#counts.abortedInFlight++;
+    let now: number | undefined;
+    const observer = this.#observer;
+    if (observer !== undefined || releaseChannel.hasSubscribers) {
+      now = this.#clock();
+      const heldMs = now - permit.acquiredAt;
+      observer?.released(heldMs, now);
+      if (releaseChannel.hasSubscribers) {
+        releaseChannel.publish({ gate: this, partner: this.#name, permit, heldMs, reason });
+      }
     }
     this.released(permit, reason);
     this.#drain(now);
   }
 
   #doubleRelease(permit: GatePermit): void {
-    this.#doubleReleases++;
+    this.#counts.doubleReleases++;
     if (doubleReleaseChannel.hasSubscribers) {
       doubleReleaseChannel.publish({ gate: this, partner: this.#name, permit });
     }
@@ -541,9 +625,12 @@ export class Semaphore {
 
   /** A holder's request made progress: it moves to the young end of the holders list. */
   #progress(permit: GatePermit): void {
+    // Permits that report progress carry requests (the HTTP layers note headers and bytes):
+    // such a gate is observed from the first report, so a stall is seen from there on.
+    const observer = this.#observer ?? this.#observe();
     const now = this.#clock();
     permit.aliveAt = now;
-    this.#lastProgressAt = now;
+    observer.lastProgressAt = now;
     if (this.#newest === permit) return;
     this.#unlinkHolder(permit);
     this.#linkNewest(permit);
@@ -575,7 +662,9 @@ export class Semaphore {
   }
 
   #queueFull(cls: QueueClass): QueueFullError {
-    this.#shedQueueFull++;
+    this.#counts.shedQueueFull++;
+    // A gate that sheds is loaded: from now on it measures hold times for honest hints.
+    this.#observe();
     cls.shedQueueFull++;
     const queued = this.#queue.size;
     const error = new QueueFullError(this.#name, queued, this.#retryAfter(queued + 1));
@@ -612,15 +701,19 @@ export class Semaphore {
     try {
       const queue = this.#queue;
       while (queue.size > 0 && this.#held < this.#limit) {
-        // One clock read serves every grant of this pass (and the release that started it).
-        now ??= this.#clock();
         const cls = queue.next()!;
-        const waiter = nextWaiter(cls.head!, cls.tail!, now, this.#lifoAfter);
+        let waiter = cls.head!;
+        if (this.#lifoAfter !== undefined) {
+          now ??= this.#clock();
+          waiter = nextWaiter(waiter, cls.tail!, now, this.#lifoAfter);
+        }
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
         if (this.#held + waiter.weight > this.#limit) break;
         this.#dequeue(waiter);
         queue.charge(cls, waiter.weight);
-        waiter.granted(this.#grant(now - waiter.enqueuedAt, waiter.site, now, waiter.weight, cls));
+        // One timestamp serves every grant of this pass (and the release that started it).
+        now ??= this.#stamp();
+        waiter.granted(this.#grant(now - waiter.enqueuedAt, now, waiter.weight, cls, waiter.site));
       }
     } finally {
       this.#draining = false;
@@ -668,7 +761,7 @@ export class Semaphore {
   #abort(waiter: Waiter, reason: unknown): void {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
-    this.#abortedWaiting++;
+    this.#counts.abortedWaiting++;
     waiter.cls.abortedWaiting++;
     if (waitAbortedChannel.hasSubscribers) {
       waitAbortedChannel.publish({ gate: this, partner: this.#name, reason });
@@ -681,7 +774,8 @@ export class Semaphore {
   #expire(waiter: Waiter): void {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
-    this.#shedQueueTimeout++;
+    this.#counts.shedQueueTimeout++;
+    this.#observe();
     waiter.cls.shedQueueTimeout++;
     const waited = this.#clock() - waiter.enqueuedAt;
     const queued = this.#queue.size;
@@ -750,7 +844,7 @@ export class Semaphore {
 
   /** maxHold (or maxHoldTotal) passed: tell the holder to stop, then take the slot back. */
   #takeBack(permit: GatePermit, heldMs: number, quietMs?: number): void {
-    this.#holdTimeouts++;
+    this.#counts.holdTimeouts++;
     const hook = permit.onHoldTimeout;
     permit.onHoldTimeout = undefined;
     this.#expiring = permit;
@@ -775,7 +869,8 @@ export class Semaphore {
   }
 
   #retryAfter(position: number): number {
-    const hold = this.#holdEstimate ?? this.#queueTimeout;
+    // Unobserved: no hold times measured, so the wait deadline stands in for one.
+    const hold = this.#observer?.holdEstimate ?? this.#queueTimeout;
     const ms = Math.ceil((position / this.#limit) * hold);
     return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, ms));
   }

@@ -7,6 +7,8 @@
  * weight), whatever the other classes queue. A batch backlog cannot starve interactive calls,
  * and interactive traffic cannot starve batch. A gate without classes has one, `default`.
  */
+
+import type { DurationHistogram, DurationSummary } from './histogram.js';
 import {
   checkKnownKeys,
   checkObject,
@@ -15,6 +17,7 @@ import {
   nonNegativeInteger,
 } from './options.js';
 import type { Waiter } from './permit.js';
+import type { Semaphore } from './semaphore.js';
 
 export interface PriorityClassOptions {
   /** The name callers pass as `priority` (and the metrics label). */
@@ -43,6 +46,8 @@ export class QueueClass {
   abortedWaiting = 0;
   readonly stride: number;
   constructor(
+    /** The gate whose queue this is: its waiters reach it through their class. */
+    readonly gate: Semaphore,
     readonly name: string,
     readonly share: number,
     readonly index: number,
@@ -59,6 +64,8 @@ export interface PriorityClassStats {
   shedQueueFull: number;
   shedQueueTimeout: number;
   abortedWaiting: number;
+  /** Time from asking to grant of this class's permits, since the gate was first observed. */
+  wait: DurationSummary;
 }
 
 export class WaitQueue {
@@ -69,9 +76,13 @@ export class WaitQueue {
   /** The pass of the class served last: a class that starts waiting joins from here. */
   #virtualTime = 0;
 
-  constructor(options: readonly PriorityClassOptions[] | undefined, gateMaxQueue: number) {
+  constructor(
+    gate: Semaphore,
+    options: readonly PriorityClassOptions[] | undefined,
+    gateMaxQueue: number,
+  ) {
     if (options === undefined) {
-      this.classes = [new QueueClass(DEFAULT_CLASS, 1, 0, gateMaxQueue, undefined)];
+      this.classes = [new QueueClass(gate, DEFAULT_CLASS, 1, 0, gateMaxQueue, undefined)];
     } else {
       if (!Array.isArray(options) || options.length === 0) {
         throw new TypeError(
@@ -101,7 +112,7 @@ export class WaitQueue {
           o.queueTimeout === undefined
             ? undefined
             : durationMs(`priorities[${index}].queueTimeout`, o.queueTimeout);
-        const cls = new QueueClass(o.name, o.share, index, maxQueue, timeout);
+        const cls = new QueueClass(gate, o.name, o.share, index, maxQueue, timeout);
         this.#byName.set(o.name, cls);
         return cls;
       });
@@ -178,7 +189,7 @@ export class WaitQueue {
     return undefined;
   }
 
-  stats(): Record<string, PriorityClassStats> {
+  stats(waits: readonly DurationHistogram[]): Record<string, PriorityClassStats> {
     const out: Record<string, PriorityClassStats> = {};
     for (const c of this.classes) {
       out[c.name] = {
@@ -187,6 +198,7 @@ export class WaitQueue {
         shedQueueFull: c.shedQueueFull,
         shedQueueTimeout: c.shedQueueTimeout,
         abortedWaiting: c.abortedWaiting,
+        wait: waits[c.index]!.summary(),
       };
     }
     return out;

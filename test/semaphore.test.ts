@@ -757,7 +757,7 @@ describe('retryAfterMs', () => {
   });
 
   it('follows observed hold times once permits come back', async () => {
-    const gate = new Semaphore({ limit: 1, maxQueue: 10 });
+    const gate = new Semaphore({ limit: 1, maxQueue: 10, observe: true });
     const permit = hold(gate);
     await vi.advanceTimersByTimeAsync(40);
     permit.release();
@@ -768,7 +768,7 @@ describe('retryAfterMs', () => {
   });
 
   it('is clamped to [1 ms, 60 s]', async () => {
-    const fast = new Semaphore({ limit: 1 });
+    const fast = new Semaphore({ limit: 1, observe: true });
     hold(fast).release(); // held for 0 ms
     expect(fast.retryAfterMs()).toBe(1);
 
@@ -851,7 +851,7 @@ describe('stats()', () => {
   });
 
   it('records how long granted waiters waited', async () => {
-    const gate = new Semaphore({ limit: 1 });
+    const gate = new Semaphore({ limit: 1, observe: true });
     const permit = hold(gate);
     const waiter = track(gate.acquire());
     await vi.advanceTimersByTimeAsync(30);
@@ -859,6 +859,69 @@ describe('stats()', () => {
     await flush();
     expect(waiter.state).toBe('fulfilled');
     expect(gate.stats().wait).toMatchObject({ count: 2, sumMs: 30, maxMs: 30 });
+  });
+});
+
+describe('observation', () => {
+  it('reads no clock per permit until observed, then measures from its first stats()', () => {
+    let t = 0;
+    const now = vi.fn(() => t);
+    const gate = new Semaphore({ limit: 2, now });
+    for (let i = 0; i < 10; i++) hold(gate).release();
+    const a = hold(gate);
+    expect(now).not.toHaveBeenCalled();
+    expect(gate.observed).toBe(false);
+    expect(a.acquiredAt).toBeNaN();
+
+    t = 5;
+    const s = gate.stats();
+    expect(gate.observed).toBe(true);
+    expect(s).toMatchObject({ acquired: 11, released: 10 });
+    expect(s.wait.count).toBe(0);
+    expect(s.hold.count).toBe(0);
+    // A permit held across the first look is stamped with that moment.
+    expect(a.acquiredAt).toBe(5);
+    t = 12;
+    a.release();
+    const b = hold(gate);
+    expect(b.acquiredAt).toBe(12);
+    expect(gate.stats().hold).toMatchObject({ count: 1, sumMs: 7 });
+    expect(gate.stats().wait.count).toBe(1);
+    b.release();
+    expectInvariant(gate);
+  });
+
+  it('is observed from the first noteProgress(): its permits carry requests', () => {
+    let t = 0;
+    const gate = new Semaphore({ limit: 1, now: () => t });
+    const permit = gate.tryAcquire()!;
+    t = 3;
+    permit.noteProgress();
+    expect(gate.observed).toBe(true);
+    expect(permit.aliveAt).toBe(3);
+    expect(gate.lastProgressAt).toBe(3);
+  });
+
+  it('is observed from construction with observe, maxHold or leakWarnAfter', () => {
+    expect(new Semaphore({ limit: 1, observe: true }).observed).toBe(true);
+    expect(new Semaphore({ limit: 1, maxHold: 1000 }).observed).toBe(true);
+    expect(new Semaphore({ limit: 1, leakWarnAfter: 1000 }).observed).toBe(true);
+    expect(new Semaphore({ limit: 1 }).observed).toBe(false);
+    expect(new Semaphore({ limit: 1 }).holdTimes.count).toBe(0);
+    expect(() => new Semaphore({ limit: 1, observe: 'yes' as never })).toThrow(TypeError);
+  });
+
+  it('starts observing at its first shed, so later Retry-After hints follow hold times', async () => {
+    const gate = new Semaphore({ limit: 1, maxQueue: 0 });
+    const permit = hold(gate);
+    const shed = track(gate.acquire());
+    await flush();
+    expect(shed.reason).toBeInstanceOf(QueueFullError);
+    expect(gate.observed).toBe(true);
+    await vi.advanceTimersByTimeAsync(40);
+    permit.release();
+    hold(gate);
+    expect(gate.retryAfterMs()).toBe(40);
   });
 });
 

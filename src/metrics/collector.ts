@@ -23,6 +23,14 @@ import {
   ACQUIRED,
   type BucketCounts,
   bucketCounts,
+  CLASS_ABORTED_WAITING,
+  CLASS_ACQUIRED,
+  CLASS_SHED_FULL,
+  CLASS_SHED_TIMEOUT,
+  CLASS_VECTOR_LENGTH,
+  CLASS_WAIT_BUCKETS,
+  CLASS_WAIT_COUNT,
+  CLASS_WAIT_SUM,
   DOUBLE_RELEASES,
   HOLD_BUCKETS,
   HOLD_BUCKETS_SECONDS,
@@ -31,6 +39,7 @@ import {
   HOLD_TIMEOUTS,
   RELEASED,
   RETRIES,
+  readClasses,
   readGate,
   SHED_DEADLINE,
   SHED_FULL,
@@ -125,6 +134,22 @@ export interface PartnerMetrics {
    * Redis answer. The fields above are this process's. `null` for a local gate.
    */
   shared: SharedPartnerMetrics | null;
+  /**
+   * Per priority class (label `priority_class`), for a partner with `priorities`: the part of
+   * `queued`, `acquired`, `shedQueueFull`, `shedQueueTimeout`, `abortedWaiting` and `wait`
+   * that class accounts for (they add up to the partner's). `null` without classes.
+   */
+  priorities: Record<string, PriorityClassMetrics> | null;
+}
+
+/** One priority class of a partner. */
+export interface PriorityClassMetrics {
+  queued: number;
+  acquired: number;
+  shedQueueFull: number;
+  shedQueueTimeout: number;
+  abortedWaiting: number;
+  wait: BucketCounts;
 }
 
 /** The cluster-wide numbers of a shared partner. */
@@ -184,6 +209,10 @@ export class MetricsCollector {
   #lastRetries = new Map<string, number>();
   /** Running totals per label: only ever grow. */
   readonly #totals = new Map<string, Float64Array>();
+  /** Each live gate's per-class counters at the previous read. */
+  #lastClassesByGate = new Map<Semaphore, Map<string, Float64Array>>();
+  /** Running per-class totals per label (labels of gates with `priorities` only). */
+  readonly #classTotals = new Map<string, Map<string, Float64Array>>();
   /** Totals per label at earlier reads, oldest first, for the window. */
   readonly #samples = new Map<string, Sample[]>();
 
@@ -231,17 +260,25 @@ export class MetricsCollector {
     const now = this.#now();
     const rows = new Map<string, Row>();
     const lastByGate = new Map<Semaphore, Float64Array>();
+    const lastClassesByGate = new Map<Semaphore, Map<string, Float64Array>>();
     for (const [key, gate] of this.#source.gates()) {
       const label = this.labelFor(key, gate);
-      const current = readGate(gate);
+      const stats = gate.stats();
+      const current = readGate(gate, stats);
       this.#accumulate(label, current, this.#lastByGate.get(gate));
       lastByGate.set(gate, current);
+      const classes = readClasses(gate, stats);
+      if (classes !== undefined) {
+        this.#accumulateClasses(label, classes, this.#lastClassesByGate.get(gate));
+        lastClassesByGate.set(gate, classes);
+      }
       const row = rows.get(label);
       if (row === undefined) rows.set(label, { gates: [gate] });
       else row.gates.push(gate);
     }
     // Gates gone since the last read (evicted) are forgotten; their totals stay in their label.
     this.#lastByGate = lastByGate;
+    this.#lastClassesByGate = lastClassesByGate;
     this.#readRetries();
 
     const suspects = new Map<string, number>();
@@ -274,6 +311,57 @@ export class MetricsCollector {
       if (i === RETRIES) continue;
       totals[i]! += current[i]! - (previous?.[i] ?? 0);
     }
+  }
+
+  #accumulateClasses(
+    label: string,
+    current: Map<string, Float64Array>,
+    previous: Map<string, Float64Array> | undefined,
+  ): void {
+    let byClass = this.#classTotals.get(label);
+    if (byClass === undefined) {
+      byClass = new Map();
+      this.#classTotals.set(label, byClass);
+    }
+    for (const [name, vector] of current) {
+      let totals = byClass.get(name);
+      if (totals === undefined) {
+        totals = new Float64Array(CLASS_VECTOR_LENGTH);
+        byClass.set(name, totals);
+      }
+      const before = previous?.get(name);
+      for (let i = 0; i < CLASS_VECTOR_LENGTH; i++) totals[i]! += vector[i]! - (before?.[i] ?? 0);
+    }
+  }
+
+  /** The per-class part of a row: totals of the label, queue depth of its live gates. */
+  #classRow(label: string, gates: Semaphore[]): Record<string, PriorityClassMetrics> | null {
+    const byClass = this.#classTotals.get(label);
+    if (byClass === undefined) return null;
+    const out: Record<string, PriorityClassMetrics> = {};
+    for (const [name, v] of byClass) {
+      out[name] = {
+        queued: 0,
+        acquired: v[CLASS_ACQUIRED]!,
+        shedQueueFull: v[CLASS_SHED_FULL]!,
+        shedQueueTimeout: v[CLASS_SHED_TIMEOUT]!,
+        abortedWaiting: v[CLASS_ABORTED_WAITING]!,
+        wait: bucketCounts(
+          v,
+          CLASS_WAIT_COUNT,
+          CLASS_WAIT_SUM,
+          CLASS_WAIT_BUCKETS,
+          WAIT_BUCKETS_SECONDS.length,
+        ),
+      };
+    }
+    for (const gate of gates) {
+      for (const [name, c] of Object.entries(gate.stats().priorities ?? {})) {
+        const row = out[name];
+        if (row !== undefined) row.queued += c.queued;
+      }
+    }
+    return out;
   }
 
   #readRetries(): void {
@@ -389,6 +477,7 @@ export class MetricsCollector {
       quietMs,
       stalled,
       shared,
+      priorities: this.#classRow(label, gates),
     };
   }
 }

@@ -4,7 +4,7 @@
  */
 
 import { deadlineShedCount } from '../deadline.js';
-import type { Semaphore } from '../semaphore.js';
+import type { Semaphore, SemaphoreStats } from '../semaphore.js';
 
 /** Queue wait buckets (s): 0.1 ms catches immediate grants; the default wait deadline is 1 s. */
 export const WAIT_BUCKETS_SECONDS: readonly number[] = Object.freeze([
@@ -46,8 +46,7 @@ export const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
 export const HOLD_BOUNDS_MS = HOLD_BUCKETS_SECONDS.map((s) => s * 1000);
 
 /** A gate's counters and histogram buckets now, in the layout above. */
-export function readGate(gate: Semaphore): Float64Array {
-  const s = gate.stats();
+export function readGate(gate: Semaphore, s: SemaphoreStats = gate.stats()): Float64Array {
   const v = new Float64Array(VECTOR_LENGTH);
   v[ACQUIRED] = s.acquired;
   v[RELEASED] = s.released;
@@ -68,6 +67,38 @@ export function readGate(gate: Semaphore): Float64Array {
   v.set(gate.waitTimes.cumulative(WAIT_BOUNDS_MS), WAIT_BUCKETS);
   v.set(gate.holdTimes.cumulative(HOLD_BOUNDS_MS), HOLD_BUCKETS);
   return v;
+}
+
+// Per priority class vector layout: the class-split counters and the class's wait histogram.
+export const CLASS_ACQUIRED = 0;
+export const CLASS_SHED_FULL = 1;
+export const CLASS_SHED_TIMEOUT = 2;
+export const CLASS_ABORTED_WAITING = 3;
+export const CLASS_WAIT_COUNT = 4;
+export const CLASS_WAIT_SUM = 5;
+export const CLASS_WAIT_BUCKETS = 6;
+export const CLASS_VECTOR_LENGTH = CLASS_WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
+
+/** A gate's priority classes now (`undefined` for a gate without `priorities`), by name. */
+export function readClasses(
+  gate: Semaphore,
+  s: SemaphoreStats = gate.stats(),
+): Map<string, Float64Array> | undefined {
+  const classes = s.priorities;
+  if (classes === undefined) return undefined;
+  const out = new Map<string, Float64Array>();
+  for (const [name, c] of Object.entries(classes)) {
+    const v = new Float64Array(CLASS_VECTOR_LENGTH);
+    v[CLASS_ACQUIRED] = c.acquired;
+    v[CLASS_SHED_FULL] = c.shedQueueFull;
+    v[CLASS_SHED_TIMEOUT] = c.shedQueueTimeout;
+    v[CLASS_ABORTED_WAITING] = c.abortedWaiting;
+    v[CLASS_WAIT_COUNT] = c.wait.count;
+    v[CLASS_WAIT_SUM] = c.wait.sumMs / 1000;
+    v.set(gate.waitTimesOf(name).cumulative(WAIT_BOUNDS_MS), CLASS_WAIT_BUCKETS);
+    out.set(name, v);
+  }
+  return out;
 }
 
 export function bucketCounts(

@@ -26,6 +26,7 @@ import {
   MetricsCollector,
   type MetricsCollectorOptions,
   type PartnerMetrics,
+  type PriorityClassMetrics,
   type SharedPartnerMetrics,
   WAIT_BUCKETS_SECONDS,
 } from './collector.js';
@@ -51,6 +52,8 @@ export interface RegisteredOtelMetrics {
 export const PARTNER_ATTRIBUTE = 'hostgate.partner';
 /** The attribute of `hostgate.requests` (ASP.NET Core's `aspnetcore.rate_limiting.result`). */
 export const RESULT_ATTRIBUTE = 'hostgate.result';
+/** The attribute naming a priority class, on what a partner with classes splits per class. */
+export const CLASS_ATTRIBUTE = 'hostgate.priority_class';
 
 /**
  * Registers hostgate's per-partner instruments on an OpenTelemetry meter. Gauges and counters
@@ -80,7 +83,10 @@ export const RESULT_ATTRIBUTE = 'hostgate.result';
  * | `hostgate.retries`                    | observable counter  | `{request}` | retries (only with `retrier`) |
  *
  * Every instrument has the attribute `hostgate.partner`: the partner's name; unknown origins by
- * origin key for the first `maxOriginLabels`, then `(other origins)`.
+ * origin key for the first `maxOriginLabels`, then `(other origins)`. A partner with priority
+ * classes splits `queued_requests`, `requests` (but `deadline` and `store_unavailable`) and
+ * `request.time_in_queue` by `hostgate.priority_class`: one point per class, adding up to the
+ * partner's.
  *
  * @example
  * import { metrics } from '@opentelemetry/api';
@@ -138,15 +144,44 @@ export function registerOtelMetrics(
     'Permits held now: requests in flight to their partner.',
     (r) => r.held,
   );
-  upDown('queued_requests', 'Requests waiting for a permit of their partner now.', (r) => r.queued);
-  counter('requests', 'Requests that asked for a permit, by result.', (r) => [
-    [r.acquired, { [RESULT_ATTRIBUTE]: 'acquired' }],
-    [r.shedQueueFull, { [RESULT_ATTRIBUTE]: 'queue_full' }],
-    [r.shedQueueTimeout, { [RESULT_ATTRIBUTE]: 'queue_timeout' }],
-    [r.shedDeadline, { [RESULT_ATTRIBUTE]: 'deadline' }],
-    [r.shedStoreUnavailable, { [RESULT_ATTRIBUTE]: 'store_unavailable' }],
-    [r.abortedWaiting, { [RESULT_ATTRIBUTE]: 'request_canceled' }],
-  ]);
+  /** A class-split value: one point per class of a partner with classes, else the total. */
+  const perClass = (
+    r: PartnerMetrics,
+    total: number,
+    pick: (c: PriorityClassMetrics) => number,
+    attributes: Attributes = {},
+  ): [number, Attributes?][] =>
+    r.priorities === null
+      ? [[total, attributes]]
+      : Object.entries(r.priorities).map(([c, m]) => [
+          pick(m),
+          { ...attributes, [CLASS_ATTRIBUTE]: c },
+        ]);
+  {
+    const instrument = meter.createObservableUpDownCounter(name('queued_requests'), {
+      unit,
+      description:
+        'Requests waiting for a permit of their partner now (per priority class for a partner with classes).',
+    });
+    readings.push({
+      instrument,
+      counter: false,
+      values: (r) => perClass(r, r.queued, (c) => c.queued),
+    });
+  }
+  const result = (value: string): Attributes => ({ [RESULT_ATTRIBUTE]: value });
+  counter(
+    'requests',
+    'Requests that asked for a permit, by result (per priority class for a partner with classes).',
+    (r) => [
+      ...perClass(r, r.acquired, (c) => c.acquired, result('acquired')),
+      ...perClass(r, r.shedQueueFull, (c) => c.shedQueueFull, result('queue_full')),
+      ...perClass(r, r.shedQueueTimeout, (c) => c.shedQueueTimeout, result('queue_timeout')),
+      [r.shedDeadline, result('deadline')],
+      [r.shedStoreUnavailable, result('store_unavailable')],
+      ...perClass(r, r.abortedWaiting, (c) => c.abortedWaiting, result('request_canceled')),
+    ],
+  );
   gauge('lease.limit', "The partner's concurrency cap (permits).", (r) => r.limit);
   upDown(
     'available_leases',
@@ -240,19 +275,31 @@ export function registerOtelMetrics(
     advice: { explicitBucketBoundaries: [...WAIT_BUCKETS_SECONDS] },
   });
   const ours = ownGates(limiter);
+  const classed = new WeakMap<Semaphore, boolean>();
   const record = (
     histogram: Histogram,
     gate: Semaphore,
     partner: string | undefined,
     ms: number,
+    priorityClass?: string,
   ) => {
-    if (!ours(gate)) return;
+    // NaN: a permit granted before its gate measured anything (see `Semaphore.observed`).
+    if (!Number.isFinite(ms) || !ours(gate)) return;
     const label = collector.labelFor(partner ?? gate.name ?? 'default', gate);
-    histogram.record(ms / 1000, { [PARTNER_ATTRIBUTE]: label });
+    const attributes: Attributes = { [PARTNER_ATTRIBUTE]: label };
+    if (priorityClass !== undefined) {
+      let hasClasses = classed.get(gate);
+      if (hasClasses === undefined) {
+        hasClasses = gate.stats().priorities !== undefined;
+        classed.set(gate, hasClasses);
+      }
+      if (hasClasses) attributes[CLASS_ATTRIBUTE] = priorityClass;
+    }
+    histogram.record(ms / 1000, attributes);
   };
   const onAcquire = (message: unknown) => {
     const m = message as AcquireMessage;
-    record(timeInQueue, m.gate, m.partner, m.waitedMs);
+    record(timeInQueue, m.gate, m.partner, m.waitedMs, m.priority);
   };
   const onRelease = (message: unknown) => {
     const m = message as ReleaseMessage;

@@ -12,6 +12,7 @@ import {
   MetricsCollector,
   type MetricsCollectorOptions,
   type PartnerMetrics,
+  type PriorityClassMetrics,
   WAIT_BUCKETS_SECONDS,
 } from './collector.js';
 import type { GateSource } from './leaks.js';
@@ -33,6 +34,11 @@ export interface RegisteredMetrics {
 }
 
 type Rows = () => PartnerMetrics[];
+/** A histogram's series of a row: [its priority_class, or none, and its buckets]. */
+type Pick = (r: PartnerMetrics) => [string | undefined, BucketCounts][];
+
+/** The label that names a priority class, on the series a partner with classes splits. */
+export const CLASS_LABEL = 'priority_class';
 
 /**
  * Registers hostgate's per-partner metrics (label `partner`: the partner name, an origin key
@@ -66,6 +72,11 @@ type Rows = () => PartnerMetrics[];
  * | `hostgate_queue_wait_seconds`       | histogram | time from asking to grant                    |
  * | `hostgate_permit_hold_seconds`      | histogram | time from grant to release                   |
  *
+ * A partner with priority classes splits `hostgate_queued`, `hostgate_acquired_total`,
+ * `hostgate_shed_total{reason=queue_full|queue_timeout}`, `hostgate_aborted_total{stage=waiting}`
+ * and `hostgate_queue_wait_seconds` by a `priority_class` label (one series per class; they
+ * add up to the partner's total).
+ *
  * @example
  * import { register } from 'prom-client';
  * import { registerMetrics } from 'hostgate/prometheus';
@@ -98,46 +109,73 @@ export function registerMetrics(
   const names: string[] = [];
   const live = (r: PartnerMetrics) => r.gates > 0;
 
-  const gauge = (name: string, help: string, value: (r: PartnerMetrics) => number | undefined) => {
+  /** `byClass`: a partner with priority classes gets one series per class instead. */
+  const gauge = (
+    name: string,
+    help: string,
+    value: (r: PartnerMetrics) => number | undefined,
+    byClass?: (c: PriorityClassMetrics) => number,
+  ) => {
     names.push(prefix + name);
     new Gauge({
       name: prefix + name,
       help,
-      labelNames: ['partner'],
+      labelNames: byClass === undefined ? ['partner'] : ['partner', CLASS_LABEL],
       registers,
       collect() {
         this.reset();
         for (const r of rows()) {
-          const v = live(r) ? value(r) : undefined;
+          if (!live(r)) continue;
+          if (byClass !== undefined && r.priorities !== null) {
+            for (const [c, m] of Object.entries(r.priorities)) {
+              this.set({ partner: r.partner, [CLASS_LABEL]: c }, byClass(m));
+            }
+            continue;
+          }
+          const v = value(r);
           if (v !== undefined) this.set({ partner: r.partner }, v);
         }
       },
     });
   };
+  /** Values: [the `extra` label's value, count, and for a class-split count its class]. */
   const counter = (
     name: string,
     help: string,
     extra: string | undefined,
-    values: (r: PartnerMetrics) => [string | undefined, number][],
+    values: (r: PartnerMetrics) => [string | undefined, number, string?][],
+    split = false,
   ) => {
     names.push(prefix + name);
+    const labelNames = extra === undefined ? ['partner'] : ['partner', extra];
     new Counter({
       name: prefix + name,
       help,
-      labelNames: extra === undefined ? ['partner'] : ['partner', extra],
+      labelNames: split ? [...labelNames, CLASS_LABEL] : labelNames,
       registers,
       collect() {
         this.reset();
         for (const r of rows()) {
-          for (const [labelValue, value] of values(r)) {
+          for (const [labelValue, value, priorityClass] of values(r)) {
             const labels: Record<string, string> = { partner: r.partner };
             if (extra !== undefined && labelValue !== undefined) labels[extra] = labelValue;
+            if (priorityClass !== undefined) labels[CLASS_LABEL] = priorityClass;
             this.inc(labels, value);
           }
         }
       },
     });
   };
+  /** A class-split count: one value per class of a partner with classes, else the total. */
+  const perClass = (
+    r: PartnerMetrics,
+    labelValue: string | undefined,
+    total: number,
+    pick: (c: PriorityClassMetrics) => number,
+  ): [string | undefined, number, string?][] =>
+    r.priorities === null
+      ? [[labelValue, total]]
+      : Object.entries(r.priorities).map(([c, m]) => [labelValue, pick(m), c]);
 
   gauge(
     'permits_limit',
@@ -155,7 +193,12 @@ export function registerMetrics(
     'Permits free now (limit - held). Zero while the partner is idle names a leak.',
     (r) => r.available,
   );
-  gauge('queued', 'Callers waiting for a permit now.', (r) => r.queued);
+  gauge(
+    'queued',
+    'Callers waiting for a permit now (per priority_class for a partner with classes).',
+    (r) => r.queued,
+    (c) => c.queued,
+  );
   gauge('leak_suspects', 'Permits held past leakWarnAfter now.', (r) => r.leakSuspects);
   gauge(
     'stalled',
@@ -192,24 +235,37 @@ export function registerMetrics(
   counter('limit_changes_total', 'Changes of an adaptive effective limit.', undefined, (r) => [
     [undefined, r.limitChanges],
   ]);
-  counter('acquired_total', 'Permits granted.', undefined, (r) => [[undefined, r.acquired]]);
+  counter(
+    'acquired_total',
+    'Permits granted (per priority_class for a partner with classes).',
+    undefined,
+    (r) => perClass(r, undefined, r.acquired, (c) => c.acquired),
+    true,
+  );
   counter('released_total', 'Permits returned, however they came back.', undefined, (r) => [
     [undefined, r.released],
   ]);
-  counter('shed_total', 'Callers refused without being served, by reason.', 'reason', (r) => [
-    ['queue_full', r.shedQueueFull],
-    ['queue_timeout', r.shedQueueTimeout],
-    ['deadline', r.shedDeadline],
-    ['store_unavailable', r.shedStoreUnavailable],
-  ]);
+  counter(
+    'shed_total',
+    'Callers refused without being served, by reason (queue_full and queue_timeout per priority_class for a partner with classes).',
+    'reason',
+    (r) => [
+      ...perClass(r, 'queue_full', r.shedQueueFull, (c) => c.shedQueueFull),
+      ...perClass(r, 'queue_timeout', r.shedQueueTimeout, (c) => c.shedQueueTimeout),
+      ['deadline', r.shedDeadline],
+      ['store_unavailable', r.shedStoreUnavailable],
+    ],
+    true,
+  );
   counter(
     'aborted_total',
-    'Requests aborted by their caller (client disconnect): while waiting, or in flight.',
+    'Requests aborted by their caller (client disconnect): while waiting (per priority_class for a partner with classes), or in flight.',
     'stage',
     (r) => [
-      ['waiting', r.abortedWaiting],
+      ...perClass(r, 'waiting', r.abortedWaiting, (c) => c.abortedWaiting),
       ['in_flight', r.abortedInFlight],
     ],
+    true,
   );
   counter('hold_timeouts_total', 'Permits taken back after maxHold.', undefined, (r) => [
     [undefined, r.holdTimeouts],
@@ -228,16 +284,19 @@ export function registerMetrics(
   for (const histogram of [
     new CollectedHistogram(
       `${prefix}queue_wait_seconds`,
-      'Time from asking for a permit to its grant (0 for an immediate grant).',
+      'Time from asking for a permit to its grant (0 for an immediate grant); per priority_class for a partner with classes.',
       WAIT_BUCKETS_SECONDS,
-      (r) => r.wait,
+      (r) =>
+        r.priorities === null
+          ? [[undefined, r.wait]]
+          : Object.entries(r.priorities).map(([c, m]) => [c, m.wait]),
       rows,
     ),
     new CollectedHistogram(
       `${prefix}permit_hold_seconds`,
       'Time a permit was held: from dispatch until the response ended.',
       HOLD_BUCKETS_SECONDS,
-      (r) => r.hold,
+      (r) => [[undefined, r.hold]],
       rows,
     ),
   ]) {
@@ -268,16 +327,10 @@ class CollectedHistogram {
   readonly name: string;
   readonly help: string;
   readonly #bounds: readonly number[];
-  readonly #pick: (r: PartnerMetrics) => BucketCounts;
+  readonly #pick: Pick;
   readonly #rows: Rows;
 
-  constructor(
-    name: string,
-    help: string,
-    bounds: readonly number[],
-    pick: (r: PartnerMetrics) => BucketCounts,
-    rows: Rows,
-  ) {
+  constructor(name: string, help: string, bounds: readonly number[], pick: Pick, rows: Rows) {
     this.name = name;
     this.help = help;
     this.#bounds = bounds;
@@ -295,14 +348,16 @@ class CollectedHistogram {
     const values: MetricValue[] = [];
     const bucket = `${this.name}_bucket`;
     for (const r of this.#rows()) {
-      const partner = r.partner;
-      const h = this.#pick(r);
-      this.#bounds.forEach((le, i) => {
-        values.push({ labels: { partner, le }, value: h.buckets[i]!, metricName: bucket });
-      });
-      values.push({ labels: { partner, le: '+Inf' }, value: h.count, metricName: bucket });
-      values.push({ labels: { partner }, value: h.sumSeconds, metricName: `${this.name}_sum` });
-      values.push({ labels: { partner }, value: h.count, metricName: `${this.name}_count` });
+      for (const [priorityClass, h] of this.#pick(r)) {
+        const labels: Record<string, string> = { partner: r.partner };
+        if (priorityClass !== undefined) labels[CLASS_LABEL] = priorityClass;
+        this.#bounds.forEach((le, i) => {
+          values.push({ labels: { ...labels, le }, value: h.buckets[i]!, metricName: bucket });
+        });
+        values.push({ labels: { ...labels, le: '+Inf' }, value: h.count, metricName: bucket });
+        values.push({ labels, value: h.sumSeconds, metricName: `${this.name}_sum` });
+        values.push({ labels, value: h.count, metricName: `${this.name}_count` });
+      }
     }
     return Promise.resolve({
       name: this.name,
