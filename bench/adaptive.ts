@@ -31,7 +31,7 @@ import { formatMs } from './lib/stats.js';
 import { markdownTable } from './lib/table.js';
 import { runBurst } from './overload/driver.js';
 import { forkPartner, type PartnerConfig } from './overload/partner.js';
-import { summarize } from './overload/report.js';
+import { type Summary, summarize } from './overload/report.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -58,6 +58,8 @@ const PARTNER: PartnerConfig = {
   serveAbandoned: true,
 };
 const TIMEOUT_MS = 500;
+/** Fixed limits run in (a) beside the contract of 500 (the best is this machine's ceiling). */
+const FIXED_PROBES = smoke ? [40] : [40, 48, 64];
 const KINDS: AdaptiveKind[] = ['fixed', 'aimd', 'gradient', 'gradient2', 'vegas'];
 const COLORS: Record<AdaptiveKind, string> = {
   fixed: '#888888',
@@ -111,10 +113,11 @@ async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Pr
   );
   const unloaded = summarize(unloadedRun, 1).callMean;
   log(`(a) unloaded call (10 at a time): ${formatMs(unloaded)}`);
-  const rows: string[][] = [];
-  let oracle = Number.NaN;
+  const measured: { kind: AdaptiveKind; contract: number; limit: number; s: Summary }[] = [];
+  // Fixed limits at and above the partner's capacity: the best of them is what this machine's
+  // client can drive at all (its event loop, not the partner, is then the bottleneck).
   const runs: [AdaptiveKind, number][] = [
-    ['fixed', 40],
+    ...FIXED_PROBES.map((n): [AdaptiveKind, number] => ['fixed', n]),
     ...KINDS.map((k): [AdaptiveKind, number] => [k, 500]),
   ];
   for (const [kind, contract] of runs) {
@@ -126,32 +129,42 @@ async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Pr
     const gate = contender.gate;
     const result = await runBurst(contender, partner, partner.origin, tasks, model, 180_000);
     const s = summarize(result, 1);
-    if (contract === 40) oracle = s.goodput;
-    const share = s.goodput / 1000;
-    const ratio = s.callMean / unloaded;
-    const pass = kind === 'fixed' ? '' : share >= 0.9 && ratio <= 1.3 ? 'yes' : 'no';
-    rows.push([
-      kind === 'fixed'
-        ? `fixed ${contract}${contract === 40 ? ' (told the truth)' : ''}`
-        : ADAPTIVE_LABEL[kind],
-      rate(s.goodput),
-      pct(share),
-      pct(s.goodput / oracle),
-      formatMs(s.callMean),
-      `${ratio.toFixed(2)}×`,
-      String(s.timeouts),
-      String(gate.limit),
-      String(s.partnerPeakOpen),
-      pass,
-    ]);
-    log(`(a) ${kind}: ${rows.at(-1)!.join(' | ')}`);
+    measured.push({ kind, contract, limit: gate.limit, s });
+    log(
+      `(a) ${kind} ${contract}: ${rate(s.goodput)}, mean call ${formatMs(s.callMean)}, ${s.timeouts} timeouts, limit ${gate.limit}`,
+    );
     failures.push(...s.problems.map((p) => `(a) ${kind}: ${p}`));
     if (!s.complete) failures.push(`(a) ${kind}: run did not complete`);
   }
+  const fixedBelow500 = measured.filter((m) => m.kind === 'fixed' && m.contract < 500);
+  const best = fixedBelow500.reduce((a, b) => (b.s.goodput > a.s.goodput ? b : a));
+  const truth = fixedBelow500.find((m) => m.contract === 40)!;
+  const rows = measured.map(({ kind, contract, limit, s }) => {
+    const share = s.goodput / 1000;
+    const ratio = s.callMean / unloaded;
+    const pass = kind === 'fixed' ? '' : share >= 0.9 && ratio <= 1.3 ? 'yes' : 'no';
+    const label =
+      kind === 'fixed'
+        ? `fixed ${contract}${contract === 40 ? ' (told the truth)' : ''}${best.contract === contract ? ' (best fixed)' : ''}`
+        : ADAPTIVE_LABEL[kind];
+    return [
+      label,
+      rate(s.goodput),
+      pct(share),
+      pct(s.goodput / truth.s.goodput),
+      pct(s.goodput / best.s.goodput),
+      formatMs(s.callMean),
+      `${ratio.toFixed(2)}×`,
+      String(s.timeouts),
+      String(limit),
+      String(s.partnerPeakOpen),
+      pass,
+    ];
+  });
   return [
     '### (a) Told a contract of 500, nothing else',
     '',
-    `${tasks.toLocaleString('en-US')} callers at once; the partner serves 40 at a time, 40 ms each (1,000/s), queueing the rest inside itself; each call times out 500 ms after dispatch. Unloaded call: ${formatMs(unloaded)} (10 at a time). Target: ≥ 90% of 1,000/s with mean call latency ≤ 1.3× the unloaded call. "Fixed 40" is the limit a client would set if it knew the partner's capacity: what this machine's client can reach (the event loop's turn between a response and the next dispatch costs goodput that no limiter gets back).`,
+    `${tasks.toLocaleString('en-US')} callers at once; the partner serves 40 at a time, 40 ms each (1,000/s), queueing the rest inside itself; each call times out 500 ms after dispatch. Unloaded call: ${formatMs(unloaded)} (10 at a time). Target: ≥ 90% of 1,000/s with mean call latency ≤ 1.3× the unloaded call. "Fixed 40" is the limit a client would set if it knew the partner's capacity; the fixed limits ${FIXED_PROBES.join(', ')} in the same run show what this machine's client can drive at all — the best of them (${best.contract}: ${rate(best.s.goodput)}) is the ceiling here (the event loop's turn between a response and the next dispatch costs goodput that no limiter gets back), and each limiter's goodput is given as a share of 1,000/s, of fixed 40 and of that best fixed limit.`,
     '',
     markdownTable(
       [
@@ -159,6 +172,7 @@ async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Pr
         'goodput',
         'of 1,000/s',
         'of fixed 40',
+        'of best fixed',
         'mean call',
         'vs unloaded',
         'timeouts',
@@ -167,7 +181,19 @@ async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Pr
         'meets target',
       ],
       rows,
-      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left'],
+      [
+        'left',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'left',
+      ],
     ),
   ].join('\n');
 }
