@@ -91,9 +91,10 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     this.#abort(reason);
   }
 
-  readonly #onHoldTimeout = (error: PermitHoldTimeoutError): void => {
+  /** @internal maxHold passed: the gate is taking the permit back. */
+  holdTimedOut(error: PermitHoldTimeoutError): void {
     this.#abort(error);
-  };
+  }
 
   async run(
     fetchFn: CallableFetch,
@@ -222,7 +223,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     this.#phase = GRANTED;
     this.#permit = permit;
     permit.request = this.#request; // reduced by the permit: method, origin, path; no query
-    if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = this.#onHoldTimeout;
+    if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = holdTimeoutOf(this);
   }
 
   /**
@@ -240,4 +241,9 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     if (reachedPartner) releaseAfterTeardown(permit, reason);
     else permit.release(reason);
   }
+}
+
+/** The permit's `onHoldTimeout`, made only for gates with `maxHold` (no closure per call otherwise). */
+function holdTimeoutOf(call: FetchCall): (error: PermitHoldTimeoutError) => void {
+  return (error) => call.holdTimedOut(error);
 }
