@@ -67,6 +67,27 @@ export const LIBS: readonly LibInfo[] = [
     },
   },
   {
+    // What every HostLimiter gate runs with: wait and hold histograms, a clock reading per
+    // permit (README: "What observation costs"). Not a peer: hostgate's own cost of measuring.
+    id: 'hostgate-observed',
+    label: 'hostgate, observe: true',
+    cancel: 'eager',
+    note: 'as hostgate, with observe: true (histograms and a clock reading per permit)',
+    make(permits, maxWaiters) {
+      const gate = new Semaphore({
+        limit: permits,
+        maxQueue: Math.max(HOSTGATE_MIN_MAX_QUEUE, maxWaiters),
+        queueTimeout: HOSTGATE_QUEUE_TIMEOUT_MS,
+        name: 'bench',
+        observe: true,
+      });
+      return {
+        run: (task) => gate.run(task),
+        runWithSignal: (task, signal) => gate.run(task, { signal }),
+      };
+    },
+  },
+  {
     id: 'p-limit',
     label: 'p-limit 6.2.0',
     cancel: 'n/a',

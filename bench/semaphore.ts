@@ -245,7 +245,7 @@ async function main(): Promise<void> {
   // is a finding and is reported in the table.
   const errors = [...cells.values()].flatMap((c) => c.errors);
   const hostgateFailures = [...cells.entries()].filter(
-    ([job, cell]) => job.lib.id === 'hostgate' && cell.failure !== undefined,
+    ([job, cell]) => job.lib.id.startsWith('hostgate') && cell.failure !== undefined,
   );
   if (errors.length > 0 || hostgateFailures.length > 0) {
     process.stderr.write(
@@ -380,7 +380,7 @@ function render(
   const table = markdownTable(headers, rows, align);
 
   // Targets.
-  const peers = libs.filter((l) => l.id !== 'hostgate' && l.id !== 'floor');
+  const peers = libs.filter((l) => !l.id.startsWith('hostgate') && l.id !== 'floor');
   const best = (column: Column, better: (a: number, b: number) => boolean) => {
     let top: { lib: LibInfo; value: number } | undefined;
     for (const lib of peers) {
