@@ -80,6 +80,26 @@ describe('Semaphore.wait: the callback form of acquire', () => {
     expectInvariant(gate);
   });
 
+  it('a waiter that became its permit: cancel after the grant is a no-op, release is exactly once', () => {
+    const gate = new Semaphore({ limit: 1, maxQueue: 1, maxHold: 1000 });
+    const held = gate.tryAcquire()!;
+    const { t, heard } = target();
+    const ticket = gate.wait(t)!;
+    expect((ticket as unknown as Permit).released).toBe(true); // not a held permit yet
+    held.release();
+    const permit = heard.granted[0]!;
+    expect(permit.released).toBe(false);
+    expect(gate.holders()).toEqual([permit]);
+    ticket.cancel('too late');
+    expect(heard.rejected).toHaveLength(0);
+    expect(gate.held).toBe(1);
+    expect(gate.stats().abortedWaiting).toBe(0);
+    permit.release();
+    permit.release();
+    expect(gate.stats()).toMatchObject({ held: 0, released: 2, doubleReleases: 1 });
+    expectInvariant(gate);
+  });
+
   it('rejects with QueueTimeoutError at the gate deadline or a per-call one', () => {
     vi.useFakeTimers();
     const gate = new Semaphore({ limit: 1, queueTimeout: 100 });
