@@ -546,6 +546,9 @@ export class Semaphore {
    * outside the queue, with its wait recorded. The caller has checked capacity its own way.
    */
   protected grantNow(waitedMs: number): Permit {
+    // Such a gate reports its permits' hold times (a lost lease says how long it was held):
+    // it is observed from its first grant.
+    this.#observe();
     return this.#grant(waitedMs, this.#stamp(), 1, this.#queue.classes[0]!);
   }
 
