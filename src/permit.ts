@@ -88,7 +88,6 @@ export const permitEntry = {
 
 /** The one implementation of {@link Permit}; not exported from the package. */
 export class GatePermit implements Permit {
-  readonly #gate: Semaphore;
   #state: number;
   #request: PermitTarget | undefined = undefined;
   /** @internal Set at the grant; a gate observed later stamps its earlier permits once. */
@@ -102,7 +101,10 @@ export class GatePermit implements Permit {
   prev: GatePermit | undefined = undefined;
   /** @internal */
   next: GatePermit | undefined = undefined;
-  /** @internal the `maxHoldTotal` timer, when the gate has one */
+  /**
+   * @internal Once held: the `maxHoldTotal` timer, when the gate has one. While a waiter:
+   * its own wait-deadline timer (cleared when it leaves the queue, so never both).
+   */
   totalTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   static {
@@ -119,7 +121,8 @@ export class GatePermit implements Permit {
 
   constructor(
     grant: typeof GRANT,
-    gate: Semaphore,
+    /** @internal The priority class it was granted in (or waits in); it knows the gate. */
+    readonly cls: QueueClass,
     acquiredAt: number,
     weight: number,
     state: typeof HELD | typeof WAITING = HELD,
@@ -127,7 +130,6 @@ export class GatePermit implements Permit {
     if (grant !== GRANT) {
       throw new TypeError('Permit is not constructible: acquire one from a gate');
     }
-    this.#gate = gate;
     this.#state = state;
     this.acquiredAt = acquiredAt;
     this.weight = weight;
@@ -135,7 +137,7 @@ export class GatePermit implements Permit {
   }
 
   get gate(): Semaphore {
-    return this.#gate;
+    return this.cls.gate;
   }
 
   get released(): boolean {
@@ -150,17 +152,17 @@ export class GatePermit implements Permit {
   }
 
   noteProgress(): void {
-    if (this.#state === HELD) gateEntry.progress(this.#gate, this);
+    if (this.#state === HELD) gateEntry.progress(this.cls.gate, this);
   }
 
   release(how?: 'released' | 'aborted'): void {
     // `#state` is a brand check too: release() called on anything but a granted permit throws.
     if (this.#state === HELD) {
       this.#state = RELEASED;
-      gateEntry.release(this.#gate, this, how === 'aborted' ? 'aborted' : 'released');
+      gateEntry.release(this.cls.gate, this, how === 'aborted' ? 'aborted' : 'released');
     } else if (this.#state === RELEASED) {
       // After a maxHold take-back (EXPIRED) the holder's own release is expected, not a bug.
-      gateEntry.doubleRelease(this.#gate, this);
+      gateEntry.doubleRelease(this.cls.gate, this);
     }
   }
 
@@ -199,7 +201,6 @@ export class Waiter extends GatePermit implements WaitTicket {
   dPrev: Waiter | undefined = undefined;
   dNext: Waiter | undefined = undefined;
   queued = true;
-  timer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** run(): the task to start once granted. */
   task: RunFn | undefined = undefined;
   /** acquire()/run(): how to settle the caller's promise. */
@@ -208,11 +209,25 @@ export class Waiter extends GatePermit implements WaitTicket {
   constructor(
     readonly target: WaitTarget | undefined,
     readonly signal: AbortSignal | undefined,
-    readonly enqueuedAt: number,
-    readonly cls: QueueClass,
+    enqueuedAt: number,
+    cls: QueueClass,
     weight: number,
   ) {
-    super(GRANT, cls.gate, Number.NaN, weight, WAITING);
+    // Until its grant, `acquiredAt` holds the time it was queued (one field, not two).
+    super(GRANT, cls, enqueuedAt, weight, WAITING);
+  }
+
+  /** Clock reading when it was queued: deadlines, adaptive LIFO and its wait time count from here. */
+  get enqueuedAt(): number {
+    return this.acquiredAt;
+  }
+
+  /** Its own wait-deadline timer (a per-call `timeout`); `undefined` on the gate's deadline list. */
+  get timer(): ReturnType<typeof setTimeout> | undefined {
+    return this.totalTimer;
+  }
+  set timer(timer: ReturnType<typeof setTimeout> | undefined) {
+    this.totalTimer = timer;
   }
 
   granted(permit: Permit): void {

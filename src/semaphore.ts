@@ -561,7 +561,7 @@ export class Semaphore {
     this.#counts.acquired++;
     cls.acquired++;
     let permit: GatePermit;
-    if (waiter === undefined) permit = new GatePermit(GRANT, this, now, weight);
+    if (waiter === undefined) permit = new GatePermit(GRANT, cls, now, weight);
     else {
       permit = waiter;
       permitEntry.activate(waiter, now);
