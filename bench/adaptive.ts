@@ -2,7 +2,7 @@
  * Adaptive limits benchmark (issue 13), against the seed's partner: 40 requests at a time,
  * 40 ms each (1,000/s), queueing the rest inside itself; a 500 ms call timeout armed at dispatch.
  *
- *   npm run bench:adaptive                # full run (~3 min), writes docs/benchmarks.md + docs/adaptive.svg
+ *   npm run bench:adaptive                # full run (~3.5 min), writes docs/benchmarks.md + docs/adaptive.svg
  *   npx tsx bench/adaptive.ts --no-write  # full run, print only
  *   npx tsx bench/adaptive.ts --smoke     # a few seconds: checks that it runs, never speed
  *

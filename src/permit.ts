@@ -8,6 +8,8 @@ import type { QueueClass } from './wait-queue.js';
 export const HELD = 0;
 export const RELEASED = 1;
 export const EXPIRED = 2;
+/** A {@link Waiter} not granted yet: not a permit to its holder until the gate activates it. */
+export const WAITING = 3;
 
 /**
  * The gate's internal entry points, bound by Semaphore's static block so that its #private
@@ -76,6 +78,8 @@ export interface Permit extends Disposable {
 /** The gate's access to a permit's private state. */
 export const permitEntry = {
   isHeld: undefined as unknown as (permit: GatePermit) => boolean,
+  /** A waiter granted: it becomes the permit itself (one object per queued caller, not two). */
+  activate: undefined as unknown as (waiter: GatePermit, now: number) => void,
   settle: undefined as unknown as (
     permit: GatePermit,
     state: typeof RELEASED | typeof EXPIRED,
@@ -84,8 +88,7 @@ export const permitEntry = {
 
 /** The one implementation of {@link Permit}; not exported from the package. */
 export class GatePermit implements Permit {
-  readonly #gate: Semaphore;
-  #state = HELD;
+  #state: number;
   #request: PermitTarget | undefined = undefined;
   /** @internal Set at the grant; a gate observed later stamps its earlier permits once. */
   acquiredAt: number;
@@ -98,28 +101,43 @@ export class GatePermit implements Permit {
   prev: GatePermit | undefined = undefined;
   /** @internal */
   next: GatePermit | undefined = undefined;
-  /** @internal the `maxHoldTotal` timer, when the gate has one */
+  /**
+   * @internal Once held: the `maxHoldTotal` timer, when the gate has one. While a waiter:
+   * its own wait-deadline timer (cleared when it leaves the queue, so never both).
+   */
   totalTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   static {
     permitEntry.isHeld = (permit) => permit.#state === HELD;
+    permitEntry.activate = (permit, now) => {
+      permit.#state = HELD;
+      permit.acquiredAt = now;
+      permit.aliveAt = now;
+    };
     permitEntry.settle = (permit, state) => {
       permit.#state = state;
     };
   }
 
-  constructor(grant: typeof GRANT, gate: Semaphore, acquiredAt: number, weight: number) {
+  constructor(
+    grant: typeof GRANT,
+    /** @internal The priority class it was granted in (or waits in); it knows the gate. */
+    readonly cls: QueueClass,
+    acquiredAt: number,
+    weight: number,
+    state: typeof HELD | typeof WAITING = HELD,
+  ) {
     if (grant !== GRANT) {
       throw new TypeError('Permit is not constructible: acquire one from a gate');
     }
-    this.#gate = gate;
+    this.#state = state;
     this.acquiredAt = acquiredAt;
     this.weight = weight;
     this.aliveAt = acquiredAt;
   }
 
   get gate(): Semaphore {
-    return this.#gate;
+    return this.cls.gate;
   }
 
   get released(): boolean {
@@ -134,17 +152,17 @@ export class GatePermit implements Permit {
   }
 
   noteProgress(): void {
-    if (this.#state === HELD) gateEntry.progress(this.#gate, this);
+    if (this.#state === HELD) gateEntry.progress(this.cls.gate, this);
   }
 
   release(how?: 'released' | 'aborted'): void {
     // `#state` is a brand check too: release() called on anything but a granted permit throws.
     if (this.#state === HELD) {
       this.#state = RELEASED;
-      gateEntry.release(this.#gate, this, how === 'aborted' ? 'aborted' : 'released');
+      gateEntry.release(this.cls.gate, this, how === 'aborted' ? 'aborted' : 'released');
     } else if (this.#state === RELEASED) {
       // After a maxHold take-back (EXPIRED) the holder's own release is expected, not a bug.
-      gateEntry.doubleRelease(this.#gate, this);
+      gateEntry.doubleRelease(this.cls.gate, this);
     }
   }
 
@@ -172,31 +190,44 @@ export interface WaitTicket {
 }
 
 /**
- * A parked waiter: a node in the FIFO queue and, with the default deadline, the deadline list.
- * It settles a promise (`acquire`, `run`) or tells a {@link WaitTarget} (`wait`).
+ * A parked waiter: a node in its class's FIFO queue and, with the default deadline, the
+ * deadline list. It settles a promise (`acquire`, `run`) or tells a {@link WaitTarget}
+ * (`wait`). Granted, it becomes the permit itself (`WAITING` to `HELD`, the queue links reused
+ * for the holders list): a queued caller costs one object, not a waiter and then a permit.
  */
-export class Waiter implements WaitTicket {
-  prev: Waiter | undefined = undefined;
-  next: Waiter | undefined = undefined;
+export class Waiter extends GatePermit implements WaitTicket {
+  declare prev: Waiter | undefined;
+  declare next: Waiter | undefined;
   dPrev: Waiter | undefined = undefined;
   dNext: Waiter | undefined = undefined;
   queued = true;
-  weight = 1;
-  timer: ReturnType<typeof setTimeout> | undefined = undefined;
-  site: AcquireSite | undefined = undefined;
+  /** run(): the task to start once granted. */
+  task: RunFn | undefined = undefined;
   /** acquire()/run(): how to settle the caller's promise. */
   resolve: ((permit: Permit) => void) | undefined = undefined;
   reject: ((reason: unknown) => void) | undefined = undefined;
   constructor(
     readonly target: WaitTarget | undefined,
     readonly signal: AbortSignal | undefined,
-    readonly enqueuedAt: number,
-    /** Its class; the class knows the gate, so a waiter needs no field of its own for it. */
-    readonly cls: QueueClass,
-  ) {}
+    enqueuedAt: number,
+    cls: QueueClass,
+    weight: number,
+  ) {
+    // Until its grant, `acquiredAt` holds the time it was queued (one field, not two).
+    super(GRANT, cls, enqueuedAt, weight, WAITING);
+  }
 
-  get gate(): Semaphore {
-    return this.cls.gate;
+  /** Clock reading when it was queued: deadlines, adaptive LIFO and its wait time count from here. */
+  get enqueuedAt(): number {
+    return this.acquiredAt;
+  }
+
+  /** Its own wait-deadline timer (a per-call `timeout`); `undefined` on the gate's deadline list. */
+  get timer(): ReturnType<typeof setTimeout> | undefined {
+    return this.totalTimer;
+  }
+  set timer(timer: ReturnType<typeof setTimeout> | undefined) {
+    this.totalTimer = timer;
   }
 
   granted(permit: Permit): void {
@@ -236,25 +267,6 @@ export async function runHeld<T>(
   }
 }
 
-/**
- * A queued run(): started in its caller's tick, so `fn` resumes in the caller's async context
- * (AsyncLocalStorage), one microtask after the grant and never on the releaser's stack. One
- * async function and the grant's promise: no derived promise and no thenable hop per call.
- */
-export async function runQueued<T>(
-  granted: Promise<Permit>,
-  fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
-  signal: AbortSignal | undefined,
-): Promise<T> {
-  const permit = await granted;
-  try {
-    if (signal?.aborted) throw signal.reason;
-    return await fn(signal);
-  } finally {
-    permit.release();
-  }
-}
-
 let settling: Waiter | undefined;
 function captureSettlers(
   resolve: (permit: Permit) => void,
@@ -270,6 +282,15 @@ export function promiseFor(waiter: Waiter): Promise<Permit> {
   const promise = new Promise<Permit>(captureSettlers);
   settling = undefined;
   return promise;
+}
+
+/**
+ * A queued run() task's start: a reaction chained in its caller's tick, so it runs in the
+ * caller's async context, one microtask after the grant. A reaction, not a suspended async
+ * function: a parked caller costs a promise and a reaction, not an async frame (~300 B more).
+ */
+export function runGranted(waiter: Waiter): Promise<unknown> {
+  return runHeld(waiter, waiter.task!, waiter.signal);
 }
 
 export function onWaiterTimer(waiter: Waiter): void {

@@ -1,9 +1,4 @@
-import {
-  type AcquireSite,
-  captureAcquireSite,
-  channels,
-  type ReleaseReason,
-} from './diagnostics.js';
+import { captureAcquireSite, channels, type ReleaseReason } from './diagnostics.js';
 import { PermitHoldTimeoutError, QueueFullError, QueueTimeoutError } from './errors.js';
 import { GateObserver } from './gate-observer.js';
 import {
@@ -27,8 +22,8 @@ import {
   promiseFor,
   RELEASED,
   type RunFn,
+  runGranted,
   runHeld,
-  runQueued,
   Waiter,
   type WaitTarget,
   type WaitTicket,
@@ -371,15 +366,17 @@ export class Semaphore {
     }
     const refused = this.#admit(cls);
     if (refused !== undefined) return Promise.reject(refused);
-    const waiter = new Waiter(undefined, signal, this.#clock(), cls);
+    const waiter = new Waiter(undefined, signal, this.#clock(), cls, weight);
     const promise = promiseFor(waiter);
-    waiter.weight = weight;
-    if (this.#observer?.traceAcquires) waiter.site = captureAcquireSite();
+    waiter.task = task;
+    if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
-    // A queued task waits for its grant in an async function started here, in its caller's
-    // tick: it runs in the caller's async context (AsyncLocalStorage), a microtask after the
-    // grant, never on the stack of the release that granted it.
-    if (task !== undefined) return runQueued(promise, task, signal) as Promise<never>;
+    // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
+    // caller's async context (AsyncLocalStorage), a microtask after the grant, never on the
+    // stack of the release that granted it.
+    if (task !== undefined) {
+      return promise.then(runGranted as (permit: Permit) => unknown) as Promise<never>;
+    }
     if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
@@ -443,9 +440,8 @@ export class Semaphore {
     timeout ??= cls.queueTimeout;
     const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
-    const waiter = new Waiter(target, undefined, this.#clock(), cls);
-    waiter.weight = weight;
-    if (this.#observer?.traceAcquires) waiter.site = captureAcquireSite();
+    const waiter = new Waiter(target, undefined, this.#clock(), cls, weight);
+    if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
     return waiter;
   }
@@ -556,23 +552,25 @@ export class Semaphore {
   /** @internal Runs once per permit that went back (any reason), before waiters are served. */
   protected released(_permit: Permit, _reason: ReleaseReason): void {}
 
-  /** `now`: a timestamp from `#stamp()` (NaN while nothing measures permits). */
-  #grant(
-    waitedMs: number,
-    now: number,
-    weight: number,
-    cls: QueueClass,
-    site?: AcquireSite,
-  ): Permit {
+  /**
+   * `now`: a timestamp from `#stamp()` (NaN while nothing measures permits). `waiter`: the
+   * dequeued waiter this grant serves, which becomes the permit; none for an immediate grant.
+   */
+  #grant(waitedMs: number, now: number, weight: number, cls: QueueClass, waiter?: Waiter): Permit {
     this.#held += weight;
     this.#counts.acquired++;
     cls.acquired++;
-    const permit = new GatePermit(GRANT, this, now, weight);
+    let permit: GatePermit;
+    if (waiter === undefined) permit = new GatePermit(GRANT, cls, now, weight);
+    else {
+      permit = waiter;
+      permitEntry.activate(waiter, now);
+    }
     this.#linkNewest(permit);
     const observer = this.#observer;
     if (observer !== undefined) {
       observer.granted(waitedMs, now, cls.index);
-      if (observer.traceAcquires) permit.acquiredFrom = site ?? captureAcquireSite();
+      if (observer.traceAcquires) permit.acquiredFrom ??= captureAcquireSite();
     }
     if (this.#maxHold !== undefined && this.#holdTimer === undefined) {
       this.#armHoldTimer(this.#maxHold);
@@ -713,7 +711,7 @@ export class Semaphore {
         queue.charge(cls, waiter.weight);
         // One timestamp serves every grant of this pass (and the release that started it).
         now ??= this.#stamp();
-        waiter.granted(this.#grant(now - waiter.enqueuedAt, now, waiter.weight, cls, waiter.site));
+        waiter.granted(this.#grant(now - waiter.enqueuedAt, now, waiter.weight, cls, waiter));
       }
     } finally {
       this.#draining = false;

@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
@@ -6,12 +7,24 @@ import { afterEach, expect, it } from 'vitest';
 import { statusHandler } from '../../middleware/index.js';
 import { HostLimiter, limitHosts, MetricsCollector, type Permit } from '../../src/index.js';
 import { registerMetrics } from '../../src/metrics/prometheus.js';
-import type { SharedSemaphore } from '../../src/redis/index.js';
+import type { RedisStore, SharedSemaphore } from '../../src/redis/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { describeRedis } from '../helpers/redis-server.js';
-import { privateRedis, useFleet, zcard } from './clients.js';
+import { deferred, privateRedis, useFleet, zcard } from './clients.js';
 
 const redis = privateRedis();
+
+/** Resolves with the next message on a store diagnostics channel about `store`. */
+function nextStoreMessage(name: string, store: RedisStore): Promise<void> {
+  const { promise, resolve } = deferred<void>();
+  const listener = (message: unknown) => {
+    if ((message as { store?: unknown }).store !== store) return;
+    unsubscribe(name, listener);
+    resolve();
+  };
+  subscribe(name, listener);
+  return promise;
+}
 
 /** The shared cap: the partner's contract, the same number in every process. */
 const CAP = 12;
@@ -101,6 +114,38 @@ describeRedis('adaptive limits on a shared gate: each process adapts within the 
     for (const p of [second, third, fourth, theirs[1]!, theirs[2]!]) p.release();
     await Promise.all([a.settled(), b.settled()]);
     expect(await zcard(redis(), 'share', 'h')).toBe(0);
+  });
+
+  it("while Redis is down a process's lowered limit also bounds its local share; once back, its held-back waiters take tickets as its limit allows", async () => {
+    const store = await fleet.store({ leaseMs: 1500, heartbeatMs: 100, commandTimeoutMs: 200 });
+    const gate = store.semaphore({ name: 'outage', limit: 4, queueTimeout: 10_000 });
+    gate.setLimit(1);
+    const first = await gate.acquire();
+    const second = gate.acquire(); // held back here: this process's limit is full
+    await store.settled();
+    expect(await zcard(redis(), 'outage', 'q')).toBe(0);
+    const down = nextStoreMessage('hostgate:store-error', store);
+    await redis().kill();
+    await down;
+    expect(gate.stats().shared.mode).toBe('local');
+    expect(gate.held).toBe(1); // the local share is min(limit 1, ceil(4 / 1)): no second permit
+    expect(gate.queued).toBe(1);
+    first.release();
+    const secondPermit = await second; // served from the local share
+    const third = gate.acquire();
+    expect(gate.held).toBe(1);
+    const up = nextStoreMessage('hostgate:store-up', store);
+    await redis().restart();
+    await up;
+    expect(gate.held).toBe(1); // back on Redis, still within this process's limit
+    expect(gate.queued).toBe(1);
+    secondPermit.release();
+    const thirdPermit = await third;
+    expect(gate.held).toBe(1);
+    expectInvariant(gate);
+    thirdPermit.release();
+    await store.settled();
+    expect(await zcard(redis(), 'outage', 'h')).toBe(0);
   });
 
   it("each process's effective limit follows the partner's capacity down and up; the partner never sees more than the shared cap", async () => {
