@@ -1,6 +1,8 @@
 /**
  * limitHosts (through `compose`) and LimitedAgent (a wrapping dispatcher) vs undici's own Agent on
- * loopback, side by side in one run, each case in a fresh process and the partner in another. `npm run bench:dispatcher [-- --runs 5] [-- --smoke]`.
+ * loopback, side by side in one run, each case in a fresh process and the partner in another.
+ * `npm run bench:dispatcher [-- --runs 5] [-- --smoke]`; `-- --profile wrapper-free` runs one case
+ * under `node --cpu-prof` and writes its profile to `.profiles/`.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
@@ -48,7 +50,8 @@ try {
       ];
   for (let i = 0; i < runs; i++) {
     for (const pair of pairs) {
-      for (const name of pair) {
+      // Every other round in reverse, so that no case always runs first (or last) in a round.
+      for (const name of i % 2 === 0 ? pair : [...pair].reverse()) {
         const result = await runChild<{ reqPerSec: number; cpuUsPerRequest: number }>(caseScript, [
           name,
           String(port),
@@ -59,13 +62,19 @@ try {
     }
   }
   // Two readings of each case: wall-clock throughput, and the client's CPU per request as a
-  // speed (1 / CPU), which a loaded machine disturbs far less. Ratios are to the raw Agent.
-  const speed = (name: string) => {
-    const cpu = median(cpuPerRequest[name] ?? []);
-    return cpu ? 1e6 / cpu : undefined;
+  // speed (1 / CPU), which a loaded machine disturbs far less. Each ratio to the raw Agent is
+  // the median of the rounds' own ratios (a case against the raw run of its own round, minutes
+  // apart at most), so that the load drifting between rounds cancels out.
+  const roundRatios = (
+    samples: Record<string, number[]>,
+    raw: string,
+    name: string,
+    of: (raw: number, mine: number) => number,
+  ) => {
+    const rawRuns = samples[raw] ?? [];
+    const mine = samples[name] ?? [];
+    return formatRatio(median(mine.map((value, i) => of(rawRuns[i] ?? Number.NaN, value))));
   };
-  const ratio = (a: number | undefined, b: number | undefined) =>
-    formatRatio(a && b ? b / a : undefined);
   console.log(
     '| case | undici Agent | LimitedAgent | limitHosts via compose | LimitedAgent, by client CPU | compose, by client CPU | target (LimitedAgent) |',
   );
@@ -73,8 +82,11 @@ try {
   const row = (label: string, raw: string, wrapper: string, composed: string, target: string) => {
     const tp = (name: string) => median(throughput[name] ?? []);
     const cell = (name: string) =>
-      tp(name) ? `${formatOps(tp(name))} (${ratio(tp(raw), tp(name))})` : '';
-    const cpuCell = (name: string) => (speed(name) ? ratio(speed(raw), speed(name)) : '');
+      tp(name)
+        ? `${formatOps(tp(name))} (${roundRatios(throughput, raw, name, (r, m) => m / r)})`
+        : '';
+    const cpuCell = (name: string) =>
+      cpuPerRequest[name] ? roundRatios(cpuPerRequest, raw, name, (r, m) => r / m) : '';
     console.log(
       `| ${label} | ${formatOps(tp(raw))} | ${cell(wrapper)} | ${cell(composed)} | ${cpuCell(wrapper)} | ${cpuCell(composed)} | ${target} |`,
     );
