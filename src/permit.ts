@@ -89,6 +89,12 @@ export const permitEntry = {
 /** The one implementation of {@link Permit}; not exported from the package. */
 export class GatePermit implements Permit {
   #state: number;
+  /**
+   * What the holder said of its request, reduced to a {@link PermitTarget} on first read (a
+   * leak report, a status page) rather than on every request: the regex and case folding
+   * were most of the gate's own cost per HTTP request. Only the reduced form is ever handed out.
+   */
+  #requestInfo: PermitRequestInfo | undefined = undefined;
   #request: PermitTarget | undefined = undefined;
   /** @internal Set at the grant; a gate observed later stamps its earlier permits once. */
   acquiredAt: number;
@@ -145,10 +151,16 @@ export class GatePermit implements Permit {
   }
 
   get request(): PermitTarget | undefined {
+    const info = this.#requestInfo;
+    if (info !== undefined) {
+      this.#requestInfo = undefined;
+      this.#request = permitTarget(info);
+    }
     return this.#request;
   }
   set request(info: PermitRequestInfo | undefined) {
-    this.#request = permitTarget(info);
+    this.#requestInfo = info ?? undefined;
+    this.#request = undefined;
   }
 
   noteProgress(): void {
