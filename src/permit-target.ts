@@ -1,6 +1,7 @@
 /**
- * What a permit keeps about its request, for leak reports: method, origin and path. Reduced on
- * assignment, so no query string, credentials, header or body is ever kept on a permit.
+ * What a permit tells about its request, for leak reports: method, origin and path. A permit
+ * reduces what it was given when first read, so no query string, credentials, header or body
+ * is ever handed out.
  */
 import type { PermitRequestInfo } from './diagnostics.js';
 

@@ -56,8 +56,9 @@ export interface Permit extends Disposable {
   onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined;
   /**
    * What the permit is for, for leak reports: method, origin and path, never a query, header
-   * or body. Assign undici's dispatch options or `{ method, origin: url }`: only those three
-   * are kept (the query, credentials and everything else are dropped on assignment).
+   * or body. Assign undici's dispatch options or `{ method, origin: url }`: reading it gives
+   * only those three (the query, credentials and everything else dropped); the object you
+   * assigned is reduced when first read and let go when the permit is released.
    */
   get request(): PermitTarget | undefined;
   set request(info: PermitRequestInfo | undefined);
@@ -92,7 +93,8 @@ export class GatePermit implements Permit {
   /**
    * What the holder said of its request, reduced to a {@link PermitTarget} on first read (a
    * leak report, a status page) rather than on every request: the regex and case folding
-   * were most of the gate's own cost per HTTP request. Only the reduced form is ever handed out.
+   * were most of the gate's own cost per HTTP request. Only the reduced form is ever handed
+   * out, and the holder's object is let go at the release.
    */
   #requestInfo: PermitRequestInfo | undefined = undefined;
   #request: PermitTarget | undefined = undefined;
@@ -172,6 +174,7 @@ export class GatePermit implements Permit {
     if (this.#state === HELD) {
       this.#state = RELEASED;
       gateEntry.release(this.cls.gate, this, how === 'aborted' ? 'aborted' : 'released');
+      this.#requestInfo = undefined; // release subscribers have read it, if they wanted to
     } else if (this.#state === RELEASED) {
       // After a maxHold take-back (EXPIRED) the holder's own release is expected, not a bug.
       gateEntry.doubleRelease(this.cls.gate, this);

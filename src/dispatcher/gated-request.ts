@@ -224,7 +224,7 @@ export abstract class GatedRequest implements WaitTarget {
 
   #hold(permit: Permit): void {
     this.#permit = permit;
-    // The permit keeps method, origin and path only (no query), reduced on assignment.
+    // Leak reports get method, origin and path only (no query): the permit reduces it when read.
     permit.request = this.#opts;
     if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = holdTimeoutOf(this);
   }
