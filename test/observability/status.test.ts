@@ -5,7 +5,7 @@ import { statusHandler } from '../../middleware/index.js';
 import { HostLimiter, Semaphore } from '../../src/index.js';
 import { registerMetrics } from '../../src/metrics/prometheus.js';
 import { metricValue } from './prom-text.js';
-import { type StatusScene, startStatusScene } from './status-scene.js';
+import { STALL_AFTER_MS, type StatusScene, startStatusScene } from './status-scene.js';
 
 let scene: StatusScene;
 
@@ -48,11 +48,11 @@ describe('statusHandler', () => {
       stalled: false,
     });
     expect(p.search).toMatchObject({ state: 'stalled', held: 4, available: 0, stalled: true });
-    expect(p.search!.quietMs).toBeGreaterThanOrEqual(200);
+    expect(p.search!.quietMs).toBeGreaterThanOrEqual(STALL_AFTER_MS);
     expect(p.ledger).toMatchObject({ state: 'leak', held: 1, leakSuspects: 1 });
     // Exhausted and shedding, but its bytes flow: busy, not stalled.
     expect(p.maps).toMatchObject({ state: 'ok', held: 2, available: 0, shedQueueFull: 12 });
-    expect(p.maps!.quietMs).toBeLessThan(200);
+    expect(p.maps!.quietMs).toBeLessThan(STALL_AFTER_MS);
     expect(p.maps!.shedPerSecond).toBeGreaterThan(0); // six of them after the first read
     expect(p.billing!.waitP99Ms).toBeLessThanOrEqual(0.1); // five immediate grants
     expect(body.leaks).toHaveLength(1);
