@@ -87,8 +87,36 @@ export const permitEntry = {
   ) => void,
 };
 
-/** The one implementation of {@link Permit}; not exported from the package. */
-export class GatePermit implements Permit {
+/**
+ * The receiving end of {@link Semaphore.wait}: told synchronously of its grant or rejection.
+ * For integration layers on hot paths, where a promise, an AbortSignal and a listener per
+ * waiter cost more than the request they guard.
+ */
+export interface WaitTarget {
+  /** A permit is yours. Called from inside the gate: keep it short and do not block. */
+  granted(permit: Permit): void;
+  /** Shed (`QueueFullError`, `QueueTimeoutError`) or cancelled (the reason given to `cancel`). */
+  rejected(reason: unknown): void;
+}
+
+/** A queued {@link Semaphore.wait}. */
+export interface WaitTicket {
+  /** Leaves the queue at once and rejects the target with `reason`; no-op once settled. */
+  cancel(reason: unknown): void;
+}
+
+/**
+ * The one implementation of {@link Permit}, not exported from the package, and the gate's
+ * parked waiter: a node in its class's FIFO queue and, with the default deadline, the deadline
+ * list. A waiter settles a promise (`acquire`, `run`) or tells a {@link WaitTarget} (`wait`).
+ * Granted, it becomes the permit itself (`WAITING` to `HELD`, the queue links reused for the
+ * holders list): a queued caller costs one object, not a waiter and then a permit.
+ *
+ * One flat class, its fields all set in the constructor, rather than a waiter subclass: V8
+ * builds a derived class through a generic construct stub, which was a measurable part of a
+ * queued call (issue 14), and one map keeps every access on this hot path monomorphic.
+ */
+export class GatePermit implements Permit, WaitTicket {
   #state: number;
   /**
    * What the holder said of its request, reduced to a {@link PermitTarget} on first read (a
@@ -96,24 +124,45 @@ export class GatePermit implements Permit {
    * were most of the gate's own cost per HTTP request. Only the reduced form is ever handed
    * out, and the holder's object is let go at the release.
    */
-  #requestInfo: PermitRequestInfo | undefined = undefined;
-  #request: PermitTarget | undefined = undefined;
-  /** @internal Set at the grant; a gate observed later stamps its earlier permits once. */
+  #requestInfo: PermitRequestInfo | undefined;
+  #request: PermitTarget | undefined;
+  /**
+   * @internal Set at the grant; a gate observed later stamps its earlier permits once. While
+   * waiting: the clock reading when it was queued (see `enqueuedAt`).
+   */
   acquiredAt: number;
   readonly weight: number;
   /** @internal Clock at the grant or the last progress: the holders list is in this order. */
   aliveAt: number;
-  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined = undefined;
-  acquiredFrom: AcquireSite | undefined = undefined;
-  /** @internal holders list, least recently alive first */
-  prev: GatePermit | undefined = undefined;
+  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined;
+  acquiredFrom: AcquireSite | undefined;
+  /** @internal While waiting: its class's queue; once held: the holders list, least recently alive first. */
+  prev: GatePermit | undefined;
   /** @internal */
-  next: GatePermit | undefined = undefined;
+  next: GatePermit | undefined;
   /**
    * @internal Once held: the `maxHoldTotal` timer, when the gate has one. While a waiter:
    * its own wait-deadline timer (cleared when it leaves the queue, so never both).
    */
-  totalTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  totalTimer: ReturnType<typeof setTimeout> | undefined;
+  /** @internal The priority class it was granted in (or waits in); it knows the gate. */
+  readonly cls: QueueClass;
+  /** @internal The gate's deadline list, while waiting with the gate's own deadline. */
+  dPrev: GatePermit | undefined;
+  /** @internal */
+  dNext: GatePermit | undefined;
+  /** @internal In its class's queue (not yet granted, shed or cancelled). */
+  queued: boolean;
+  /** @internal run(): the task to start once granted. */
+  task: RunFn | undefined;
+  /** @internal acquire()/run(): how to settle the caller's promise. */
+  resolve: ((permit: Permit) => void) | undefined;
+  /** @internal */
+  reject: ((reason: unknown) => void) | undefined;
+  /** @internal wait(): whom to tell instead. */
+  readonly target: WaitTarget | undefined;
+  /** @internal The caller's signal, listened to while waiting and handed to a run() task. */
+  readonly signal: AbortSignal | undefined;
 
   static {
     permitEntry.isHeld = (permit) => permit.#state === HELD;
@@ -129,19 +178,36 @@ export class GatePermit implements Permit {
 
   constructor(
     grant: typeof GRANT,
-    /** @internal The priority class it was granted in (or waits in); it knows the gate. */
-    readonly cls: QueueClass,
+    cls: QueueClass,
     acquiredAt: number,
     weight: number,
-    state: typeof HELD | typeof WAITING = HELD,
+    state: typeof HELD | typeof WAITING,
+    target: WaitTarget | undefined,
+    signal: AbortSignal | undefined,
   ) {
     if (grant !== GRANT) {
       throw new TypeError('Permit is not constructible: acquire one from a gate');
     }
     this.#state = state;
+    this.#requestInfo = undefined;
+    this.#request = undefined;
     this.acquiredAt = acquiredAt;
     this.weight = weight;
     this.aliveAt = acquiredAt;
+    this.onHoldTimeout = undefined;
+    this.acquiredFrom = undefined;
+    this.prev = undefined;
+    this.next = undefined;
+    this.totalTimer = undefined;
+    this.cls = cls;
+    this.dPrev = undefined;
+    this.dNext = undefined;
+    this.queued = state === WAITING;
+    this.task = undefined;
+    this.resolve = undefined;
+    this.reject = undefined;
+    this.target = target;
+    this.signal = signal;
   }
 
   get gate(): Semaphore {
@@ -184,60 +250,13 @@ export class GatePermit implements Permit {
   [Symbol.dispose](): void {
     this.release();
   }
-}
 
-/**
- * The receiving end of {@link Semaphore.wait}: told synchronously of its grant or rejection.
- * For integration layers on hot paths, where a promise, an AbortSignal and a listener per
- * waiter cost more than the request they guard.
- */
-export interface WaitTarget {
-  /** A permit is yours. Called from inside the gate: keep it short and do not block. */
-  granted(permit: Permit): void;
-  /** Shed (`QueueFullError`, `QueueTimeoutError`) or cancelled (the reason given to `cancel`). */
-  rejected(reason: unknown): void;
-}
-
-/** A queued {@link Semaphore.wait}. */
-export interface WaitTicket {
-  /** Leaves the queue at once and rejects the target with `reason`; no-op once settled. */
-  cancel(reason: unknown): void;
-}
-
-/**
- * A parked waiter: a node in its class's FIFO queue and, with the default deadline, the
- * deadline list. It settles a promise (`acquire`, `run`) or tells a {@link WaitTarget}
- * (`wait`). Granted, it becomes the permit itself (`WAITING` to `HELD`, the queue links reused
- * for the holders list): a queued caller costs one object, not a waiter and then a permit.
- */
-export class Waiter extends GatePermit implements WaitTicket {
-  declare prev: Waiter | undefined;
-  declare next: Waiter | undefined;
-  dPrev: Waiter | undefined = undefined;
-  dNext: Waiter | undefined = undefined;
-  queued = true;
-  /** run(): the task to start once granted. */
-  task: RunFn | undefined = undefined;
-  /** acquire()/run(): how to settle the caller's promise. */
-  resolve: ((permit: Permit) => void) | undefined = undefined;
-  reject: ((reason: unknown) => void) | undefined = undefined;
-  constructor(
-    readonly target: WaitTarget | undefined,
-    readonly signal: AbortSignal | undefined,
-    enqueuedAt: number,
-    cls: QueueClass,
-    weight: number,
-  ) {
-    // Until its grant, `acquiredAt` holds the time it was queued (one field, not two).
-    super(GRANT, cls, enqueuedAt, weight, WAITING);
-  }
-
-  /** Clock reading when it was queued: deadlines, adaptive LIFO and its wait time count from here. */
+  /** @internal Clock reading when it was queued: deadlines, adaptive LIFO and its wait time count from here. */
   get enqueuedAt(): number {
     return this.acquiredAt;
   }
 
-  /** Its own wait-deadline timer (a per-call `timeout`); `undefined` on the gate's deadline list. */
+  /** @internal Its own wait-deadline timer (a per-call `timeout`); `undefined` on the gate's deadline list. */
   get timer(): ReturnType<typeof setTimeout> | undefined {
     return this.totalTimer;
   }
@@ -245,24 +264,49 @@ export class Waiter extends GatePermit implements WaitTicket {
     this.totalTimer = timer;
   }
 
+  /** @internal */
   granted(permit: Permit): void {
     if (this.target !== undefined) this.target.granted(permit);
     else this.resolve!(permit);
   }
 
+  /** @internal */
   rejected(reason: unknown): void {
     if (this.target !== undefined) this.target.rejected(reason);
     else this.reject!(reason);
   }
 
+  /** WaitTicket: leaves the queue at once (a no-op once granted or settled). */
   cancel(reason: unknown): void {
     gateEntry.abort(this.cls.gate, this, reason);
   }
 
-  /** EventListener object: no closure per waiter. */
+  /** @internal EventListener object: no closure per waiter. */
   handleEvent(): void {
     gateEntry.abort(this.cls.gate, this, this.signal?.reason);
   }
+}
+
+/**
+ * The boundary between the interface users see and a gate's view of a waiter: the gate keeps
+ * waiters as {@link GatePermit}s, not yet granted.
+ */
+export type Waiter = GatePermit;
+
+/** A new waiter, `WAITING` until the gate grants it. */
+export function newWaiter(
+  target: WaitTarget | undefined,
+  signal: AbortSignal | undefined,
+  enqueuedAt: number,
+  cls: QueueClass,
+  weight: number,
+): Waiter {
+  return new GatePermit(GRANT, cls, enqueuedAt, weight, WAITING, target, signal);
+}
+
+/** A permit granted at once, never queued. */
+export function newPermit(cls: QueueClass, now: number, weight: number): GatePermit {
+  return new GatePermit(GRANT, cls, now, weight, HELD, undefined, undefined);
 }
 
 export type RunFn = (signal: AbortSignal | undefined) => unknown;

@@ -13,9 +13,10 @@ import {
 
 import {
   EXPIRED,
-  GatePermit,
-  GRANT,
+  type GatePermit,
   gateEntry,
+  newPermit,
+  newWaiter,
   onWaiterTimer,
   type Permit,
   permitEntry,
@@ -24,7 +25,7 @@ import {
   type RunFn,
   runGranted,
   runHeld,
-  Waiter,
+  type Waiter,
   type WaitTarget,
   type WaitTicket,
 } from './permit.js';
@@ -95,6 +96,18 @@ export type RunCallback<T> = ((signal: AbortSignal) => T | PromiseLike<T>) &
 const REAL_PERFORMANCE = globalThis.performance;
 
 /**
+ * The platform clock as gates read it for their own timestamps (see `#clock`): one reading per
+ * synchronous stretch of work, shared by every gate on that clock. Forgotten at the next
+ * microtask checkpoint by a reaction on a settled promise (Node's `queueMicrotask` costs an
+ * AsyncResource and a bound function per call, about a microsecond).
+ */
+let cachedNow: number | undefined;
+const SETTLED = Promise.resolve();
+const forgetNow = (): void => {
+  cachedNow = undefined;
+};
+
+/**
  * A counting semaphore with a bounded FIFO queue, wait deadlines, abort, and permits that
  * return exactly once.
  *
@@ -134,7 +147,8 @@ export class Semaphore {
   #leakWarnAfter: number | undefined;
   /** Histograms, hold estimate, progress clock, acquire sites: absent until someone looks. */
   #observer: GateObserver | undefined = undefined;
-  #cachedNow: number | undefined = undefined;
+  /** An observer, `maxHold` or `maxHoldTotal`: grants have more to do than count. */
+  #measured = false;
   readonly #cacheClock: boolean;
   /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
   #expiring: GatePermit | undefined = undefined;
@@ -283,6 +297,7 @@ export class Semaphore {
       const named = classes.length > 1 || classes[0]!.name !== DEFAULT_CLASS;
       observer = new GateObserver(now, named ? classes.length : 0);
       this.#observer = observer;
+      this.#measured = true;
       for (let p = this.#oldest; p !== undefined; p = p.next) {
         if (Number.isNaN(p.acquiredAt)) p.acquiredAt = p.aliveAt = now;
       }
@@ -311,20 +326,19 @@ export class Semaphore {
    * the time its stretch began, so it is never late, and timers read the clock afresh.
    */
   #clock(): number {
-    // An injected clock, or fake timers' performance, may jump within a stretch: no cache.
-    if (!this.#cacheClock || globalThis.performance !== REAL_PERFORMANCE) return this.#now();
-    let now = this.#cachedNow;
+    // An injected clock may jump within a stretch: never cached.
+    if (!this.#cacheClock) return this.#now();
+    let now = cachedNow;
     if (now === undefined) {
       now = this.#now();
-      this.#cachedNow = now;
-      queueMicrotask(this.#forgetNow);
+      // Nor is fake timers' performance (checked only here: the global is a getter, ~30 ns).
+      if (globalThis.performance === REAL_PERFORMANCE) {
+        cachedNow = now;
+        void SETTLED.then(forgetNow);
+      }
     }
     return now;
   }
-
-  readonly #forgetNow = (): void => {
-    this.#cachedNow = undefined;
-  };
 
   /**
    * Waits for a permit. Rejects with `QueueFullError` at once when the queue is full, with
@@ -366,7 +380,7 @@ export class Semaphore {
     }
     const refused = this.#admit(cls);
     if (refused !== undefined) return Promise.reject(refused);
-    const waiter = new Waiter(undefined, signal, this.#clock(), cls, weight);
+    const waiter = newWaiter(undefined, signal, this.#clock(), cls, weight);
     const promise = promiseFor(waiter);
     waiter.task = task;
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
@@ -440,7 +454,7 @@ export class Semaphore {
     timeout ??= cls.queueTimeout;
     const ownDeadline = timeout !== undefined && timeout !== this.#queueTimeout;
     const wait = ownDeadline ? durationMs('timeout', timeout) : this.#queueTimeout;
-    const waiter = new Waiter(target, undefined, this.#clock(), cls, weight);
+    const waiter = newWaiter(target, undefined, this.#clock(), cls, weight);
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, wait);
     return waiter;
@@ -564,12 +578,27 @@ export class Semaphore {
     this.#counts.acquired++;
     cls.acquired++;
     let permit: GatePermit;
-    if (waiter === undefined) permit = new GatePermit(GRANT, cls, now, weight);
+    if (waiter === undefined) permit = newPermit(cls, now, weight);
     else {
       permit = waiter;
       permitEntry.activate(waiter, now);
     }
     this.#linkNewest(permit);
+    if (this.#measured) this.#measureGrant(permit, waitedMs, now, cls);
+    if (acquireChannel.hasSubscribers) {
+      acquireChannel.publish({
+        gate: this,
+        partner: this.#name,
+        permit,
+        waitedMs,
+        priority: cls.name,
+      });
+    }
+    return permit;
+  }
+
+  /** The observer's and the hold limits' share of a grant, off the plain gate's path. */
+  #measureGrant(permit: GatePermit, waitedMs: number, now: number, cls: QueueClass): void {
     const observer = this.#observer;
     if (observer !== undefined) {
       observer.granted(waitedMs, now, cls.index);
@@ -582,16 +611,6 @@ export class Semaphore {
       permit.totalTimer = setTimeout(this.#onTotalTimer, this.#maxHoldTotal, permit);
       permit.totalTimer.unref?.();
     }
-    if (acquireChannel.hasSubscribers) {
-      acquireChannel.publish({
-        gate: this,
-        partner: this.#name,
-        permit,
-        waitedMs,
-        priority: cls.name,
-      });
-    }
-    return permit;
   }
 
   /** Called by the permit once it marked itself released: its state is checked there. */
