@@ -88,6 +88,34 @@ export const LIBS: readonly LibInfo[] = [
     },
   },
   {
+    // The shape async-sema's row is driven with (its README's): the same adapter around
+    // hostgate's acquire() and release(), for a like-for-like reading of the core. Not a peer,
+    // and not the headline: the hostgate row (run()) is what the targets are read on.
+    id: 'hostgate-acquire',
+    label: 'hostgate, acquire/release (async-sema’s shape)',
+    cancel: 'n/a',
+    note: 'await gate.acquire(); try { fn } finally { permit.release() }, the adapter async-sema runs with; queueTimeout and maxQueue as hostgate',
+    kinds: ['burst', 'burst-heap', 'steady'],
+    make(permits, maxWaiters) {
+      const gate = new Semaphore({
+        limit: permits,
+        maxQueue: Math.max(HOSTGATE_MIN_MAX_QUEUE, maxWaiters),
+        queueTimeout: HOSTGATE_QUEUE_TIMEOUT_MS,
+        name: 'bench',
+      });
+      return {
+        async run(task) {
+          const permit = await gate.acquire();
+          try {
+            await task();
+          } finally {
+            permit.release();
+          }
+        },
+      };
+    },
+  },
+  {
     id: 'p-limit',
     label: 'p-limit 6.2.0',
     cancel: 'n/a',

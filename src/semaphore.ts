@@ -720,8 +720,10 @@ export class Semaphore {
     this.#draining = true;
     try {
       const queue = this.#queue;
+      // One class (every gate without priorities): no class to pick, no share to charge.
+      const single = queue.classes.length === 1 ? queue.classes[0]! : undefined;
       while (queue.size > 0 && this.#held < this.#limit) {
-        const cls = queue.next()!;
+        const cls = single ?? queue.next()!;
         let waiter = cls.head!;
         if (this.#lifoAfter !== undefined) {
           now ??= this.#clock();
@@ -730,7 +732,7 @@ export class Semaphore {
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
         if (this.#held + waiter.weight > this.#limit) break;
         this.#dequeue(waiter);
-        queue.charge(cls, waiter.weight);
+        if (single === undefined) queue.charge(cls, waiter.weight);
         // One timestamp serves every grant of this pass (and the release that started it).
         now ??= this.#stamp();
         waiter.granted(this.#grant(now - waiter.enqueuedAt, now, waiter.weight, cls, waiter));
