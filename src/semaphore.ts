@@ -93,6 +93,13 @@ export type RunCallback<T> = ((signal: AbortSignal) => T | PromiseLike<T>) &
 
 /** The platform's performance object: fake timers replace the global one. */
 const REAL_PERFORMANCE = globalThis.performance;
+/**
+ * Schedules the clock cache's reset: a reaction to a settled promise is a microtask like
+ * `queueMicrotask`'s, but on Node 20 queueMicrotask also builds an AsyncResource and a bound
+ * function per call (about 80 ns against 35 ns), and an HTTP request misses the cache about
+ * twice (its response, its next dispatch).
+ */
+const SETTLED = Promise.resolve();
 
 /**
  * A counting semaphore with a bounded FIFO queue, wait deadlines, abort, and permits that
@@ -315,9 +322,10 @@ export class Semaphore {
     if (!this.#cacheClock || globalThis.performance !== REAL_PERFORMANCE) return this.#now();
     let now = this.#cachedNow;
     if (now === undefined) {
-      now = this.#now();
+      // The platform's clock, read straight: `globalThis.performance` is an accessor on Node.
+      now = REAL_PERFORMANCE.now();
       this.#cachedNow = now;
-      queueMicrotask(this.#forgetNow);
+      SETTLED.then(this.#forgetNow);
     }
     return now;
   }
