@@ -38,7 +38,7 @@ interface Sizes {
 }
 
 const FULL: Sizes = { processes: 6, callers: 20, cap: 20, holdMs: 10, seconds: 5, runs: 3 };
-const SMOKE: Sizes = { processes: 2, callers: 8, cap: 4, holdMs: 5, seconds: 1, runs: 1 };
+const SMOKE: Sizes = { processes: 2, callers: 8, cap: 4, holdMs: 5, seconds: 0.3, runs: 1 };
 
 export interface RunResult {
   grants: number;
