@@ -4,7 +4,7 @@
  * at the same cap, in one run, each on a fresh private redis-server.
  *
  *   npm run bench:shared                  full run (3 runs per library, median)
- *   npm run bench:shared -- --smoke       2 processes, a second per library: checks, not speed
+ *   npm run bench:shared -- --smoke       2 processes, 0.3 s per library: checks, not speed
  *   npm run bench:shared -- --runs 5 --seconds 8 --only hostgate,bottleneck
  *
  * Per library: grants per second, wait p99 (asking → holding), the partner's peak concurrency
