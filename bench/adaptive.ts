@@ -46,7 +46,7 @@ const { values: args } = parseArgs({
 const smoke = args.smoke === true;
 const write = !smoke && args['no-write'] !== true;
 const only = new Set(args.only!.split(','));
-const tasks = smoke ? 300 : Number(args.tasks);
+const tasks = smoke ? 120 : Number(args.tasks);
 const log = (line = '') => process.stdout.write(`${line}\n`);
 const failures: string[] = [];
 
@@ -107,7 +107,7 @@ async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Pr
     }),
     partner,
     partner.origin,
-    smoke ? 100 : 400,
+    smoke ? 30 : 400,
     model,
     60_000,
   );
@@ -200,7 +200,7 @@ async function contract500(partner: Awaited<ReturnType<typeof forkPartner>>): Pr
 
 /** (b): contract 40; the partner's capacity 40 → 10 → 40; 60 callers in a closed loop. */
 async function capacityDrop(partner: Awaited<ReturnType<typeof forkPartner>>): Promise<string> {
-  const phaseMs = smoke ? 300 : 5000;
+  const phaseMs = smoke ? 150 : 5000;
   const durationMs = phaseMs * 3;
   const phases = [
     { atMs: 0, capacity: 40 },
@@ -316,7 +316,7 @@ async function capacityDrop(partner: Awaited<ReturnType<typeof forkPartner>>): P
 /** (c): 2× the partner's capacity arrives; each caller gives up 250 ms after it arrived. */
 async function queueDiscipline(partner: Awaited<ReturnType<typeof forkPartner>>): Promise<string> {
   const deadlineMs = 250;
-  const durationMs = smoke ? 300 : 5000;
+  const durationMs = smoke ? 150 : 5000;
   const rows: string[][] = [];
   for (const order of ['fifo', 'adaptive-lifo'] as const) {
     for (const kind of ['fixed', 'aimd'] as const) {

@@ -3,8 +3,12 @@
  * loopback, side by side in one run, each case in a fresh process and the partner in another.
  * `npm run bench:dispatcher [-- --runs 5] [-- --smoke]`; `-- --profile wrapper-free` runs one case
  * under `node --cpu-prof` and writes its profile to `.profiles/`.
+ *
+ * hostgate is measured as users run it: the package built by `npm run build` (tsc, into
+ * `dist/`), which this script runs first. `-- --src` measures the TypeScript sources through tsx
+ * instead (no build; the smoke run does so).
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { once } from 'node:events';
 import os from 'node:os';
 import { runChild } from './lib/child.js';
@@ -18,6 +22,15 @@ const caseScript = new URL('./dispatcher/case.ts', import.meta.url);
 // `--profile <case>`: run that one case once under `node --cpu-prof` (profile in ./.profiles).
 const profileIndex = args.indexOf('--profile');
 const profileCase = profileIndex >= 0 ? args[profileIndex + 1] : undefined;
+const from = smoke || args.includes('--src') ? 'src' : 'dist';
+if (from === 'dist') {
+  const root = new URL('..', import.meta.url).pathname;
+  const tsc = new URL('../node_modules/typescript/bin/tsc', import.meta.url).pathname;
+  execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], {
+    cwd: root,
+    stdio: 'inherit',
+  });
+}
 
 const server: ChildProcess = fork(new URL('./dispatcher/server.ts', import.meta.url), [], {
   execArgv: ['--import', import.meta.resolve('tsx')],
@@ -28,7 +41,7 @@ const [{ port }] = (await once(server, 'message')) as [{ port: number }];
 try {
   if (profileCase !== undefined) {
     const dir = new URL('../.profiles/', import.meta.url).pathname;
-    const result = await runChild(caseScript, [profileCase, String(port)], {
+    const result = await runChild(caseScript, [profileCase, String(port), from], {
       execArgv: ['--cpu-prof', '--cpu-prof-dir', dir],
     });
     console.log(profileCase, result, `profile written to ${dir}`);
@@ -37,7 +50,10 @@ try {
     process.exit(0);
   }
   console.log(
-    `# limitHosts vs undici Agent — Node ${process.version}, ${os.cpus()[0]?.model}, ${os.cpus().length} cores, median of ${runs}\n`,
+    `# limitHosts vs undici Agent — Node ${process.version}, ${os.cpus()[0]?.model}, ${os.cpus().length} cores, median of ${runs}, hostgate from ${from === 'dist' ? 'dist/ (built)' : 'src/ (tsx)'}, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
   );
   // Interleave the runs so drift on a busy machine hits every case alike.
   const throughput: Record<string, number[]> = {};
@@ -55,6 +71,7 @@ try {
         const result = await runChild<{ reqPerSec: number; cpuUsPerRequest: number }>(caseScript, [
           name,
           String(port),
+          from,
         ]);
         throughput[name] = [...(throughput[name] ?? []), result.reqPerSec];
         cpuPerRequest[name] = [...(cpuPerRequest[name] ?? []), result.cpuUsPerRequest];
@@ -126,12 +143,18 @@ try {
         shed: number;
         meanTimeToShedMs?: number;
         abortToRejectMs: number;
-      }>(caseScript, [name, String(port)]);
+      }>(caseScript, [name, String(port), from]);
       console.log(
         `| ${label} | ${r.waited} | ${r.shed} | ${formatMs(r.meanTimeToShedMs)} | ${formatBytes(r.heapBytes)} | ${formatMs(r.abortToRejectMs)} |`,
       );
     }
   }
+  console.log(
+    `\nload average at the end: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   if (smoke) console.log('\nsmoke: OK');
 } finally {
   server.disconnect();

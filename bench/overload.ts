@@ -94,7 +94,7 @@ const rows = (
   .split(',')
   .map(Number);
 const rowSeconds = Number(args['row-seconds']);
-const openSeconds = smoke ? 0.25 : Number(args['open-seconds']);
+const openSeconds = smoke ? 0.08 : Number(args['open-seconds']);
 const kinds = (args.contenders?.split(',') ?? CONTENDERS) as ContenderKind[];
 const write = !smoke && args['no-write'] !== true;
 const overheadAt = args['overhead-at'];
@@ -174,7 +174,7 @@ async function main(): Promise<void> {
 
     // Overhead: what this machine adds by itself (loopback, HTTP, timer resolution); the rest
     // of the model's 3 ms is simulated, by default as client-side work after the response.
-    const calibrationCalls = smoke ? 20 : 300;
+    const calibrationCalls = smoke ? 8 : 300;
     const natural = await measureCallOverhead(partner, origin, calibrationCalls, serviceMs, 0);
     const extraMs = Math.max(0, overheadTargetMs - natural.meanMs);
     const model = { timeoutMs, clientWorkMs: overheadAt === 'client' ? extraMs : 0 };

@@ -4,7 +4,7 @@
  * at the same cap, in one run, each on a fresh private redis-server.
  *
  *   npm run bench:shared                  full run (3 runs per library, median)
- *   npm run bench:shared -- --smoke       2 processes, a second per library: checks, not speed
+ *   npm run bench:shared -- --smoke       2 processes, 0.3 s per library: checks, not speed
  *   npm run bench:shared -- --runs 5 --seconds 8 --only hostgate,bottleneck
  *
  * Per library: grants per second, wait p99 (asking → holding), the partner's peak concurrency
@@ -38,7 +38,7 @@ interface Sizes {
 }
 
 const FULL: Sizes = { processes: 6, callers: 20, cap: 20, holdMs: 10, seconds: 5, runs: 3 };
-const SMOKE: Sizes = { processes: 2, callers: 8, cap: 4, holdMs: 5, seconds: 1, runs: 1 };
+const SMOKE: Sizes = { processes: 2, callers: 8, cap: 4, holdMs: 5, seconds: 0.3, runs: 1 };
 
 export interface RunResult {
   grants: number;

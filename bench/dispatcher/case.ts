@@ -1,17 +1,27 @@
 /**
- * One case of bench/dispatcher.ts, in a fresh process: `case.ts <case> <port>`.
+ * One case of bench/dispatcher.ts, in a fresh process: `case.ts <case> <port> [dist|src]`.
  * Throughput cases send a fixed number of requests with a fixed number in flight.
+ *
+ * hostgate comes from the built package (`dist/`, what `npm i hostgate` installs: tsc's output)
+ * unless `src` is asked for: tsx runs the sources through esbuild, whose `keepNames` adds code
+ * a user's process never runs.
  */
 import { Agent, type Dispatcher, request } from 'undici';
-import { HostLimiter, LimitedAgent, limitHosts } from '../../src/index.js';
 import { heapAfterGc, sendResult } from '../lib/child.js';
 
-const [name, portText] = process.argv.slice(2);
+const [name, portText, from = 'dist'] = process.argv.slice(2);
+const entry = new URL(
+  from === 'src' ? '../../src/index.ts' : '../../dist/src/index.js',
+  import.meta.url,
+).href;
+const { HostLimiter, LimitedAgent, limitHosts } = (await import(
+  entry
+)) as typeof import('../../src/index.js');
 const origin = `http://127.0.0.1:${portText}`;
 const WARMUP = 2_000;
 const REQUESTS = 20_000;
 
-function limiterOf(limit: number, maxQueue: number): HostLimiter {
+function limiterOf(limit: number, maxQueue: number): InstanceType<typeof HostLimiter> {
   return new HostLimiter({
     partners: [{ name: 'bench', hosts: [origin], limit, maxQueue, queueTimeout: 60_000 }],
   });
@@ -55,6 +65,10 @@ async function throughput(
  */
 async function measureThroughput(dispatcher: Dispatcher, inFlight: number) {
   await throughput(dispatcher, inFlight, WARMUP);
+  // One turn of the loop: undici hands a socket back to its pool from an immediate after the
+  // response, so the measured run starts with the warm-up's sockets free. Without it, an Agent
+  // without a connection cap (LimitedAgent's) opened up to 19 new ones at the start.
+  await new Promise((resolve) => setImmediate(resolve));
   const cpu = process.cpuUsage();
   const reqPerSec = await throughput(dispatcher, inFlight, REQUESTS);
   const used = process.cpuUsage(cpu);

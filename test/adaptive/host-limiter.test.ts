@@ -1,5 +1,5 @@
-import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type Dispatcher, request, fetch as undiciFetch } from 'undici';
+import { describe, expect, it } from 'vitest';
 import {
   HostLimiter,
   type HostLimiterOptions,
@@ -7,7 +7,7 @@ import {
   limitHosts,
   type PartnerRule,
 } from '../../src/index.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { useLoopback } from '../helpers/loopback.js';
 
 function construct(options: unknown): HostLimiter {
   return new HostLimiter(options as HostLimiterOptions);
@@ -70,20 +70,11 @@ describe('adaptive option', () => {
 });
 
 describe('adaptive signals from the HTTP layers', () => {
-  let partner: Partner;
-  let agent: Agent;
-  beforeEach(async () => {
-    partner = await startPartner();
-    agent = new Agent({ keepAliveTimeout: 10_000 });
-  });
-  afterEach(async () => {
-    await agent.destroy();
-    await partner.close();
-  });
+  const loop = useLoopback({ keepAliveTimeout: 10_000 });
 
   function setup(adaptive: PartnerRule['adaptive'] = { min: 2, initial: 10 }) {
     const limiter = new HostLimiter({
-      partners: [{ name: 'partner', hosts: [partner.origin], limit: 40, adaptive }],
+      partners: [{ name: 'partner', hosts: [loop.partner.origin], limit: 40, adaptive }],
       unknownHosts: 'reject',
     });
     return { limiter, gate: limiter.gate('partner')! };
@@ -106,9 +97,11 @@ describe('adaptive signals from the HTTP layers', () => {
       const { limiter } = setup();
       const dispatcher =
         api === 'callback'
-          ? agent.compose(limitHosts(limiter))
-          : agent.compose(limitHosts(limiter), controllerApiOnly);
-      const res = await request(`${partner.origin}/status?code=503&retryAfter=5`, { dispatcher });
+          ? loop.agent.compose(limitHosts(limiter))
+          : loop.agent.compose(limitHosts(limiter), controllerApiOnly);
+      const res = await request(`${loop.partner.origin}/status?code=503&retryAfter=5`, {
+        dispatcher,
+      });
       await res.body.text();
       const { adaptive } = limiter.stats().partner!;
       expect(adaptive).toMatchObject({ effectiveLimit: 9, drops: 1, limitChanges: 1 });
@@ -119,8 +112,8 @@ describe('adaptive signals from the HTTP layers', () => {
 
   it('a 200 is an RTT sample, not a drop', async () => {
     const { limiter } = setup();
-    const dispatcher = agent.compose(limitHosts(limiter));
-    const res = await request(`${partner.origin}/ok?delay=5`, { dispatcher });
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
+    const res = await request(`${loop.partner.origin}/ok?delay=5`, { dispatcher });
     await res.body.text();
     const { adaptive } = limiter.stats().partner!;
     expect(adaptive).toMatchObject({ samples: 1, drops: 0, effectiveLimit: 10 });
@@ -129,35 +122,38 @@ describe('adaptive signals from the HTTP layers', () => {
 
   it('a response timeout is a drop; the caller aborting is not', async () => {
     const { limiter } = setup();
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     await expect(
-      request(`${partner.origin}/held`, { dispatcher, headersTimeout: 50 }),
+      request(`${loop.partner.origin}/held`, { dispatcher, headersTimeout: 50 }),
     ).rejects.toMatchObject({ code: 'UND_ERR_HEADERS_TIMEOUT' });
     expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, effectiveLimit: 9 });
 
     const controller = new AbortController();
-    const pending = request(`${partner.origin}/held`, { dispatcher, signal: controller.signal });
-    await partner.waitForArrived(2);
+    const pending = request(`${loop.partner.origin}/held`, {
+      dispatcher,
+      signal: controller.signal,
+    });
+    await loop.partner.waitForArrived(2);
     controller.abort();
     await expect(pending).rejects.toThrow();
     expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, samples: 1 });
-    partner.openHeld();
+    loop.partner.openHeld();
   });
 
   it("the caller's own deadline (AbortSignal.timeout) is a drop", async () => {
     const { limiter } = setup();
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     await expect(
-      request(`${partner.origin}/held`, { dispatcher, signal: AbortSignal.timeout(30) }),
+      request(`${loop.partner.origin}/held`, { dispatcher, signal: AbortSignal.timeout(30) }),
     ).rejects.toMatchObject({ name: 'TimeoutError' });
     expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, effectiveLimit: 9 });
-    partner.openHeld();
+    loop.partner.openHeld();
   });
 
   it('limitFetch reports the same signals', async () => {
     const { limiter } = setup({ min: 2, initial: 10, algorithm: 'gradient' });
     const limited = limitFetch(undiciFetch, limiter);
-    const res = await limited(`${partner.origin}/status?code=429`, { dispatcher: agent });
+    const res = await limited(`${loop.partner.origin}/status?code=429`, { dispatcher: loop.agent });
     await res.text();
     expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, effectiveLimit: 9 });
   });

@@ -1,36 +1,27 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
-import { Agent, interceptors, request, fetch as undiciFetch } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { interceptors, request, fetch as undiciFetch } from 'undici';
+import { describe, expect, it } from 'vitest';
 import type { ReleaseMessage } from '../../src/diagnostics.js';
 import { HostLimiter, limitFetch, limitHosts } from '../../src/index.js';
 import { settle, whenIdle } from '../helpers/gate-events.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { useLoopback } from '../helpers/loopback.js';
 
 /**
  * Regression tests of issue 10 items 9 and 12 and the README's retry claim: when a cancelled
  * request's permit comes back, and in whose async context a queued request runs.
  */
 
-let partner: Partner;
-let agent: Agent;
-beforeEach(async () => {
-  partner = await startPartner();
-  agent = new Agent({ keepAliveTimeout: 5000 });
-});
-afterEach(async () => {
-  await agent.destroy();
-  await partner.close();
-});
+const loop = useLoopback({ keepAliveTimeout: 5000 });
 
 function limiterFor(limit: number, holdAfterAbort?: number) {
   const limiter = new HostLimiter({
     partners: [
       {
         name: 'p',
-        hosts: [partner.origin],
+        hosts: [loop.partner.origin],
         limit,
         maxQueue: 100,
         queueTimeout: 10_000,
@@ -52,7 +43,7 @@ function onRelease(fn: (message: ReleaseMessage) => void): () => void {
 describe("issue 10 item 9: an aborted request's permit returns when its connection is closed here", () => {
   it('the socket is destroyed when the permit comes back (undici.request, in flight)', async () => {
     const { limiter, gate } = limiterFor(1);
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     const sockets: Socket[] = [];
     const onSend = (message: unknown) => sockets.push((message as { socket: Socket }).socket);
     subscribe('undici:client:sendHeaders', onSend);
@@ -63,9 +54,9 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
     try {
       const controller = new AbortController();
       const call = settle(
-        request(`${partner.url}/held`, { dispatcher, signal: controller.signal }),
+        request(`${loop.partner.url}/held`, { dispatcher, signal: controller.signal }),
       );
-      await partner.waitForArrived(1);
+      await loop.partner.waitForArrived(1);
       controller.abort(new Error('cancelled'));
       await call;
       await whenIdle(gate);
@@ -81,13 +72,14 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
     "holdAfterAbort keeps an aborted in-flight request's permit that long (%s)",
     async (via) => {
       const { limiter, gate } = limiterFor(1, 300);
-      const dispatcher = via === 'limitHosts' ? agent.compose(limitHosts(limiter)) : agent;
+      const dispatcher =
+        via === 'limitHosts' ? loop.agent.compose(limitHosts(limiter)) : loop.agent;
       const fetchFn = via === 'limitHosts' ? undiciFetch : limitFetch(undiciFetch, limiter);
       const controller = new AbortController();
       const call = settle(
-        fetchFn(`${partner.url}/held`, { dispatcher, signal: controller.signal }),
+        fetchFn(`${loop.partner.url}/held`, { dispatcher, signal: controller.signal }),
       );
-      await partner.waitForArrived(1);
+      await loop.partner.waitForArrived(1);
       const abortedAt = performance.now();
       controller.abort(new Error('cancelled'));
       await call;
@@ -101,17 +93,19 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
 
   it("holdAfterAbort: 'typical' keeps it for the gate's median hold time", async () => {
     const limiter = new HostLimiter({
-      partners: [{ name: 't', hosts: [partner.origin], limit: 1, holdAfterAbort: 'typical' }],
+      partners: [{ name: 't', hosts: [loop.partner.origin], limit: 1, holdAfterAbort: 'typical' }],
     });
     const gate = limiter.gate('t')!;
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     for (let i = 0; i < 3; i++)
-      await (await request(`${partner.url}/ok?delay=150`, { dispatcher })).body.text();
+      await (await request(`${loop.partner.url}/ok?delay=150`, { dispatcher })).body.text();
     const typical = Math.round(gate.stats().hold.p50Ms);
     expect(typical).toBeGreaterThanOrEqual(100);
     const controller = new AbortController();
-    const call = settle(request(`${partner.url}/held`, { dispatcher, signal: controller.signal }));
-    await partner.waitForArrived(4);
+    const call = settle(
+      request(`${loop.partner.url}/held`, { dispatcher, signal: controller.signal }),
+    );
+    await loop.partner.waitForArrived(4);
     const abortedAt = performance.now();
     controller.abort(new Error('cancelled'));
     await call;
@@ -121,14 +115,16 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
 
   it('holdAfterAbort does not apply to a request that never reached the partner', async () => {
     const { limiter, gate } = limiterFor(1, 60_000);
-    const dispatcher = agent.compose(limitHosts(limiter));
-    const first = request(`${partner.url}/held`, { dispatcher });
-    await partner.waitForArrived(1);
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
+    const first = request(`${loop.partner.url}/held`, { dispatcher });
+    await loop.partner.waitForArrived(1);
     const controller = new AbortController();
-    const queued = settle(request(`${partner.url}/ok`, { dispatcher, signal: controller.signal }));
+    const queued = settle(
+      request(`${loop.partner.url}/ok`, { dispatcher, signal: controller.signal }),
+    );
     controller.abort(new Error('cancelled'));
     expect(((await queued) as Error).message).toBe('cancelled');
-    partner.release();
+    loop.partner.release();
     await (await first).body.text();
     expect(gate.held).toBe(0);
   });
@@ -143,7 +139,7 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
 describe("issue 10 item 12: a queued request runs in its caller's async context", () => {
   it("limit 1, three callers: undici:request:create sees each caller's own context, off the releaser's stack", async () => {
     const { limiter } = limiterFor(1);
-    const dispatcher = agent.compose(limitHosts(limiter));
+    const dispatcher = loop.agent.compose(limitHosts(limiter));
     const als = new AsyncLocalStorage<string>();
     const seen: [string, string | undefined, string][] = [];
     const onCreate = (message: unknown) => {
@@ -155,7 +151,7 @@ describe("issue 10 item 12: a queued request runs in its caller's async context"
     try {
       const calls = ['a', 'b', 'c'].map((caller) =>
         als.run(caller, async () =>
-          (await request(`${partner.url}/ok?caller=${caller}`, { dispatcher })).body.text(),
+          (await request(`${loop.partner.url}/ok?caller=${caller}`, { dispatcher })).body.text(),
         ),
       );
       await Promise.all(calls);
@@ -182,7 +178,7 @@ describe('README claim: undici interceptors.retry and the permit during backoff'
     async (throwOnError, heldInBackoff) => {
       const { limiter, gate } = limiterFor(5);
       const held: number[] = [];
-      const dispatcher = agent.compose(
+      const dispatcher = loop.agent.compose(
         limitHosts(limiter),
         interceptors.retry({
           maxRetries: 1,
@@ -199,9 +195,9 @@ describe('README claim: undici interceptors.retry and the permit during backoff'
         }),
       );
       const res = await settle(
-        request(`${partner.url}/flaky?id=${throwOnError}&fails=1&code=503`, { dispatcher }).then(
-          (r) => r.body.text(),
-        ),
+        request(`${loop.partner.url}/flaky?id=${throwOnError}&fails=1&code=503`, {
+          dispatcher,
+        }).then((r) => r.body.text()),
       );
       expect(res).toBeUndefined();
       expect(held).toEqual([heldInBackoff]);

@@ -3,7 +3,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import {
-  Agent,
   type Dispatcher,
   interceptors,
   MockAgent,
@@ -25,22 +24,11 @@ import {
   UnknownHostError,
 } from '../../src/index.js';
 import { controllerApiOnly, settle } from '../helpers/gate-events.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { useLoopback } from '../helpers/loopback.js';
 import { globalFetchTakesDispatcher, undiciMajor } from '../helpers/undici.js';
 import { released } from '../helpers/until.js';
 
-let partner: Partner;
-let agent: Agent;
-
-beforeEach(async () => {
-  partner = await startPartner();
-  agent = new Agent({ keepAliveTimeout: 1000 });
-});
-
-afterEach(async () => {
-  await agent.destroy();
-  await partner.close();
-});
+const loop = useLoopback({ keepAliveTimeout: 1000 });
 
 /**
  * undici's own clients speak its callback API, which limitHosts passes straight through; an
@@ -74,7 +62,7 @@ function setup(
     partners: [
       {
         name: 'partner',
-        hosts: [partner.origin],
+        hosts: [loop.partner.origin],
         limit: 20,
         maxQueue: 1000,
         queueTimeout: 10_000,
@@ -84,7 +72,7 @@ function setup(
     unknownHosts: 'reject',
   });
   const gate = limiter.gate('partner')!;
-  const limited = limitedOver(agent, limiter);
+  const limited = limitedOver(loop.agent, limiter);
   const dispatcher = handlerApi === 'controller' ? limited.compose(controllerApiOnly) : limited;
   return { limiter, gate, dispatcher };
 }
@@ -156,16 +144,18 @@ describe.each(shapes)('%s', (current) => {
         '1,000 concurrent calls through a gate of 20 with %s: peak exactly 20',
         async (_name, call) => {
           const { gate, dispatcher } = setup();
-          const calls = Array.from({ length: 1000 }, () => call(`${partner.url}/held`, dispatcher));
-          await partner.waitForActive(20);
+          const calls = Array.from({ length: 1000 }, () =>
+            call(`${loop.partner.url}/held`, dispatcher),
+          );
+          await loop.partner.waitForActive(20);
           expectInvariant(gate);
           expect(gate.held).toBe(20);
           expect(gate.queued).toBe(980);
-          partner.openHeld(); // from now on the partner answers at once: still never more than 20
+          loop.partner.openHeld(); // from now on the partner answers at once: still never more than 20
           const results = await Promise.allSettled(calls);
           expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
-          expect(partner.peak).toBe(20);
-          expect(partner.arrived).toBe(1000);
+          expect(loop.partner.peak).toBe(20);
+          expect(loop.partner.arrived).toBe(1000);
           expectIdle(gate);
           expect(gate.stats().acquired).toBe(1000);
         },
@@ -175,20 +165,20 @@ describe.each(shapes)('%s', (current) => {
         const { gate, dispatcher } = setup();
         await Promise.all(
           Array.from({ length: 1000 }, async () => {
-            const res = await request(`${partner.url}/ok?delay=1`, { dispatcher });
+            const res = await request(`${loop.partner.url}/ok?delay=1`, { dispatcher });
             await res.body.dump();
           }),
         );
-        expect(partner.peak).toBe(20);
+        expect(loop.partner.peak).toBe(20);
         // Dispatching inside the releasing response's callbacks found its socket still busy and
         // opened a new one: 40 sockets for 20 permits. One extra is the fast path racing a reuse.
-        expect(partner.peakSockets).toBeLessThanOrEqual(21);
+        expect(loop.partner.peakSockets).toBeLessThanOrEqual(21);
         expectIdle(gate);
       });
 
       it('works as the global dispatcher-free composition of undici.request with a URL origin', async () => {
         const { gate, dispatcher } = setup({ limit: 2 });
-        const res = await request(new URL(`${partner.url}/ok`), { dispatcher });
+        const res = await request(new URL(`${loop.partner.url}/ok`), { dispatcher });
         await res.body.text();
         expectIdle(gate);
         expect(gate.stats().acquired).toBe(1);
@@ -198,7 +188,7 @@ describe.each(shapes)('%s', (current) => {
     describe('permits come back on every exit path', () => {
       it('returns the permit after a 500 response', async () => {
         const { gate, dispatcher } = setup();
-        const res = await request(`${partner.url}/status?code=500`, { dispatcher });
+        const res = await request(`${loop.partner.url}/status?code=500`, { dispatcher });
         expect(res.statusCode).toBe(500);
         await res.body.text();
         expectIdle(gate);
@@ -213,7 +203,7 @@ describe.each(shapes)('%s', (current) => {
         const limiter = new HostLimiter({
           partners: [{ name: 'gone', hosts: [origin], limit: 2 }],
         });
-        const dispatcher = limitedOver(agent, limiter);
+        const dispatcher = limitedOver(loop.agent, limiter);
         const error = await settle(request(`${origin}/`, { dispatcher }));
         expect((error as NodeJS.ErrnoException).code).toBe('ECONNREFUSED');
         const fetchError = await settle(undiciFetch(`${origin}/`, { dispatcher }));
@@ -223,7 +213,7 @@ describe.each(shapes)('%s', (current) => {
 
       it('returns the permit when the connection resets mid-body', async () => {
         const { gate, dispatcher } = setup();
-        const res = await request(`${partner.url}/reset`, { dispatcher });
+        const res = await request(`${loop.partner.url}/reset`, { dispatcher });
         const error = await settle(res.body.text());
         expect(error).toBeInstanceOf(Error);
         expectIdle(gate);
@@ -231,14 +221,14 @@ describe.each(shapes)('%s', (current) => {
 
       it('returns the permit when the caller aborts while queued, and the request never reaches the partner', async () => {
         const { gate, dispatcher } = setup({ limit: 1 });
-        const first = request(`${partner.url}/held`, { dispatcher });
-        await partner.waitForArrived(1);
+        const first = request(`${loop.partner.url}/held`, { dispatcher });
+        await loop.partner.waitForArrived(1);
         const ac = new AbortController();
         const queuedRequest = settle(
-          request(`${partner.url}/ok`, { dispatcher, signal: ac.signal }),
+          request(`${loop.partner.url}/ok`, { dispatcher, signal: ac.signal }),
         );
         const queuedFetch = settle(
-          undiciFetch(`${partner.url}/ok`, { dispatcher, signal: ac.signal }),
+          undiciFetch(`${loop.partner.url}/ok`, { dispatcher, signal: ac.signal }),
         );
         expect(gate.queued).toBe(2);
         const reason = new Error('caller gave up');
@@ -247,9 +237,9 @@ describe.each(shapes)('%s', (current) => {
         expect(await queuedRequest).toBe(reason);
         expect(await queuedFetch).toBe(reason);
         expectInvariant(gate);
-        partner.release();
+        loop.partner.release();
         await (await first).body.text();
-        expect(partner.arrived).toBe(1);
+        expect(loop.partner.arrived).toBe(1);
         expectIdle(gate);
         expect(gate.stats().abortedWaiting).toBe(2);
       });
@@ -258,19 +248,22 @@ describe.each(shapes)('%s', (current) => {
         'returns the permit when global fetch aborts while queued (fetch passes no signal to dispatchers)',
         async () => {
           const { gate, dispatcher } = setup({ limit: 1 });
-          const first = fetch(`${partner.url}/held`, { dispatcher } as unknown as RequestInit);
-          await partner.waitForArrived(1);
+          const first = fetch(`${loop.partner.url}/held`, { dispatcher } as unknown as RequestInit);
+          await loop.partner.waitForArrived(1);
           const ac = new AbortController();
           const queued = settle(
-            fetch(`${partner.url}/ok`, { dispatcher, signal: ac.signal } as unknown as RequestInit),
+            fetch(`${loop.partner.url}/ok`, {
+              dispatcher,
+              signal: ac.signal,
+            } as unknown as RequestInit),
           );
           expect(gate.queued).toBe(1);
           ac.abort();
           expect(((await queued) as Error).name).toBe('AbortError');
           expect(gate.queued).toBe(0);
-          partner.release();
+          loop.partner.release();
           await (await first).text();
-          expect(partner.arrived).toBe(1);
+          expect(loop.partner.arrived).toBe(1);
           expectIdle(gate);
         },
       );
@@ -278,7 +271,9 @@ describe.each(shapes)('%s', (current) => {
       it('returns the permit when the caller aborts in the tick of dispatch (while connecting)', async () => {
         const { gate, dispatcher } = setup();
         const ac = new AbortController();
-        const pending = settle(request(`${partner.url}/ok`, { dispatcher, signal: ac.signal }));
+        const pending = settle(
+          request(`${loop.partner.url}/ok`, { dispatcher, signal: ac.signal }),
+        );
         expect(gate.held).toBe(1);
         ac.abort();
         expect(((await pending) as Error).name).toBe('AbortError');
@@ -290,13 +285,13 @@ describe.each(shapes)('%s', (current) => {
         const { gate, dispatcher } = setup();
         const ac = new AbortController();
         const pending = settle(
-          undiciFetch(`${partner.url}/held`, { dispatcher, signal: ac.signal }),
+          undiciFetch(`${loop.partner.url}/held`, { dispatcher, signal: ac.signal }),
         );
-        await partner.waitForArrived(1);
+        await loop.partner.waitForArrived(1);
         expect(gate.held).toBe(1);
         ac.abort();
         expect(((await pending) as Error).name).toBe('AbortError');
-        await partner.waitForClosedEarly(1);
+        await loop.partner.waitForClosedEarly(1);
         await released(gate);
         expectIdle(gate);
       });
@@ -304,40 +299,43 @@ describe.each(shapes)('%s', (current) => {
       it('returns the permit when the caller aborts while the body streams', async () => {
         const { gate, dispatcher } = setup();
         const ac = new AbortController();
-        const res = await request(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
+        const res = await request(`${loop.partner.url}/stall`, { dispatcher, signal: ac.signal });
         for await (const _chunk of res.body) break; // first chunk arrived; leaving the loop destroys the body
-        await partner.waitForClosedEarly(1);
+        await loop.partner.waitForClosedEarly(1);
         await released(gate);
         expectIdle(gate);
-        const res2 = await undiciFetch(`${partner.url}/stall`, { dispatcher, signal: ac.signal });
+        const res2 = await undiciFetch(`${loop.partner.url}/stall`, {
+          dispatcher,
+          signal: ac.signal,
+        });
         const reader = res2.body!.getReader();
         await reader.read();
         expect(gate.held).toBe(1);
         ac.abort();
         await settle(reader.read());
-        await partner.waitForClosedEarly(2);
+        await loop.partner.waitForClosedEarly(2);
         await released(gate);
         expectIdle(gate);
       });
 
       it('frees a permit pinned by an unread body after maxHold, aborting the request with PermitHoldTimeoutError', async () => {
         const { gate, dispatcher } = setup({ maxHold: 100 });
-        const res = await request(`${partner.url}/stall`, { dispatcher });
+        const res = await request(`${loop.partner.url}/stall`, { dispatcher });
         expect(gate.held).toBe(1);
         const error = await settle(res.body.text()); // the stall never ends: only maxHold can free it
         expect(error).toBeInstanceOf(PermitHoldTimeoutError);
         expect((error as PermitHoldTimeoutError).partner).toBe('partner');
-        await partner.waitForClosedEarly(1);
+        await loop.partner.waitForClosedEarly(1);
         expectIdle(gate);
         expect(gate.stats().holdTimeouts).toBe(1);
       });
 
       it('frees a permit whose fetch body is never read at all, after maxHold', async () => {
         const { gate, dispatcher } = setup({ maxHold: 100 });
-        const res = await undiciFetch(`${partner.url}/stall`, { dispatcher });
+        const res = await undiciFetch(`${loop.partner.url}/stall`, { dispatcher });
         expect(res.status).toBe(200);
         expect(gate.held).toBe(1);
-        await partner.waitForClosedEarly(1); // freed by maxHold, not by us
+        await loop.partner.waitForClosedEarly(1); // freed by maxHold, not by us
         expectIdle(gate);
         expect(gate.stats().holdTimeouts).toBe(1);
       });
@@ -346,30 +344,30 @@ describe.each(shapes)('%s', (current) => {
     describe('shedding', () => {
       it('sheds with QueueFullError at once when the queue is full, carrying partner and retryAfterMs', async () => {
         const { gate, dispatcher } = setup({ limit: 1, maxQueue: 0 });
-        const first = request(`${partner.url}/held`, { dispatcher });
-        await partner.waitForArrived(1);
-        const shed = await settle(request(`${partner.url}/ok`, { dispatcher }));
+        const first = request(`${loop.partner.url}/held`, { dispatcher });
+        await loop.partner.waitForArrived(1);
+        const shed = await settle(request(`${loop.partner.url}/ok`, { dispatcher }));
         expect(shed).toBeInstanceOf(QueueFullError);
         expect((shed as QueueFullError).partner).toBe('partner');
         expect((shed as QueueFullError).retryAfterMs).toBeGreaterThan(0);
-        const fetchShed = await settle(undiciFetch(`${partner.url}/ok`, { dispatcher }));
+        const fetchShed = await settle(undiciFetch(`${loop.partner.url}/ok`, { dispatcher }));
         expect(fetchShed).toBeInstanceOf(TypeError);
         expect((fetchShed as TypeError).cause).toBeInstanceOf(QueueFullError);
-        expect(partner.arrived).toBe(1);
-        partner.release();
+        expect(loop.partner.arrived).toBe(1);
+        loop.partner.release();
         await (await first).body.text();
         expectIdle(gate);
       });
 
       it('sheds with QueueTimeoutError at the wait deadline', async () => {
         const { gate, dispatcher } = setup({ limit: 1, queueTimeout: 50 });
-        const first = request(`${partner.url}/held`, { dispatcher });
-        await partner.waitForArrived(1);
-        const timedOut = await settle(request(`${partner.url}/ok`, { dispatcher }));
+        const first = request(`${loop.partner.url}/held`, { dispatcher });
+        await loop.partner.waitForArrived(1);
+        const timedOut = await settle(request(`${loop.partner.url}/ok`, { dispatcher }));
         expect(timedOut).toBeInstanceOf(QueueTimeoutError);
-        partner.release();
+        loop.partner.release();
         await (await first).body.text();
-        expect(partner.arrived).toBe(1);
+        expect(loop.partner.arrived).toBe(1);
         expectIdle(gate);
       });
 
@@ -384,11 +382,11 @@ describe.each(shapes)('%s', (current) => {
   describe('composition with undici interceptors', () => {
     it('takes a fresh permit per retry attempt and holds none during backoff (limiter inside retry)', async () => {
       const limiter = new HostLimiter({
-        partners: [{ name: 'partner', hosts: [partner.origin], limit: 5 }],
+        partners: [{ name: 'partner', hosts: [loop.partner.origin], limit: 5 }],
       });
       const gate = limiter.gate('partner')!;
       const heldDuringBackoff: number[] = [];
-      const dispatcher = limitedOver(agent, limiter).compose(
+      const dispatcher = limitedOver(loop.agent, limiter).compose(
         interceptors.retry({
           maxRetries: 2,
           statusCodes: [503],
@@ -403,9 +401,9 @@ describe.each(shapes)('%s', (current) => {
           },
         }),
       );
-      const error = await settle(request(`${partner.url}/status?code=503`, { dispatcher }));
+      const error = await settle(request(`${loop.partner.url}/status?code=503`, { dispatcher }));
       expect(error).toBeInstanceOf(Error);
-      expect(partner.arrived).toBe(3);
+      expect(loop.partner.arrived).toBe(3);
       expect(heldDuringBackoff.length).toBeGreaterThanOrEqual(4);
       expect(heldDuringBackoff.every((held) => held === 0)).toBe(true);
       expectIdle(gate);
@@ -414,17 +412,17 @@ describe.each(shapes)('%s', (current) => {
 
     it('takes one permit per redirect hop (limiter inside redirect)', async () => {
       const limiter = new HostLimiter({
-        partners: [{ name: 'partner', hosts: [partner.origin], limit: 1 }],
+        partners: [{ name: 'partner', hosts: [loop.partner.origin], limit: 1 }],
       });
       const gate = limiter.gate('partner')!;
-      const dispatcher = limitedOver(agent, limiter).compose(
+      const dispatcher = limitedOver(loop.agent, limiter).compose(
         interceptors.redirect({ maxRedirections: 5 }),
       );
-      const res = await request(`${partner.url}/redirect?to=/ok&hops=3`, { dispatcher });
+      const res = await request(`${loop.partner.url}/redirect?to=/ok&hops=3`, { dispatcher });
       expect(res.statusCode).toBe(200);
       await res.body.text();
       expect(gate.stats().acquired).toBe(4);
-      expect(partner.peak).toBe(1);
+      expect(loop.partner.peak).toBe(1);
       expectIdle(gate);
     });
   });
@@ -493,7 +491,7 @@ describe.each(shapes)('%s', (current) => {
   // caller its request body went out (upload progress, request timing) once a gate was on.
   it('passes onBodySent and onRequestSent on to the caller: it sees every byte of the body', async () => {
     const { limiter, gate } = setup();
-    const dispatcher = limitedOver(agent, limiter);
+    const dispatcher = limitedOver(loop.agent, limiter);
     const sent: Buffer[] = [];
     let requestSent = 0;
     await new Promise<void>((resolve, reject) => {
@@ -524,7 +522,7 @@ describe.each(shapes)('%s', (current) => {
               onError: reject,
             };
       dispatcher.dispatch(
-        { origin: partner.origin, path: '/ok', method: 'POST', body: 'hello, gate' },
+        { origin: loop.partner.origin, path: '/ok', method: 'POST', body: 'hello, gate' },
         handler as unknown as Dispatcher.DispatchHandler,
       );
     });
@@ -538,16 +536,16 @@ describe.each(shapes)('%s', (current) => {
 describe('limitGate: one gate for everything a dispatcher sends', () => {
   it('holds a permit of the gate per request, whatever the host', async () => {
     const gate = new Semaphore({ limit: 3, maxQueue: 100, name: 'all' });
-    const dispatcher = agent.compose(limitGate(gate));
+    const dispatcher = loop.agent.compose(limitGate(gate));
     const calls = Array.from({ length: 30 }, () =>
-      request(`${partner.url}/held`, { dispatcher }).then((res) => res.body.dump()),
+      request(`${loop.partner.url}/held`, { dispatcher }).then((res) => res.body.dump()),
     );
-    await partner.waitForActive(3);
+    await loop.partner.waitForActive(3);
     expect(gate.held).toBe(3);
     expect(gate.queued).toBe(27);
-    partner.openHeld();
+    loop.partner.openHeld();
     await Promise.all(calls);
-    expect(partner.peak).toBe(3);
+    expect(loop.partner.peak).toBe(3);
     expectIdle(gate);
   });
 

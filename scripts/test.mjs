@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+/**
+ * `npm test`: lint (Biome, under a second), then the typecheck (`tsc --noEmit`) beside the suite
+ * (`vitest run`). Much of the suite waits on sockets, timers and child processes, so the
+ * typecheck's ~8 s of one core fits into its idle time instead of running before it. The
+ * typecheck's output is held back and printed after vitest's; the exit code is non-zero if
+ * either failed. Arguments go to vitest: `npm test -- test/fetch.test.ts`.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const bin = (pkg, path) =>
+  fileURLToPath(new URL(`../node_modules/${pkg}/${path}`, import.meta.url));
+
+/** Runs `node <script> ...args`; resolves with its exit code (and output, when captured). */
+function run(script, args, capture) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [script, ...args], {
+      stdio: capture ? ['ignore', 'pipe', 'pipe'] : 'inherit',
+    });
+    let output = '';
+    if (capture) {
+      child.stdout.setEncoding('utf8').on('data', (chunk) => {
+        output += chunk;
+      });
+      child.stderr.setEncoding('utf8').on('data', (chunk) => {
+        output += chunk;
+      });
+    }
+    child.on('error', (error) => resolve({ code: 1, output: `${output}${error}\n` }));
+    child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 1 : 0), output }));
+  });
+}
+
+const lint = await run(bin('@biomejs/biome', 'bin/biome'), ['check', '.'], false);
+if (lint.code !== 0) process.exit(lint.code);
+
+const typecheck = run(bin('typescript', 'bin/tsc'), ['-p', 'tsconfig.json', '--noEmit'], true);
+const suite = await run(bin('vitest', 'vitest.mjs'), ['run', ...process.argv.slice(2)], false);
+const types = await typecheck;
+process.stdout.write(
+  types.code === 0 ? '\ntypecheck (tsc --noEmit): OK\n' : `\ntypecheck (tsc --noEmit) FAILED:\n`,
+);
+if (types.code !== 0) process.stdout.write(types.output);
+process.exit(suite.code !== 0 ? suite.code : types.code);
