@@ -256,7 +256,8 @@ async function bestOfRounds(
   let maxActive = 0;
   let spent = 0;
   const maxRounds = params.rounds ?? MAX_ROUNDS;
-  while (rounds.length < maxRounds && (rounds.length === 0 || spent < ROUNDS_BUDGET_MS)) {
+  const budget = params.exactRounds === true ? Number.POSITIVE_INFINITY : ROUNDS_BUDGET_MS;
+  while (rounds.length < maxRounds && (rounds.length === 0 || spent < budget)) {
     fullGc();
     const r = await round();
     rounds.push(r.ms);

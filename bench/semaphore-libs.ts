@@ -231,6 +231,8 @@ export interface CaseParams {
   warmup: boolean;
   /** Throughput rounds at most (default 3; the smoke run: 1). */
   rounds?: number;
+  /** Run exactly `rounds` rounds, however long they take (under callgrind, where time means nothing). */
+  exactRounds?: boolean;
 }
 
 export interface CaseResult {
