@@ -126,43 +126,46 @@ export class GatePermit implements Permit, WaitTicket {
    */
   #requestInfo: PermitRequestInfo | undefined;
   #request: PermitTarget | undefined;
+  // The fields below are `declare`d and set in the constructor only: a plain declaration
+  // would also define each as `undefined` first (class fields have define semantics), one
+  // DefineNamedOwnIC per field per call.
   /**
    * @internal Set at the grant; a gate observed later stamps its earlier permits once. While
    * waiting: the clock reading when it was queued (see `enqueuedAt`).
    */
-  acquiredAt: number;
-  readonly weight: number;
+  declare acquiredAt: number;
+  declare readonly weight: number;
   /** @internal Clock at the grant or the last progress: the holders list is in this order. */
-  aliveAt: number;
-  onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined;
-  acquiredFrom: AcquireSite | undefined;
+  declare aliveAt: number;
+  declare onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined;
+  declare acquiredFrom: AcquireSite | undefined;
   /** @internal While waiting: its class's queue; once held: the holders list, least recently alive first. */
-  prev: GatePermit | undefined;
+  declare prev: GatePermit | undefined;
   /** @internal */
-  next: GatePermit | undefined;
+  declare next: GatePermit | undefined;
   /**
    * @internal Once held: the `maxHoldTotal` timer, when the gate has one. While a waiter:
    * its own wait-deadline timer (cleared when it leaves the queue, so never both).
    */
-  totalTimer: ReturnType<typeof setTimeout> | undefined;
+  declare totalTimer: ReturnType<typeof setTimeout> | undefined;
   /** @internal The priority class it was granted in (or waits in); it knows the gate. */
-  readonly cls: QueueClass;
+  declare readonly cls: QueueClass;
   /** @internal The gate's deadline list, while waiting with the gate's own deadline. */
-  dPrev: GatePermit | undefined;
+  declare dPrev: GatePermit | undefined;
   /** @internal */
-  dNext: GatePermit | undefined;
+  declare dNext: GatePermit | undefined;
   /** @internal In its class's queue (not yet granted, shed or cancelled). */
-  queued: boolean;
+  declare queued: boolean;
   /** @internal run(): the task to start once granted. */
-  task: RunFn | undefined;
+  declare task: RunFn | undefined;
   /** @internal acquire()/run(): how to settle the caller's promise. */
-  resolve: ((permit: Permit) => void) | undefined;
+  declare resolve: ((permit: Permit) => void) | undefined;
   /** @internal */
-  reject: ((reason: unknown) => void) | undefined;
+  declare reject: ((reason: unknown) => void) | undefined;
   /** @internal wait(): whom to tell instead. */
-  readonly target: WaitTarget | undefined;
+  declare readonly target: WaitTarget | undefined;
   /** @internal The caller's signal, listened to while waiting and handed to a run() task. */
-  readonly signal: AbortSignal | undefined;
+  declare readonly signal: AbortSignal | undefined;
 
   static {
     permitEntry.isHeld = (permit) => permit.#state === HELD;
