@@ -19,7 +19,8 @@ export interface WrappedDispatcher extends AnyDispatcher {
  * Same handler, same semantics as `limitHosts`: a permit from dispatch until the response has
  * ended, failed or been aborted; a bounded queue; shedding as `QueueFullError`/`QueueTimeoutError`.
  * It skips `compose`'s toll (a handler wrapper per request, and a header conversion for handlers
- * of the other API), so it runs at the speed of the dispatcher it wraps. `close()` and `destroy()`
+ * of the other API), so it runs close to the speed of the dispatcher it wraps (the README's
+ * benchmark gives the measured ratios). `close()` and `destroy()`
  * close the wrapped dispatcher. To add undici's retry or redirect, compose them *outside*, so
  * that each attempt and each hop takes its own permit:
  * `new LimitedAgent(new Agent(), limiter).compose(interceptors.retry(), interceptors.redirect())`.
