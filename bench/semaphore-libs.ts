@@ -47,6 +47,17 @@ export interface LibInfo {
 export const HOSTGATE_QUEUE_TIMEOUT_MS = 30_000;
 export const HOSTGATE_MIN_MAX_QUEUE = 100_000;
 
+/** hostgate's gate as every hostgate row runs it: a busy gate's deadline and queue bound. */
+function benchGate(permits: number, maxWaiters: number, observe = false): Semaphore {
+  return new Semaphore({
+    limit: permits,
+    maxQueue: Math.max(HOSTGATE_MIN_MAX_QUEUE, maxWaiters),
+    queueTimeout: HOSTGATE_QUEUE_TIMEOUT_MS,
+    name: 'bench',
+    observe,
+  });
+}
+
 export const LIBS: readonly LibInfo[] = [
   {
     id: 'hostgate',
@@ -54,12 +65,7 @@ export const LIBS: readonly LibInfo[] = [
     cancel: 'eager',
     note: `Semaphore.run, queueTimeout ${HOSTGATE_QUEUE_TIMEOUT_MS} ms, maxQueue ≥ ${HOSTGATE_MIN_MAX_QUEUE}`,
     make(permits, maxWaiters) {
-      const gate = new Semaphore({
-        limit: permits,
-        maxQueue: Math.max(HOSTGATE_MIN_MAX_QUEUE, maxWaiters),
-        queueTimeout: HOSTGATE_QUEUE_TIMEOUT_MS,
-        name: 'bench',
-      });
+      const gate = benchGate(permits, maxWaiters);
       return {
         run: (task) => gate.run(task),
         runWithSignal: (task, signal) => gate.run(task, { signal }),
@@ -74,13 +80,7 @@ export const LIBS: readonly LibInfo[] = [
     cancel: 'eager',
     note: 'as hostgate, with observe: true (histograms and a clock reading per permit)',
     make(permits, maxWaiters) {
-      const gate = new Semaphore({
-        limit: permits,
-        maxQueue: Math.max(HOSTGATE_MIN_MAX_QUEUE, maxWaiters),
-        queueTimeout: HOSTGATE_QUEUE_TIMEOUT_MS,
-        name: 'bench',
-        observe: true,
-      });
+      const gate = benchGate(permits, maxWaiters, true);
       return {
         run: (task) => gate.run(task),
         runWithSignal: (task, signal) => gate.run(task, { signal }),
@@ -97,12 +97,7 @@ export const LIBS: readonly LibInfo[] = [
     note: 'await gate.acquire(); try { fn } finally { permit.release() }, the adapter async-sema runs with; queueTimeout and maxQueue as hostgate',
     kinds: ['burst', 'burst-heap', 'steady'],
     make(permits, maxWaiters) {
-      const gate = new Semaphore({
-        limit: permits,
-        maxQueue: Math.max(HOSTGATE_MIN_MAX_QUEUE, maxWaiters),
-        queueTimeout: HOSTGATE_QUEUE_TIMEOUT_MS,
-        name: 'bench',
-      });
+      const gate = benchGate(permits, maxWaiters);
       return {
         async run(task) {
           const permit = await gate.acquire();
