@@ -47,6 +47,12 @@ export interface LibInfo {
 export const HOSTGATE_QUEUE_TIMEOUT_MS = 30_000;
 export const HOSTGATE_MIN_MAX_QUEUE = 100_000;
 
+/** The run() rows' adapter: a task, with the caller's signal when the case cancels. */
+const runAdapter = (gate: Semaphore) => ({
+  run: (task: () => Promise<unknown>) => gate.run(task),
+  runWithSignal: (task: () => Promise<unknown>, signal: AbortSignal) => gate.run(task, { signal }),
+});
+
 /** hostgate's gate as every hostgate row runs it: a busy gate's deadline and queue bound. */
 function benchGate(permits: number, maxWaiters: number, observe = false): Semaphore {
   return new Semaphore({
@@ -65,11 +71,7 @@ export const LIBS: readonly LibInfo[] = [
     cancel: 'eager',
     note: `Semaphore.run, queueTimeout ${HOSTGATE_QUEUE_TIMEOUT_MS} ms, maxQueue ≥ ${HOSTGATE_MIN_MAX_QUEUE}`,
     make(permits, maxWaiters) {
-      const gate = benchGate(permits, maxWaiters);
-      return {
-        run: (task) => gate.run(task),
-        runWithSignal: (task, signal) => gate.run(task, { signal }),
-      };
+      return runAdapter(benchGate(permits, maxWaiters));
     },
   },
   {
@@ -80,11 +82,7 @@ export const LIBS: readonly LibInfo[] = [
     cancel: 'eager',
     note: 'as hostgate, with observe: true (histograms and a clock reading per permit)',
     make(permits, maxWaiters) {
-      const gate = benchGate(permits, maxWaiters, true);
-      return {
-        run: (task) => gate.run(task),
-        runWithSignal: (task, signal) => gate.run(task, { signal }),
-      };
+      return runAdapter(benchGate(permits, maxWaiters, true));
     },
   },
   {

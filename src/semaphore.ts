@@ -152,8 +152,6 @@ export class Semaphore {
   #leakWarnAfter: number | undefined;
   /** Histograms, hold estimate, progress clock, acquire sites: absent until someone looks. */
   #observer: GateObserver | undefined = undefined;
-  /** An observer, `maxHold` or `maxHoldTotal`: grants have more to do than count. */
-  #measured = false;
   readonly #cacheClock: boolean;
   /** The permit a maxHold take-back is returning: its holder's own release counts as that. */
   #expiring: GatePermit | undefined = undefined;
@@ -302,7 +300,6 @@ export class Semaphore {
       const named = classes.length > 1 || classes[0]!.name !== DEFAULT_CLASS;
       observer = new GateObserver(now, named ? classes.length : 0);
       this.#observer = observer;
-      this.#measured = true;
       for (let p = this.#oldest; p !== undefined; p = p.next) {
         if (Number.isNaN(p.acquiredAt)) p.acquiredAt = p.aliveAt = now;
       }
@@ -589,7 +586,10 @@ export class Semaphore {
       permitEntry.activate(waiter, now);
     }
     this.#linkNewest(permit);
-    if (this.#measured) this.#measureGrant(permit, waitedMs, now, cls);
+    // maxHold and maxHoldTotal attach the observer at construction: a gate without one has
+    // nothing more to do for a grant than count it.
+    const observer = this.#observer;
+    if (observer !== undefined) this.#measureGrant(observer, permit, waitedMs, now, cls);
     if (acquireChannel.hasSubscribers) {
       acquireChannel.publish({
         gate: this,
@@ -603,12 +603,15 @@ export class Semaphore {
   }
 
   /** The observer's and the hold limits' share of a grant, off the plain gate's path. */
-  #measureGrant(permit: GatePermit, waitedMs: number, now: number, cls: QueueClass): void {
-    const observer = this.#observer;
-    if (observer !== undefined) {
-      observer.granted(waitedMs, now, cls.index);
-      if (observer.traceAcquires) permit.acquiredFrom ??= captureAcquireSite();
-    }
+  #measureGrant(
+    observer: GateObserver,
+    permit: GatePermit,
+    waitedMs: number,
+    now: number,
+    cls: QueueClass,
+  ): void {
+    observer.granted(waitedMs, now, cls.index);
+    if (observer.traceAcquires) permit.acquiredFrom ??= captureAcquireSite();
     if (this.#maxHold !== undefined && this.#holdTimer === undefined) {
       this.#armHoldTimer(this.#maxHold);
     }
