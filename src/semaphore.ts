@@ -399,9 +399,7 @@ export class Semaphore {
     // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
     // caller's async context (AsyncLocalStorage), a microtask after the grant, never on the
     // stack of the release that granted it.
-    if (task !== undefined) {
-      return promise.then(runGranted as (permit: Permit) => unknown) as Promise<never>;
-    }
+    if (task !== undefined) return promise.then(runGranted) as Promise<never>;
     if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
