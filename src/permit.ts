@@ -341,21 +341,12 @@ export async function runHeld<T>(
   }
 }
 
-let settling: Waiter | undefined;
-function captureSettlers(
-  resolve: (permit: Permit | undefined) => void,
-  reject: (reason: unknown) => void,
-): void {
-  settling!.resolve = resolve;
-  settling!.reject = reject;
-}
-
-/** The promise a queued acquire()/run() caller holds: no closure per waiter. */
+/** The promise a queued acquire()/run() caller holds. */
 export function promiseFor(waiter: Waiter): Promise<Permit> {
-  settling = waiter;
-  const promise = new Promise<Permit | undefined>(captureSettlers) as Promise<Permit>;
-  settling = undefined;
-  return promise;
+  return new Promise<Permit | undefined>((resolve, reject) => {
+    waiter.resolve = resolve;
+    waiter.reject = reject;
+  }) as Promise<Permit>;
 }
 
 /**
