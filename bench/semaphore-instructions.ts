@@ -11,7 +11,11 @@
  * compilation and GC run on the main thread and the count does not depend on how threads were
  * scheduled: once with 1 measured round and once with 3, both after the same warm-up. The
  * difference over 2 rounds' operations is the instructions per operation of a warm round, start-up
- * and warm-up cancelled out (±2% between runs). Needs valgrind; takes a few minutes per library.
+ * and warm-up cancelled out. The young generation is pinned at the 16 MB per semi-space it grows
+ * to in these cases anyway, and the memory reducer is off: left to their heuristics, which read
+ * the clock (and valgrind slows it 50-fold), the same code counted 5,165 and 7,958 per cycle in
+ * two runs; pinned, two runs agree within 0.1%. Every library runs with the same flags. Needs
+ * valgrind; takes a few minutes per library.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +24,8 @@ import type { CaseKind, CaseParams } from './semaphore-libs.js';
 
 const CASE_SCRIPT = fileURLToPath(new URL('./semaphore-case.ts', import.meta.url));
 const TSX_LOADER = import.meta.resolve('tsx');
+/** A garbage collector that does not steer by the clock (see above). */
+const GC_FLAGS = ['--min-semi-space-size=16', '--max-semi-space-size=16', '--no-memory-reducer'];
 
 function instructions(params: CaseParams): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -31,6 +37,7 @@ function instructions(params: CaseParams): Promise<number> {
         process.execPath,
         '--expose-gc',
         '--single-threaded',
+        ...GC_FLAGS,
         '--import',
         TSX_LOADER,
         CASE_SCRIPT,

@@ -142,6 +142,14 @@ export class Semaphore {
   #dHead: Waiter | undefined = undefined;
   #dTail: Waiter | undefined = undefined;
   #deadlineTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  /**
+   * Whether the deadline list above is kept. A one-class gate whose waiters all have the gate's
+   * own deadline needs none: its queue is in arrival order, so it is in deadline order, and one
+   * timer at the queue's head serves them all (two stores into the gate fewer per queued call).
+   * The first waiter with a deadline of its own builds the list (and a gate with priority
+   * classes keeps one); the list is dropped again whenever the queue empties.
+   */
+  #deadlineList: boolean;
   // Holders by `aliveAt` (grant or last progress), least recent first: with one maxHold per
   // gate their no-progress deadlines are monotonic, so one timer at the head serves them all.
   #oldest: GatePermit | undefined = undefined;
@@ -196,6 +204,7 @@ export class Semaphore {
     this.#cacheClock = options.now === undefined;
     this.#lifoAfter = parseQueueOrder(options.queueOrder, options.lifoAfter);
     this.#queue = new WaitQueue(this, options.priorities, this.#maxQueue);
+    this.#deadlineList = this.#queue.classes.length > 1;
     if (options.observe !== undefined && typeof options.observe !== 'boolean') {
       throw new TypeError(`observe must be a boolean, got ${typeof options.observe}`);
     }
@@ -390,9 +399,7 @@ export class Semaphore {
     // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
     // caller's async context (AsyncLocalStorage), a microtask after the grant, never on the
     // stack of the release that granted it.
-    if (task !== undefined) {
-      return promise.then(runGranted as (permit: Permit) => unknown) as Promise<never>;
-    }
+    if (task !== undefined) return promise.then(runGranted) as Promise<never>;
     if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
@@ -751,41 +758,70 @@ export class Semaphore {
   }
 
   #enqueue(waiter: Waiter, ownDeadline: boolean, timeout: number): void {
-    this.#queue.push(waiter);
     if (ownDeadline) {
+      if (!this.#deadlineList) this.#buildDeadlineList();
+      this.#queue.push(waiter);
       waiter.timer = setTimeout(onWaiterTimer, timeout, waiter);
     } else {
-      const dTail = this.#dTail;
-      if (dTail === undefined) this.#dHead = waiter;
-      else {
-        dTail.dNext = waiter;
-        waiter.dPrev = dTail;
+      this.#queue.push(waiter);
+      if (this.#deadlineList) {
+        const dTail = this.#dTail;
+        if (dTail === undefined) this.#dHead = waiter;
+        else {
+          dTail.dNext = waiter;
+          waiter.dPrev = dTail;
+        }
+        this.#dTail = waiter;
       }
-      this.#dTail = waiter;
       if (this.#deadlineTimer === undefined) this.#armDeadlineTimer(timeout);
     }
     waiter.signal?.addEventListener('abort', waiter, { once: true });
   }
 
+  /** A waiter with a deadline of its own joins a one-class gate: list the others' deadlines. */
+  #buildDeadlineList(): void {
+    this.#deadlineList = true;
+    let dTail: Waiter | undefined;
+    for (let waiter = this.#queue.classes[0]!.head; waiter !== undefined; waiter = waiter.next) {
+      if (dTail === undefined) this.#dHead = waiter;
+      else {
+        dTail.dNext = waiter;
+        waiter.dPrev = dTail;
+      }
+      dTail = waiter;
+    }
+    this.#dTail = dTail;
+  }
+
   /** Takes a waiter out of every list and detaches its signal and timer. */
   #dequeue(waiter: Waiter): void {
     waiter.queued = false;
-    this.#queue.remove(waiter);
+    const queue = this.#queue;
+    queue.remove(waiter);
     if (waiter.timer !== undefined) {
       clearTimeout(waiter.timer);
       waiter.timer = undefined;
-    } else {
+    } else if (this.#deadlineList) {
       const { dPrev, dNext } = waiter;
       if (dPrev === undefined) this.#dHead = dNext;
       else dPrev.dNext = dNext;
       if (dNext === undefined) this.#dTail = dPrev;
       else dNext.dPrev = dPrev;
-      if (this.#dHead === undefined && this.#deadlineTimer !== undefined) {
-        clearTimeout(this.#deadlineTimer);
-        this.#deadlineTimer = undefined;
-      }
+      waiter.dPrev = waiter.dNext = undefined;
+      if (this.#dHead === undefined) this.#stopDeadlineTimer();
+    } else if (queue.size === 0) {
+      this.#stopDeadlineTimer();
     }
+    // An empty one-class queue has no deadlines to list: the next waiters go without the list.
+    if (queue.size === 0 && queue.classes.length === 1) this.#deadlineList = false;
     waiter.signal?.removeEventListener('abort', waiter);
+  }
+
+  #stopDeadlineTimer(): void {
+    if (this.#deadlineTimer !== undefined) {
+      clearTimeout(this.#deadlineTimer);
+      this.#deadlineTimer = undefined;
+    }
   }
 
   #abort(waiter: Waiter, reason: unknown): void {
@@ -832,17 +868,23 @@ export class Semaphore {
   readonly #onDeadlineTimer = (): void => {
     this.#deadlineTimer = undefined;
     const now = this.#now();
-    let head = this.#dHead;
-    // Only waiters with the gate's own timeout are on this list: deadline = enqueuedAt + it.
+    // Only waiters with the gate's own timeout count here: deadline = enqueuedAt + it.
     const timeout = this.#queueTimeout;
+    let head = this.#deadlineHead();
     while (head !== undefined && head.enqueuedAt + timeout <= now) {
       this.#expire(head);
-      head = this.#dHead;
+      head = this.#deadlineHead();
     }
-    if (head !== undefined && this.#deadlineTimer === undefined) {
-      this.#armDeadlineTimer(head.enqueuedAt + timeout - now);
-    }
+    // A waiter queued from inside an expiry armed a timer for its own deadline: the head's
+    // comes first.
+    this.#stopDeadlineTimer();
+    if (head !== undefined) this.#armDeadlineTimer(head.enqueuedAt + timeout - now);
   };
+
+  /** The waiter whose gate deadline comes first: the list's head, or a one-class queue's. */
+  #deadlineHead(): Waiter | undefined {
+    return this.#deadlineList ? this.#dHead : this.#queue.classes[0]!.head;
+  }
 
   #armHoldTimer(delayMs: number): void {
     // Unref'd: a held permit belongs to work that keeps the process alive by itself.

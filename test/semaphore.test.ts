@@ -323,6 +323,56 @@ describe('wait deadline', () => {
     expectInvariant(gate);
   });
 
+  it('keeps default deadlines after the queue empties and refills around a per-call waiter', async () => {
+    // A one-class gate reads its default deadlines off the queue itself; a per-call deadline
+    // makes it list them, and an empty queue drops the list again.
+    const gate = new Semaphore({ limit: 1, queueTimeout: 100 });
+    const first = hold(gate);
+    const a = track(gate.acquire()); // deadline 100
+    const own = track(gate.acquire({ timeout: 500 })); // 500 (own timer): the list is built
+    await vi.advanceTimersByTimeAsync(100);
+    expect(a.reason).toBeInstanceOf(QueueTimeoutError);
+    first.release(); // own served: the queue is empty
+    await vi.advanceTimersByTimeAsync(0);
+    granted(own).release();
+    const holder = hold(gate);
+    const b = track(gate.acquire()); // t = 100, deadline 200, no list
+    await vi.advanceTimersByTimeAsync(50);
+    const c = track(gate.acquire()); // 250
+    await vi.advanceTimersByTimeAsync(99); // t = 249
+    expect(b.reason).toBeInstanceOf(QueueTimeoutError);
+    expect(c.state).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1); // t = 250
+    expect(c.reason).toBeInstanceOf(QueueTimeoutError);
+    expect(vi.getTimerCount()).toBe(0);
+    holder.release();
+    expectInvariant(gate);
+  });
+
+  it('expires the next waiter at its deadline when an expiry queues a new waiter', async () => {
+    // Regression: a waiter queued from inside an expiry armed the timer for its own, later
+    // deadline, and the waiter behind the expired one waited until then.
+    const gate = new Semaphore({ limit: 1, queueTimeout: 100 });
+    const first = hold(gate);
+    const told: unknown[] = [];
+    gate.wait({
+      granted: (permit) => permit.release(),
+      rejected: () => {
+        gate.wait({ granted: (permit) => permit.release(), rejected: (r) => told.push(r) });
+      },
+    }); // deadline 100; its rejection queues another (deadline 200)
+    await vi.advanceTimersByTimeAsync(50);
+    const b = track(gate.acquire()); // 150
+    await vi.advanceTimersByTimeAsync(100); // t = 150
+    expect(b.reason).toBeInstanceOf(QueueTimeoutError);
+    expect(told).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(50); // t = 200
+    expect(told).toHaveLength(1);
+    expect(gate.queued).toBe(0);
+    first.release();
+    expectInvariant(gate);
+  });
+
   it('moves the gate deadline timer to the next waiter when the head is served', async () => {
     const gate = new Semaphore({ limit: 1, queueTimeout: 100 });
     const first = hold(gate);
