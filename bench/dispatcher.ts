@@ -63,6 +63,7 @@ try {
     : [
         ['raw-free', 'wrapper-free', 'hostgate-free', 'noop-free'],
         ['raw-bound', 'wrapper-bound', 'hostgate-bound'],
+        ['raw-bound-5ms', 'wrapper-bound-5ms', 'hostgate-bound-5ms'],
       ];
   for (let i = 0; i < runs; i++) {
     for (const pair of pairs) {
@@ -124,6 +125,14 @@ try {
       'wrapper-bound',
       'hostgate-bound',
       '≥ 1.00×',
+    );
+  if (!smoke)
+    row(
+      'limit binding at 20, partner taking 5 ms (the cap bounds throughput: 4,000/s at most)',
+      'raw-bound-5ms',
+      'wrapper-bound-5ms',
+      'hostgate-bound-5ms',
+      '',
     );
 
   if (!smoke) {

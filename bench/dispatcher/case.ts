@@ -20,6 +20,8 @@ const { HostLimiter, LimitedAgent, limitHosts } = (await import(
 const origin = `http://127.0.0.1:${portText}`;
 const WARMUP = 2_000;
 const REQUESTS = 20_000;
+/** A partner answering after 5 ms: 4,000 requests (about a second at the cap of 20). */
+const PARTNER_5MS = { path: '/slow?ms=5', requests: 4_000, warmup: 400 };
 
 function limiterOf(limit: number, maxQueue: number): InstanceType<typeof HostLimiter> {
   return new HostLimiter({
@@ -44,12 +46,13 @@ async function throughput(
   dispatcher: Dispatcher,
   inFlight: number,
   total: number,
+  path = '/',
 ): Promise<number> {
   let started = 0;
   const worker = async () => {
     while (started < total) {
       started++;
-      const res = await request(`${origin}/`, { dispatcher });
+      const res = await request(`${origin}${path}`, { dispatcher });
       await res.body.dump();
     }
   };
@@ -63,16 +66,20 @@ async function throughput(
  * busy with other work, wall-clock throughput swings with the neighbours' load, while the CPU
  * each request costs the client moves far less.
  */
-async function measureThroughput(dispatcher: Dispatcher, inFlight: number) {
-  await throughput(dispatcher, inFlight, WARMUP);
+async function measureThroughput(
+  dispatcher: Dispatcher,
+  inFlight: number,
+  { path = '/', requests = REQUESTS, warmup = WARMUP } = {},
+) {
+  await throughput(dispatcher, inFlight, warmup, path);
   // One turn of the loop: undici hands a socket back to its pool from an immediate after the
   // response, so the measured run starts with the warm-up's sockets free. Without it, an Agent
   // without a connection cap (LimitedAgent's) opened up to 19 new ones at the start.
   await new Promise((resolve) => setImmediate(resolve));
   const cpu = process.cpuUsage();
-  const reqPerSec = await throughput(dispatcher, inFlight, REQUESTS);
+  const reqPerSec = await throughput(dispatcher, inFlight, requests, path);
   const used = process.cpuUsage(cpu);
-  return { reqPerSec, cpuUsPerRequest: (used.user + used.system) / REQUESTS };
+  return { reqPerSec, cpuUsPerRequest: (used.user + used.system) / requests };
 }
 
 /**
@@ -134,6 +141,11 @@ const cases: Record<string, () => Promise<unknown>> = {
   'raw-bound': () => measureThroughput(new Agent({ connections: 20 }), 200),
   'hostgate-bound': () => measureThroughput(limited(20, 1_000), 200),
   'wrapper-bound': () => measureThroughput(wrapped(20, 1_000), 200),
+  // The same cap with a partner that takes 5 ms a request: the cap, not the client's CPU, bounds
+  // the throughput (20 / 5 ms = 4,000 a second), as it does with partners that set caps.
+  'raw-bound-5ms': () => measureThroughput(new Agent({ connections: 20 }), 200, PARTNER_5MS),
+  'hostgate-bound-5ms': () => measureThroughput(limited(20, 1_000), 200, PARTNER_5MS),
+  'wrapper-bound-5ms': () => measureThroughput(wrapped(20, 1_000), 200, PARTNER_5MS),
   'raw-overload': () => overload(new Agent({ connections: 20 })),
   'hostgate-overload-unbounded': () => overload(limited(20, 20_000)),
   'hostgate-overload': () => overload(limited(20, 200)),

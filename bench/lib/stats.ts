@@ -39,7 +39,8 @@ const NA = 'n/a';
 export function formatOps(opsPerSec: number | undefined): string {
   if (opsPerSec === undefined || !Number.isFinite(opsPerSec)) return NA;
   if (opsPerSec >= 1e6) return `${(opsPerSec / 1e6).toFixed(2)} M/s`;
-  if (opsPerSec >= 1e3) return `${(opsPerSec / 1e3).toFixed(0)} k/s`;
+  if (opsPerSec >= 1e4) return `${(opsPerSec / 1e3).toFixed(0)} k/s`;
+  if (opsPerSec >= 1e3) return `${(opsPerSec / 1e3).toFixed(1)} k/s`;
   return `${opsPerSec.toFixed(0)} /s`;
 }
 

@@ -54,6 +54,8 @@ export abstract class GatedRequest implements WaitTarget {
     this.#opts = opts;
   }
 
+  /** The caller's handler: its async scope, when it has one, is the one a grant runs in. */
+  protected abstract get callerHandler(): object;
   /** Hands the caller our abort (`onConnect` / `onRequestStart`), before anything is sent. */
   protected abstract startCaller(): void;
   /** The caller's terminal error callback. */
@@ -85,7 +87,10 @@ export abstract class GatedRequest implements WaitTarget {
       return this.#dispatchInner();
     }
     this.#phase = QUEUED;
-    this.#scope = new AsyncResource('hostgate:queued');
+    // undici's own API handlers (request, stream, pipeline, …) are AsyncResources made in this
+    // same synchronous call: their scope is the caller's, and borrowing it spares one of our own.
+    const handler = this.callerHandler;
+    this.#scope = handler instanceof AsyncResource ? handler : new AsyncResource('hostgate:queued');
     try {
       this.#ticket = gate.wait(this, priority === undefined ? undefined : { priority });
     } catch (error) {

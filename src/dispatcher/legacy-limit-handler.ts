@@ -41,8 +41,13 @@ export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
     this.#handler = handler;
   }
 
+  protected get callerHandler(): object {
+    return this.#handler;
+  }
+
   protected startCaller(): void {
-    this.#handler.onConnect?.(this.callerAbortFunction(), {});
+    // No context, as undici's own Request hands its handler none.
+    this.#handler.onConnect?.(this.callerAbortFunction());
   }
 
   protected errorCaller(error: Error): void {

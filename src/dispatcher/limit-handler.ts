@@ -53,6 +53,10 @@ export class LimitHandler extends GatedRequest implements Handler, Controller {
     this.#inner?.resume();
   }
 
+  protected get callerHandler(): object {
+    return this.#handler;
+  }
+
   protected startCaller(): void {
     this.#handler.onRequestStart?.(this, {});
   }

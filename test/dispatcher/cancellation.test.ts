@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { interceptors, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import type { ReleaseMessage } from '../../src/diagnostics.js';
-import { HostLimiter, limitFetch, limitHosts } from '../../src/index.js';
+import { HostLimiter, LimitedAgent, limitFetch, limitHosts } from '../../src/index.js';
 import { settle, whenIdle } from '../helpers/gate-events.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { useLoopback } from '../helpers/loopback.js';
@@ -137,36 +137,44 @@ describe("issue 10 item 9: an aborted request's permit returns when its connecti
 });
 
 describe("issue 10 item 12: a queued request runs in its caller's async context", () => {
-  it("limit 1, three callers: undici:request:create sees each caller's own context, off the releaser's stack", async () => {
-    const { limiter } = limiterFor(1);
-    const dispatcher = loop.agent.compose(limitHosts(limiter));
-    const als = new AsyncLocalStorage<string>();
-    const seen: [string, string | undefined, string][] = [];
-    const onCreate = (message: unknown) => {
-      const { request: r } = message as { request: { path: string } };
-      const caller = new URL(r.path, 'http://x').searchParams.get('caller')!;
-      seen.push([caller, als.getStore(), new Error().stack ?? '']);
-    };
-    subscribe('undici:request:create', onCreate);
-    try {
-      const calls = ['a', 'b', 'c'].map((caller) =>
-        als.run(caller, async () =>
-          (await request(`${loop.partner.url}/ok?caller=${caller}`, { dispatcher })).body.text(),
-        ),
-      );
-      await Promise.all(calls);
-    } finally {
-      unsubscribe('undici:request:create', onCreate);
-    }
-    expect(seen.map(([caller, store]) => [caller, store])).toEqual([
-      ['a', 'a'],
-      ['b', 'b'],
-      ['c', 'c'],
-    ]);
-    // b and c were granted by a release inside the previous response's end: not on its stack.
-    for (const [, , stack] of seen.slice(1))
-      expect(stack).not.toMatch(/onComplete|onResponseEnd|release/);
-  });
+  // Through compose, the handler limitHosts sees is undici's wrapper; LimitedAgent sees
+  // request()'s own handler, an AsyncResource whose scope the grant borrows.
+  it.each([
+    ['limitHosts via compose', (limiter: HostLimiter) => loop.agent.compose(limitHosts(limiter))],
+    ['LimitedAgent', (limiter: HostLimiter) => new LimitedAgent(loop.agent, limiter)],
+  ])(
+    "%s, limit 1, three callers: undici:request:create sees each caller's own context, off the releaser's stack",
+    async (_name, make) => {
+      const { limiter } = limiterFor(1);
+      const dispatcher = make(limiter);
+      const als = new AsyncLocalStorage<string>();
+      const seen: [string, string | undefined, string][] = [];
+      const onCreate = (message: unknown) => {
+        const { request: r } = message as { request: { path: string } };
+        const caller = new URL(r.path, 'http://x').searchParams.get('caller')!;
+        seen.push([caller, als.getStore(), new Error().stack ?? '']);
+      };
+      subscribe('undici:request:create', onCreate);
+      try {
+        const calls = ['a', 'b', 'c'].map((caller) =>
+          als.run(caller, async () =>
+            (await request(`${loop.partner.url}/ok?caller=${caller}`, { dispatcher })).body.text(),
+          ),
+        );
+        await Promise.all(calls);
+      } finally {
+        unsubscribe('undici:request:create', onCreate);
+      }
+      expect(seen.map(([caller, store]) => [caller, store])).toEqual([
+        ['a', 'a'],
+        ['b', 'b'],
+        ['c', 'c'],
+      ]);
+      // b and c were granted by a release inside the previous response's end: not on its stack.
+      for (const [, , stack] of seen.slice(1))
+        expect(stack).not.toMatch(/onComplete|onResponseEnd|release/);
+    },
+  );
 });
 
 describe('README claim: undici interceptors.retry and the permit during backoff', () => {
