@@ -73,6 +73,7 @@ try {
           name,
           String(port),
           from,
+          ...(smoke ? ['smoke'] : []),
         ]);
         throughput[name] = [...(throughput[name] ?? []), result.reqPerSec];
         cpuPerRequest[name] = [...(cpuPerRequest[name] ?? []), result.cpuUsPerRequest];

@@ -1,5 +1,5 @@
 /**
- * One case of bench/dispatcher.ts, in a fresh process: `case.ts <case> <port> [dist|src]`.
+ * One case of bench/dispatcher.ts, in a fresh process: `case.ts <case> <port> [dist|src] [smoke]`.
  * Throughput cases send a fixed number of requests with a fixed number in flight.
  *
  * hostgate comes from the built package (`dist/`, what `npm i hostgate` installs: tsc's output)
@@ -9,7 +9,7 @@
 import { Agent, type Dispatcher, request } from 'undici';
 import { heapAfterGc, sendResult } from '../lib/child.js';
 
-const [name, portText, from = 'dist'] = process.argv.slice(2);
+const [name, portText, from = 'dist', size] = process.argv.slice(2);
 const entry = new URL(
   from === 'src' ? '../../src/index.ts' : '../../dist/src/index.js',
   import.meta.url,
@@ -18,8 +18,9 @@ const { HostLimiter, LimitedAgent, limitHosts } = (await import(
   entry
 )) as typeof import('../../src/index.js');
 const origin = `http://127.0.0.1:${portText}`;
-const WARMUP = 2_000;
-const REQUESTS = 20_000;
+// The smoke run (`npm test`) checks that every case runs, not its speed: a tenth of the requests.
+const WARMUP = size === 'smoke' ? 200 : 2_000;
+const REQUESTS = size === 'smoke' ? 2_000 : 20_000;
 /** A partner answering after 5 ms: 4,000 requests (about a second at the cap of 20). */
 const PARTNER_5MS = { path: '/slow?ms=5', requests: 4_000, warmup: 400 };
 
