@@ -107,8 +107,8 @@ export interface WaitTicket {
 
 /**
  * The one implementation of {@link Permit}, not exported from the package, and the gate's
- * parked waiter: a node in its class's FIFO queue and, with the default deadline, the deadline
- * list. A waiter settles a promise (`acquire`, `run`) or tells a {@link WaitTarget} (`wait`).
+ * parked waiter: a node in its class's FIFO queue and, with the gate's default deadline on a
+ * gate that keeps one, its deadline list. A waiter settles a promise (`acquire`, `run`) or tells a {@link WaitTarget} (`wait`).
  * Granted, it becomes the permit itself (`WAITING` to `HELD`, the queue links reused for the
  * holders list): a queued caller costs one object, not a waiter and then a permit.
  *
@@ -155,7 +155,7 @@ export class GatePermit implements Permit, WaitTicket {
   declare totalTimer: ReturnType<typeof setTimeout> | undefined;
   /** @internal The priority class it was granted in (or waits in); it knows the gate. */
   declare readonly cls: QueueClass;
-  /** @internal The gate's deadline list, while waiting with the gate's own deadline. */
+  /** @internal The gate's deadline list (when it keeps one), while waiting with the gate's own deadline. */
   declare dPrev: GatePermit | undefined;
   /** @internal */
   declare dNext: GatePermit | undefined;
@@ -264,7 +264,7 @@ export class GatePermit implements Permit, WaitTicket {
     return this.acquiredAt;
   }
 
-  /** @internal Its own wait-deadline timer (a per-call `timeout`); `undefined` on the gate's deadline list. */
+  /** @internal Its own wait-deadline timer (a per-call `timeout`); `undefined` with the gate's default deadline. */
   get timer(): ReturnType<typeof setTimeout> | undefined {
     return this.totalTimer;
   }

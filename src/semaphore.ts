@@ -137,8 +137,8 @@ export class Semaphore {
   #held = 0;
   /** Waiters, by priority class (one class unless `priorities` is set). */
   readonly #queue: WaitQueue;
-  // Waiters with the gate's own deadline, in FIFO order: their deadlines are monotonic,
-  // so one timer at the head of this list serves them all.
+  // Waiters with the gate's own deadline, in FIFO order, when the gate keeps this list
+  // (`#deadlineList`): their deadlines are monotonic, so one timer at its head serves them all.
   #dHead: Waiter | undefined = undefined;
   #dTail: Waiter | undefined = undefined;
   #deadlineTimer: ReturnType<typeof setTimeout> | undefined = undefined;
