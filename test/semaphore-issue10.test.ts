@@ -62,6 +62,23 @@ describe('item 12: queued run() tasks run in their caller async context', () => 
     expect(gate.stats()).toMatchObject({ held: 0, acquired: 100, released: 100 });
   });
 
+  it("runs a queued task in its caller's context, not the releaser's, from its first line", async () => {
+    const gate = new Semaphore({ limit: 1 });
+    const store = new AsyncLocalStorage<string>();
+    const permit = store.run('releaser', () => gate.tryAcquire()!);
+    const seen: (string | undefined)[] = [];
+    const done = store.run('caller', () =>
+      gate.run(async () => {
+        seen.push(store.getStore());
+        await null;
+        seen.push(store.getStore());
+      }),
+    );
+    store.run('releaser', () => permit.release());
+    await done;
+    expect(seen).toEqual(['caller', 'caller']);
+  });
+
   it('starts a queued task after the releasing call returned, not on its stack', async () => {
     const gate = new Semaphore({ limit: 1 });
     const permit = gate.tryAcquire()!;

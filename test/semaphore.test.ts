@@ -661,6 +661,131 @@ describe('run()', () => {
   });
 });
 
+describe('run() queued behind a held permit', () => {
+  it('returns what fn returns, a promise, a plain value or a foreign thenable', async () => {
+    const gate = new Semaphore({ limit: 1 });
+    const permit = hold(gate);
+    const thenable = {
+      // biome-ignore lint/suspicious/noThenProperty: a foreign thenable on purpose
+      then(resolve: (value: string) => void) {
+        resolve('from a thenable');
+      },
+    };
+    const results = Promise.all([
+      gate.run(async () => 'from a promise'),
+      gate.run(() => 'plain'),
+      gate.run(() => thenable),
+      gate.run(() => undefined),
+    ]);
+    expect(gate.queued).toBe(4);
+    permit.release();
+    expect(await results).toEqual(['from a promise', 'plain', 'from a thenable', undefined]);
+    expect(gate.stats()).toMatchObject({ held: 0, acquired: 5, released: 5 });
+    expectInvariant(gate);
+  });
+
+  it('rejects with what fn throws synchronously, rejects with, or a thenable rejects with', async () => {
+    const gate = new Semaphore({ limit: 1 });
+    const permit = hold(gate);
+    const thrown = new Error('thrown');
+    const rejected = new Error('rejected');
+    const fromThenable = new Error('thenable');
+    const outcomes = [
+      track(
+        gate.run(() => {
+          throw thrown;
+        }),
+      ),
+      track(gate.run(() => Promise.reject(rejected))),
+      track(
+        gate.run(() => ({
+          // biome-ignore lint/suspicious/noThenProperty: a foreign thenable on purpose
+          then(_: unknown, reject: (reason: unknown) => void) {
+            reject(fromThenable);
+          },
+        })),
+      ),
+    ];
+    const after = gate.run(() => 'still served');
+    permit.release();
+    expect(await after).toBe('still served');
+    expect(outcomes.map((o) => o.reason)).toEqual([thrown, rejected, fromThenable]);
+    expect(outcomes.every((o) => o.settlements === 1)).toBe(true);
+    expect(gate.stats()).toMatchObject({ held: 0, acquired: 5, released: 5, doubleReleases: 0 });
+    expectInvariant(gate);
+  });
+
+  it('has released the permit when its caller resumes, on success and on failure', async () => {
+    const gate = new Semaphore({ limit: 1 });
+    const permit = hold(gate);
+    const ok = gate.run(async () => {
+      await null;
+      return 'ok';
+    });
+    const bad = gate.run(async () => {
+      await null;
+      throw new Error('bad');
+    });
+    permit.release();
+    expect(await ok).toBe('ok');
+    // The second task holds the permit now; the first one's went back before its caller resumed.
+    expect(gate.stats()).toMatchObject({ held: 1, released: 2 });
+    await expect(bad).rejects.toThrow('bad');
+    expect(gate.stats()).toMatchObject({ held: 0, released: 3 });
+    expectInvariant(gate);
+  });
+
+  it('starts each task with its own fn and signal, in grant order, across gates', async () => {
+    const a = new Semaphore({ limit: 1 });
+    const b = new Semaphore({ limit: 1 });
+    const pa = hold(a);
+    const pb = hold(b);
+    const started: string[] = [];
+    const signals = [new AbortController().signal, new AbortController().signal];
+    const seen: (AbortSignal | undefined)[] = [];
+    const task = (name: string) => (signal: AbortSignal | undefined) => {
+      started.push(name);
+      seen.push(signal);
+      return name;
+    };
+    const done = Promise.all([
+      a.run(task('a1'), { signal: signals[0]! }),
+      b.run(task('b1'), { signal: signals[1]! }),
+      a.run(task('a2')),
+      b.run(task('b2')),
+    ]);
+    pb.release(); // grants b1
+    pa.release(); // grants a1
+    expect(started).toEqual([]); // a microtask later, never on the releasers' stacks
+    expect(await done).toEqual(['a1', 'b1', 'a2', 'b2']);
+    expect(started).toEqual(['b1', 'a1', 'b2', 'a2']);
+    expect(seen).toEqual([signals[1], signals[0], undefined, undefined]);
+    expectInvariant(a);
+    expectInvariant(b);
+  });
+
+  it('rejects with the error its release throws, as a finally would', async () => {
+    const gate = new Semaphore({ limit: 1 });
+    const permit = hold(gate);
+    const done = track(gate.run(() => 'result'));
+    const error = new Error('target threw');
+    // Queued behind the run(): its grant happens inside the run()'s release.
+    gate.wait({
+      granted: (p) => {
+        p.release();
+        throw error;
+      },
+      rejected: () => {},
+    });
+    permit.release();
+    await flush();
+    expect(done.state).toBe('rejected');
+    expect(done.reason).toBe(error);
+    expect(gate.stats()).toMatchObject({ held: 0, acquired: 3, released: 3 });
+    expectInvariant(gate);
+  });
+});
+
 describe('setLimit()', () => {
   it('admits waiters at once when the limit grows', async () => {
     const gate = new Semaphore({ limit: 1 });
