@@ -670,7 +670,7 @@ describe('run() queued behind a held permit', () => {
       then(resolve: (value: string) => void) {
         resolve('from a thenable');
       },
-    };
+    } as PromiseLike<string>;
     const results = Promise.all([
       gate.run(async () => 'from a promise'),
       gate.run(() => 'plain'),
