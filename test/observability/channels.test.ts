@@ -122,6 +122,26 @@ describe('diagnostics channels', () => {
   });
 });
 
+describe('loading the module', () => {
+  it('publishes nothing, even to subscribers already listening (its internal gate is silent)', async () => {
+    const seen: string[] = [];
+    const listeners = Object.values(NAMES).map((name) => {
+      const listener = () => seen.push(name);
+      subscribe(name, listener);
+      return [name, listener] as const;
+    });
+    try {
+      vi.resetModules();
+      const fresh = await import('../../src/semaphore.js');
+      expect(fresh.Semaphore).not.toBe(Semaphore); // a new instance of the module ran
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(seen).toEqual([]);
+    } finally {
+      for (const [name, listener] of listeners) unsubscribe(name, listener);
+    }
+  });
+});
+
 describe('progress clock', () => {
   it("times grants, releases and each permit's progress", () => {
     let now = 0;
