@@ -23,6 +23,7 @@ import {
   promiseFor,
   RELEASED,
   type RunFn,
+  runGranted,
   runHeld,
   type Waiter,
   type WaitTarget,
@@ -402,14 +403,14 @@ export class Semaphore {
     const refused = this.#admit(cls);
     if (refused !== undefined) return Promise.reject(refused);
     const waiter = newWaiter(undefined, signal, this.#clock(), cls, weight);
-    const promise = promiseFor<Permit>(waiter);
+    const promise = promiseFor(waiter);
     waiter.task = task;
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#enqueue(waiter, ownDeadline, timeout);
-    // A queued task starts from the job its grant queues on this promise (permit.ts, STARTER):
-    // in the caller's async context (AsyncLocalStorage), a microtask after the grant, never on
-    // the stack of the release that granted it.
-    if (task !== undefined) return promise as Promise<never>;
+    // A queued task starts from a reaction chained here, in its caller's tick: it runs in the
+    // caller's async context (AsyncLocalStorage), a microtask after the grant, never on the
+    // stack of the release that granted it.
+    if (task !== undefined) return promise.then(runGranted) as Promise<never>;
     if (signal === undefined || !guardSignal) return promise;
     // Cancel vs grant in one tick (golang/go#63615): a grant whose signal fired before the
     // caller resumed goes straight back to the next waiter, and the caller sees the abort.
