@@ -152,6 +152,13 @@ export class HostLimiter {
   readonly #maxHosts: number;
   readonly #perOrigin = new Map<string, Semaphore>();
   readonly #resolved = new Map<string, Resolution>();
+  /**
+   * The last origin string resolved to a partner's gate, and that gate: undici builds a new
+   * origin string per request, and comparing it with the last one costs less than hashing it
+   * for the map (a partner gate lives as long as the limiter, so this never goes stale).
+   */
+  #lastTarget: string | undefined = undefined;
+  #lastGate: Semaphore | undefined = undefined;
   readonly #store: GateStore | undefined;
   #closing: Promise<void> | undefined = undefined;
 
@@ -180,8 +187,13 @@ export class HostLimiter {
    * per-origin gate is busy. Acquire in the same tick: an idle per-origin gate may be evicted.
    */
   gateFor(target: string | URL): Semaphore | undefined {
+    if (target === this.#lastTarget && this.#lastGate !== undefined) return this.#lastGate;
     const cached = typeof target === 'string' ? this.#resolved.get(target) : undefined;
-    if (cached instanceof Semaphore) return cached;
+    if (cached instanceof Semaphore) {
+      this.#lastTarget = target as string;
+      this.#lastGate = cached;
+      return cached;
+    }
     if (cached !== undefined) return this.#originGate(cached);
     const url = parseTarget(target);
     const key = originKey(url);

@@ -310,6 +310,31 @@ describe('HostLimiter: gateFor input', () => {
     expect(Object.keys(limiter.stats())).toEqual(['billing']);
   });
 
+  it('answers origin strings built afresh per request (as undici does) with their own gate, in any order', () => {
+    const limiter = new HostLimiter({
+      partners: [rule(), rule({ name: 'maps', hosts: ['api.maps.example'] })],
+    });
+    const billing = limiter.gate('billing');
+    const maps = limiter.gate('maps');
+    const unknown = limiter.gateFor('https://other.example');
+    // The last partner origin is remembered: alternate, repeat, and ask between them for an
+    // unknown host and for input that must still be refused.
+    const asked: [string, Semaphore | undefined][] = [
+      ['https://api.billing.example/a', billing],
+      ['https://api.billing.example/b', billing],
+      ['https://api.maps.example/c', maps],
+      ['https://api.billing.example/d', billing],
+      ['https://other.example/e', unknown],
+      ['https://api.maps.example/f', maps],
+      ['https://api.maps.example/g', maps],
+    ];
+    for (const [url, gate] of asked) {
+      expect(limiter.gateFor(new URL(url).origin), url).toBe(gate);
+      expect(() => limiter.gateFor(undefined as unknown as string)).toThrow(TypeError);
+      expect(() => limiter.gateFor('')).toThrow(TypeError);
+    }
+  });
+
   it('names the offending URL and scheme in the error', () => {
     const limiter = new HostLimiter();
     expect(() => limiter.gateFor('ftp://x')).toThrow(/"ftp:".*ftp:\/\/x/);
