@@ -62,7 +62,7 @@ try {
     ? [['raw-free', 'wrapper-free']]
     : [
         ['raw-free', 'wrapper-free', 'hostgate-free', 'noop-free'],
-        ['raw-bound', 'wrapper-bound', 'hostgate-bound'],
+        ['raw-bound', 'wrapper-bound', 'hostgate-bound', 'bare-bound'],
         ['raw-bound-5ms', 'wrapper-bound-5ms', 'hostgate-bound-5ms'],
       ];
   for (let i = 0; i < runs; i++) {
@@ -126,6 +126,14 @@ try {
       'wrapper-bound',
       'hostgate-bound',
       '≥ 1.00×',
+    );
+  if (!smoke)
+    row(
+      'for reference: a bare gate (bench/dispatcher/bare-gate.ts: a counter and an array queue, no deadlines, stats or aborts) wrapping the same Agent',
+      'raw-bound',
+      'bare-bound',
+      '',
+      '',
     );
   if (!smoke)
     row(
