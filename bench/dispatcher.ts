@@ -11,7 +11,7 @@
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { once } from 'node:events';
 import os from 'node:os';
-import { runChild } from './lib/child.js';
+import { canPin, pin, runChild } from './lib/child.js';
 import { formatBytes, formatMs, formatOps, formatRatio, median } from './lib/stats.js';
 
 const args = process.argv.slice(2);
@@ -37,6 +37,11 @@ const server: ChildProcess = fork(new URL('./dispatcher/server.ts', import.meta.
   stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
 });
 const [{ port }] = (await once(server, 'message')) as [{ port: number }];
+// The partner on CPU 0, each case's client on CPU 1 (where taskset exists): on a 2-core machine
+// the scheduler otherwise moves them onto one core now and then, and a bare gate's ratio to the
+// raw Agent spread from 0.90x to 1.06x over runs of the same code.
+const CLIENT_CPU = canPin ? '1' : undefined;
+pin(server, '0');
 
 try {
   if (profileCase !== undefined) {
@@ -53,7 +58,7 @@ try {
     `# limitHosts vs undici Agent — Node ${process.version}, ${os.cpus()[0]?.model}, ${os.cpus().length} cores, median of ${runs}, hostgate from ${from === 'dist' ? 'dist/ (built)' : 'src/ (tsx)'}, load average ${os
       .loadavg()
       .map((l) => l.toFixed(2))
-      .join(' ')}\n`,
+      .join(' ')}${canPin ? ', partner pinned to CPU 0 and client to CPU 1' : ', not pinned'}\n`,
   );
   // Interleave the runs so drift on a busy machine hits every case alike.
   const throughput: Record<string, number[]> = {};
@@ -69,12 +74,11 @@ try {
     for (const pair of pairs) {
       // Every other round in reverse, so that no case always runs first (or last) in a round.
       for (const name of i % 2 === 0 ? pair : [...pair].reverse()) {
-        const result = await runChild<{ reqPerSec: number; cpuUsPerRequest: number }>(caseScript, [
-          name,
-          String(port),
-          from,
-          ...(smoke ? ['smoke'] : []),
-        ]);
+        const result = await runChild<{ reqPerSec: number; cpuUsPerRequest: number }>(
+          caseScript,
+          [name, String(port), from, ...(smoke ? ['smoke'] : [])],
+          { cpus: CLIENT_CPU },
+        );
         throughput[name] = [...(throughput[name] ?? []), result.reqPerSec];
         cpuPerRequest[name] = [...(cpuPerRequest[name] ?? []), result.cpuUsPerRequest];
       }
@@ -161,7 +165,7 @@ try {
         shed: number;
         meanTimeToShedMs?: number;
         abortToRejectMs: number;
-      }>(caseScript, [name, String(port), from]);
+      }>(caseScript, [name, String(port), from], { cpus: CLIENT_CPU });
       console.log(
         `| ${label} | ${r.waited} | ${r.shed} | ${formatMs(r.meanTimeToShedMs)} | ${formatBytes(r.heapBytes)} | ${formatMs(r.abortToRejectMs)} |`,
       );

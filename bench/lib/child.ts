@@ -2,7 +2,8 @@
  * Runs one benchmark case in a fresh Node process (TypeScript through the tsx loader, with
  * `--expose-gc`), so no JIT state, heap or timer from one case leaks into the next.
  */
-import { fork } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const TSX_LOADER = import.meta.resolve('tsx');
@@ -14,6 +15,33 @@ export interface ChildOptions {
   timeoutMs?: number;
   /** Receives everything the child wrote to stderr, once it has exited (any outcome). */
   onStderr?: (text: string) => void;
+  /** Pin the child, every thread of it, to these CPUs (`taskset -c` syntax) when it can be. */
+  cpus?: string | undefined;
+}
+
+/**
+ * Whether processes can be pinned to CPUs here: Linux's `taskset` and at least two CPUs.
+ * Pinning a benchmark's client and its partner to CPUs of their own keeps the scheduler from
+ * moving them onto each other's core mid-run, the largest source of run-to-run spread on a
+ * 2-core machine.
+ */
+export const canPin: boolean = (() => {
+  if (os.cpus().length < 2) return false;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/**
+ * Pins a running process, every thread of it, to `cpus`. Threads it starts later inherit the
+ * mask. No-op where pinning is not possible (see {@link canPin}).
+ */
+export function pin(child: ChildProcess, cpus: string): void {
+  if (!canPin || child.pid === undefined) return;
+  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(child.pid)], { stdio: 'ignore' });
 }
 
 /** Forks `script` with `args` and resolves with the one message it sends via `sendResult`. */
@@ -31,6 +59,8 @@ export function runChild<T>(
       execArgv: ['--expose-gc', '--import', TSX_LOADER, ...(options.execArgv ?? [])],
       stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     });
+    // Before the child has loaded its imports: everything it measures runs pinned.
+    if (options.cpus !== undefined) pin(child, options.cpus);
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       stderr += chunk;
     });
