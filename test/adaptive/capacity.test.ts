@@ -8,11 +8,13 @@ import {
   startPartnerHere,
 } from '../../bench/overload/partner.js';
 import { HostLimiter, limitHosts } from '../../src/index.js';
+import { loadPhase } from '../helpers/load-phase.js';
 
 /**
  * A real partner on loopback that serves `capacity` requests at once and queues the rest
  * inside itself; its capacity changes mid-test. 48 callers loop on it; each phase runs until
- * the effective limit has followed (event-driven, bounded by a request budget).
+ * the effective limit has been seen to follow, once (event-driven, bounded by a request budget;
+ * see loadPhase for why once).
  */
 const CONTRACT = 40;
 /** 100 ms calls: a busy machine's event-loop lag stays small against the RTT signal. */
@@ -56,27 +58,25 @@ describe('adaptive limit against a partner whose capacity changes', () => {
       const agent = new Agent({ keepAliveTimeout: 10_000 });
       const dispatcher = agent.compose(limitHosts(limiter));
       let over = 0;
-      const runUntil = async (done: () => boolean, budget: number) => {
-        let sent = 0;
-        const worker = async () => {
-          while (!done() && sent < budget) {
-            sent++;
-            const res = await request(`${partner.origin}/work`, { dispatcher });
-            await res.body.text();
-            if (gate.held > CONTRACT) over++; // after a cut, held drains down to the new limit
-          }
-        };
-        await Promise.all(Array.from({ length: 48 }, worker));
-        return done();
-      };
+      /** 48 callers; `over` counts responses after which the gate held more than the contract. */
+      const callers = Array.from({ length: 48 }, () => async () => {
+        const res = await request(`${partner.origin}/work`, { dispatcher });
+        await res.body.text();
+        if (gate.held > CONTRACT) over++; // after a cut, held drains down to the new limit
+      });
+      const seen = (phase: string, sent: number) =>
+        `${phase} (${sent} requests): ${JSON.stringify(limiter.stats().partner?.adaptive)}`;
       try {
-        expect(await runUntil(() => gate.limit >= 24, 4000)).toBe(true);
+        const up = await loadPhase(callers, () => gate.limit >= 24, 4000);
+        expect(up.reached, seen('the limit never grew to 24', up.sent)).toBe(true);
         await partner.configure({ ...base, capacity: 8 });
         // capacity 8: a full gate of L waits L/8 × 100 ms. AIMD cuts while the smoothed RTT is
         // past 2× the minimum (L > 16); the gradient settles near 8 × tolerance + 4 = 16.
-        expect(await runUntil(() => gate.limit <= 20, 4000)).toBe(true);
+        const down = await loadPhase(callers, () => gate.limit <= 20, 4000);
+        expect(down.reached, seen('the limit did not come down to 20', down.sent)).toBe(true);
         await partner.configure(base);
-        expect(await runUntil(() => gate.limit >= 28, 6000)).toBe(true);
+        const back = await loadPhase(callers, () => gate.limit >= 28, 6000);
+        expect(back.reached, seen('the limit did not grow back to 28', back.sent)).toBe(true);
         const stats = limiter.stats().partner!;
         expect(stats.adaptive!.limitChanges).toBeGreaterThan(10);
         expect(stats.adaptive!.contractLimit).toBe(CONTRACT);
