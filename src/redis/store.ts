@@ -42,6 +42,10 @@ export class RedisStore {
   readonly #tickets = new Map<string, SharedSemaphore>();
   /** Acquires not yet answered: a release of the same id waits for them (never overtakes). */
   readonly #inflight = new Map<string, Promise<unknown>>();
+  /** Heartbeat answers not yet handled: one can report leases that need a release. */
+  readonly #beats = new Set<Promise<void>>();
+  /** Release scripts sent and not yet answered (a failed one puts its ids back in `#toRelease`). */
+  readonly #sending = new Set<Promise<void>>();
   /** Ids to give back, per gate: sent together at the end of the tick, or after an outage. */
   readonly #toRelease = new Map<SharedSemaphore, Set<string>>();
   #flushQueued = false;
@@ -178,7 +182,10 @@ export class RedisStore {
 
   /**
    * Gives back leases and withdraws tickets, batched per gate until the end of the tick. An id
-   * whose acquire is still unanswered is released after that answer, never before it.
+   * whose acquire is still unanswered is released after that answer, never before it. While
+   * degraded they wait for the heartbeat that probes Redis; once the store is closed they are
+   * sent at once (an answer that came after close(): a late grant, a lease a heartbeat
+   * registered again).
    */
   release(gate: SharedSemaphore, ids: readonly string[]): void {
     for (const id of ids) {
@@ -190,11 +197,11 @@ export class RedisStore {
       }
       this.#releaseSet(gate).add(id);
     }
-    if (!this.#flushQueued && !this.#degraded) {
+    if (!this.#flushQueued && (!this.#degraded || this.#closed)) {
       this.#flushQueued = true;
       queueMicrotask(() => {
         this.#flushQueued = false;
-        if (!this.#degraded) void this.#flush();
+        if (!this.#degraded || this.#closed) void this.#flush();
       });
     }
   }
@@ -226,7 +233,7 @@ export class RedisStore {
 
   #releaseNow(gate: SharedSemaphore, ids: string[]): Promise<void> {
     const args = [...this.#common(gate), ...ids];
-    return this.#calls
+    const sent = this.#calls
       .timed(this.#calls.whenReady().then(() => this.#calls.eval(scripts.release, gate.keys, args)))
       .then(
         (reply) => {
@@ -239,6 +246,9 @@ export class RedisStore {
           for (const id of ids) again.add(id);
         },
       );
+    this.#sending.add(sent);
+    void sent.then(() => this.#sending.delete(sent));
+    return sent;
   }
 
   /**
@@ -251,15 +261,16 @@ export class RedisStore {
     await this.#lastFlush;
   }
 
+  /** Every release script on its way has been answered (or has failed), or `deadline` passed. */
+  async #sent(deadline: number): Promise<void> {
+    while (this.#sending.size > 0 && performance.now() < deadline) {
+      await within(Promise.allSettled([...this.#sending]), deadline - performance.now());
+    }
+  }
+
   /** Unanswered acquires, waited for at most one command timeout (a paused Redis answers none). */
   #inflightSettled(): Promise<unknown> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const bound = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, this.options.commandTimeoutMs);
-    });
-    return Promise.race([Promise.allSettled([...this.#inflight.values()]), bound]).finally(() =>
-      clearTimeout(timer),
-    );
+    return within(Promise.allSettled([...this.#inflight.values()]), this.options.commandTimeoutMs);
   }
 
   forget(id: string): void {
@@ -283,6 +294,7 @@ export class RedisStore {
     this.#beating = true;
     try {
       await this.#calls.timed(this.#calls.whenReady());
+      if (this.#closed) return; // close() gives back everything itself
       const wasDegraded = this.#degraded;
       const flushed = this.#flush();
       const beats = [...this.#gates.values()].map((gate) => this.#beatGate(gate));
@@ -307,7 +319,7 @@ export class RedisStore {
     ]);
     // Its answer counts even after the timeout: a client that resends it after a reconnect
     // registers lost leases there, and only that answer says they were lost.
-    raw.then(
+    const handled = raw.then(
       (reply) => {
         const [lost, granted, held, queued, processes] = reply as [
           string[],
@@ -321,6 +333,8 @@ export class RedisStore {
       },
       () => undefined,
     );
+    this.#beats.add(handled);
+    void handled.then(() => this.#beats.delete(handled));
     await this.#calls.timed(raw);
   }
 
@@ -365,6 +379,12 @@ export class RedisStore {
   /**
    * Gives back every lease and ticket of this process, stops the heartbeat and closes the
    * connection the store opened. Idempotent. The client passed in stays open: it is the caller's.
+   *
+   * The releases are sent even while the store is degraded (a timed-out call says nothing about
+   * the next one), after the answers still due (acquires and heartbeats in flight, at most one
+   * command timeout), and a release that fails is sent once more; in all, close() waits for
+   * Redis at most two command timeouts. A grant answered after that is given back when its
+   * answer comes, if the client is still open; anything else left expires with its lease.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -379,15 +399,30 @@ export class RedisStore {
       const ids = gate.storeClosed();
       if (ids.length > 0) this.release(gate, ids);
     }
-    if (!this.#degraded) {
-      await this.#inflightSettled();
-      await this.#lastFlush;
-      await this.#flush();
+    const timeout = this.options.commandTimeoutMs;
+    const deadline = performance.now() + 2 * timeout;
+    // Answers still due can add ids to give back: a late grant (its release waits for it), and
+    // leases a heartbeat registered again (a client may resend a heartbeat after a reconnect).
+    await within(Promise.allSettled([...this.#inflight.values(), ...this.#beats]), timeout);
+    await this.#sent(deadline);
+    if (this.#toRelease.size > 0 && performance.now() < deadline) {
+      // Some failed (their ids are back): sent once more (ZREM is idempotent).
+      void this.#flush();
+      await this.#sent(deadline);
     }
     this.#toRelease.clear();
     this.#tickets.clear();
     await this.#calls.closeSubscriber();
   }
+}
+
+/** `promise`, or nothing once `ms` have passed (never rejects). */
+function within(promise: Promise<unknown>, ms: number): Promise<unknown> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, ms));
+  });
+  return Promise.race([promise.catch(() => undefined), bound]).finally(() => clearTimeout(timer));
 }
 
 /**

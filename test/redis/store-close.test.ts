@@ -1,0 +1,97 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { afterEach, expect, it } from 'vitest';
+import type { RedisStore } from '../../src/redis/index.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { CLIENT_KINDS, deferred, privateRedis, useFleet, zcard } from './clients.js';
+import { untilRedis } from './replicas.js';
+
+/**
+ * close() against the store's own view of Redis: what it gives back must not depend on whether
+ * the last call happened to time out, or on an answer that was still on its way.
+ */
+const redis = privateRedis();
+
+/**
+ * No heartbeat runs during a test (the first one is 30 s away): a store that a timeout made
+ * degraded stays degraded until close(), as it does when close() comes within a heartbeat of
+ * the timeout. A 60 s lease outlives the test, so whatever close() leaves behind is still there.
+ */
+const NO_BEAT = { leaseMs: 60_000, heartbeatMs: 30_000, commandTimeoutMs: 1000 } as const;
+
+/** Resolves with the next `hostgate:store-error` message of `store`. */
+function nextStoreError(store: RedisStore): Promise<unknown> {
+  const { promise, resolve } = deferred<unknown>();
+  const listener = (message: unknown) => {
+    if ((message as { store?: unknown }).store !== store) return;
+    unsubscribe('hostgate:store-error', listener);
+    resolve(message);
+  };
+  subscribe('hostgate:store-error', listener);
+  return promise;
+}
+
+for (const kind of CLIENT_KINDS) {
+  describeRedis(`close() of a shared-gate store, on ${kind}`, () => {
+    const fleet = useFleet(kind, redis);
+    afterEach(() => {
+      redis().resume(); // a failed test must not leave Redis paused for the next one
+    });
+
+    it('close() within a heartbeat of a timed-out call (the store still degraded, Redis back) gives back every lease and ticket', async () => {
+      const store = await fleet.store(NO_BEAT);
+      const gate = store.semaphore({ name: 'close-degraded', limit: 1, queueTimeout: 30_000 });
+      const held = await gate.acquire();
+      const waiting = gate.acquire(); // a ticket in Redis
+      await store.settled();
+      expect(await zcard(redis(), 'close-degraded', 'q')).toBe(1);
+
+      const down = nextStoreError(store);
+      redis().pause();
+      // Its RELEASE times out: the store is degraded and keeps the id for the heartbeat. The
+      // client still has the command and sends it on once Redis runs again, and Redis then
+      // hands the freed permit to the ticket, which the store has given up (the waiter moved
+      // to the local share, where it is served).
+      held.release();
+      await down;
+      redis().resume();
+      const local = await waiting;
+      expect(store.degraded).toBe(true); // nothing has told the store that Redis is back
+
+      await store.close();
+      expect(await zcard(redis(), 'close-degraded', 'h')).toBe(0);
+      expect(await zcard(redis(), 'close-degraded', 'q')).toBe(0);
+      local.release(); // after close: no Redis call, no error
+    });
+
+    it('an acquire answered only after close() returned (the store degraded, Redis paused through the close) is withdrawn when its answer comes', async () => {
+      const [a, b] = [
+        await fleet.store({ ...NO_BEAT, commandTimeoutMs: 200 }),
+        await fleet.store(NO_BEAT),
+      ];
+      const ga = a.semaphore({ name: 'close-late', limit: 1 });
+      const gb = b.semaphore({ name: 'close-late', limit: 1 });
+      (await ga.acquire()).release(); // a is subscribed and has its scripts
+      await a.settled();
+      const held = await gb.acquire(); // the one permit: a's next acquire becomes a ticket
+      const down = nextStoreError(a);
+      redis().pause();
+      // Its ACQUIRE times out (a is degraded; the caller is served from the local share), and
+      // the id is given back only after that acquire's answer, which Redis sends once resumed.
+      const local = await ga.acquire();
+      await down;
+      await a.close(); // bounded: it waits for the unanswered acquire one command timeout at most
+      redis().resume();
+      // The ticket is queued (the gate's arrival counter `s` appears) and then withdrawn, though
+      // the store is closed and still believes Redis is down.
+      await untilRedis(
+        redis(),
+        async () =>
+          Number(await redis().command('EXISTS', 'test:{close-late}:s')) === 1 &&
+          (await zcard(redis(), 'close-late', 'q')) === 0,
+      );
+      expect(await zcard(redis(), 'close-late', 'h')).toBe(1); // b's
+      held.release();
+      local.release();
+    });
+  });
+}
