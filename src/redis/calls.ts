@@ -10,6 +10,8 @@ export class RedisCalls {
   errors = 0;
   #subscriber: Promise<Subscriber> | undefined = undefined;
   #ready: Promise<void> | undefined = undefined;
+  /** Aborted by {@link closeSubscriber}: drops a subscription still connecting. */
+  readonly #closing = new AbortController();
 
   constructor(
     readonly client: StoreClient,
@@ -24,9 +26,14 @@ export class RedisCalls {
   whenReady(): Promise<void> {
     if (this.#ready !== undefined) return this.#ready;
     // The store's own connection: its errors are the store's (counted), never unhandled.
-    this.#subscriber ??= this.client.subscribe(this.wakeChannel, this.onWake, () => {
-      this.errors++;
-    });
+    this.#subscriber ??= this.client.subscribe(
+      this.wakeChannel,
+      this.onWake,
+      () => {
+        this.errors++;
+      },
+      this.#closing.signal,
+    );
     const subscribing = this.#subscriber;
     subscribing.catch(() => {
       if (this.#subscriber === subscribing) this.#subscriber = undefined;
@@ -90,12 +97,16 @@ export class RedisCalls {
     });
   }
 
-  /** Closes the connection the store opened (never the caller's client). */
+  /**
+   * Closes the connection the store opened (never the caller's client), or drops it while it
+   * is still connecting: a paused or dead Redis must not keep it (or the process) alive.
+   */
   async closeSubscriber(): Promise<void> {
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
     // Never subscribe again: a release that trails the close needs no wake-ups.
     this.#ready = Promise.resolve();
+    this.#closing.abort();
     if (subscriber !== undefined) {
       await subscriber.then(
         (s) => s.close(),

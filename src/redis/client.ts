@@ -16,12 +16,14 @@ export interface StoreClient {
   readonly cluster: boolean;
   /**
    * Opens a second connection (`client.duplicate()`), with its own error listener, subscribed to
-   * `channel`. The store owns it and closes it with {@link Subscriber.close}.
+   * `channel`. The store owns it and closes it with {@link Subscriber.close}; `signal` drops it
+   * while it is still connecting or subscribing (the promise then rejects, or never settles).
    */
   subscribe(
     channel: string,
     onMessage: (message: string) => void,
     onError: (error: unknown) => void,
+    signal: AbortSignal,
   ): Promise<Subscriber>;
 }
 
@@ -96,15 +98,19 @@ function nodeRedis(client: NodeRedisLike, cluster?: NodeRedisClusterLike): Store
       if (cluster === undefined) return client.sendCommand(strings);
       return cluster.sendCommand(firstKeyOf(strings), false, strings);
     },
-    async subscribe(channel, onMessage, onError) {
+    async subscribe(channel, onMessage, onError, signal) {
       const sub = client.duplicate();
       sub.on('error', onError); // before connect: a refused connection must not be unhandled
+      const drop = () => sub.destroy();
+      signal.addEventListener('abort', drop, { once: true });
       try {
         await sub.connect();
         await sub.subscribe(channel, onMessage);
       } catch (error) {
         sub.destroy();
         throw error;
+      } finally {
+        signal.removeEventListener('abort', drop);
       }
       return {
         async close() {
@@ -120,15 +126,19 @@ function ioRedis(client: IoRedisLike): StoreClient {
   return {
     cluster: client.isCluster === true,
     command: ([name, ...args]) => client.call(name as string, ...args),
-    async subscribe(channel, onMessage, onError) {
+    async subscribe(channel, onMessage, onError, signal) {
       const sub = client.duplicate();
       sub.on('error', onError);
       sub.on('message', (_channel, message) => onMessage(message));
+      const drop = () => sub.disconnect();
+      signal.addEventListener('abort', drop, { once: true });
       try {
         await sub.subscribe(channel);
       } catch (error) {
         sub.disconnect();
         throw error;
+      } finally {
+        signal.removeEventListener('abort', drop);
       }
       return {
         async close() {

@@ -395,6 +395,8 @@ export class RedisStore {
     this.#closed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
+    // No wake-up is needed now, and the releases below must not wait to subscribe again.
+    const unsubscribed = this.#calls.closeSubscriber();
     for (const gate of this.#gates.values()) {
       const ids = gate.storeClosed();
       if (ids.length > 0) this.release(gate, ids);
@@ -412,7 +414,7 @@ export class RedisStore {
     }
     this.#toRelease.clear();
     this.#tickets.clear();
-    await this.#calls.closeSubscriber();
+    await within(unsubscribed, deadline - performance.now());
   }
 }
 

@@ -93,5 +93,16 @@ for (const kind of CLIENT_KINDS) {
       held.release();
       local.release();
     });
+
+    it('close() returns while Redis is paused before the store has subscribed to its wake-ups', async () => {
+      const store = await fleet.store({ commandTimeoutMs: 200 });
+      store.semaphore({ name: 'close-unsubscribed', limit: 1 }); // starts subscribing
+      redis().pause();
+      const hang = deferred<string>();
+      const bound = setTimeout(() => hang.resolve('still closing after 10 s'), 10_000);
+      const closed = await Promise.race([store.close().then(() => 'closed'), hang.promise]);
+      clearTimeout(bound);
+      expect(closed).toBe('closed');
+    });
   });
 }
