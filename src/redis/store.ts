@@ -292,6 +292,7 @@ export class RedisStore {
   async #beat(): Promise<void> {
     if (this.#beating || this.#closed) return;
     this.#beating = true;
+    let endedOutage = false;
     try {
       await this.#calls.timed(this.#calls.whenReady());
       if (this.#closed) return; // close() gives back everything itself
@@ -299,12 +300,21 @@ export class RedisStore {
       const flushed = this.#flush();
       const beats = [...this.#gates.values()].map((gate) => this.#beatGate(gate));
       await Promise.all([flushed, ...beats]);
-      if (wasDegraded && this.#toRelease.size === 0) this.#recovered();
+      // Redis answered everything: the outage is over, even if the local fallback released
+      // more during this round trip (under steady traffic it always does, and waiting for a
+      // quiet round trip kept the store on its fallback for seconds after Redis was back).
+      if (wasDegraded) {
+        this.#recovered();
+        endedOutage = true;
+      }
     } catch {
       // #timed has marked the store degraded; the next beat probes again.
     } finally {
       this.#beating = false;
     }
+    // At once, not a heartbeat later: Redis counts the leases the fallback granted during the
+    // round trip that ended the outage.
+    if (endedOutage) void this.#beat();
   }
 
   async #beatGate(gate: SharedSemaphore): Promise<void> {
@@ -341,6 +351,8 @@ export class RedisStore {
   #recovered(): void {
     if (!this.#degraded) return;
     this.#degraded = false;
+    // What the fallback released meanwhile goes ahead of the acquires storeUp() sends.
+    if (this.#toRelease.size > 0) void this.#flush();
     if (storeChannels.storeUp.hasSubscribers) storeChannels.storeUp.publish({ store: this });
     for (const gate of this.#gates.values()) gate.storeUp();
   }

@@ -112,6 +112,48 @@ for (const kind of CLIENT_KINDS) {
       expect(a.errors).toBeGreaterThan(0);
     });
 
+    it("'local': the outage ends at the first heartbeat Redis answers, though the fallback releases during every round trip", async () => {
+      const store = await fleet.store(FAST);
+      const gate = store.semaphore({ name: 'churn', limit: 4, queueTimeout: 10_000 });
+      (await gate.acquire()).release(); // known to Redis: its fallback share is the whole cap
+      const down = nextMessage('hostgate:store-error', store);
+      redis().pause();
+      // Steady local traffic: a permit taken and given back on every turn of the event loop,
+      // so every heartbeat's round trip sees releases.
+      let stop = false;
+      let cycles = 0;
+      const churn = (async () => {
+        while (!stop) {
+          const permit = await gate.acquire();
+          await new Promise((resolve) => setImmediate(resolve));
+          permit.release();
+          cycles++;
+        }
+      })();
+      await down;
+      const up = nextMessage('hostgate:store-up', store);
+      const resumedAt = performance.now();
+      redis().resume();
+      // Before the fix the store left its fallback only after a round trip with no release
+      // in it: never, while this traffic ran. Bounded for the failure, not for a busy machine.
+      const timedOut = Symbol('timed out');
+      const outcome = await Promise.race([
+        up,
+        new Promise((resolve) => setTimeout(resolve, 5000, timedOut)),
+      ]);
+      const upAfterMs = performance.now() - resumedAt;
+      stop = true;
+      await churn;
+      expect(outcome, `still degraded ${Math.round(upAfterMs)} ms after Redis resumed`).not.toBe(
+        timedOut,
+      );
+      expect(cycles).toBeGreaterThan(0);
+      expect(gate.stats().shared.mode).toBe('redis');
+      await store.settled();
+      expect(gate.held).toBe(0);
+      expect(await zcard(redis(), 'churn', 'h')).toBe(0);
+    });
+
     it('after Redis restarts empty between heartbeats, leases are registered again and tickets re-queued', async () => {
       const [a, b] = [await fleet.store(RESTART), await fleet.store(RESTART)];
       const ga = a.semaphore({ name: 'restart', limit: 1, queueTimeout: 10_000 });
