@@ -63,6 +63,13 @@ try {
   // Interleave the runs so drift on a busy machine hits every case alike.
   const throughput: Record<string, number[]> = {};
   const cpuPerRequest: Record<string, number[]> = {};
+  /**
+   * A case whose measured stretch lost more than this share of a CPU to the hypervisor is run
+   * again (up to twice): at 1% the loss alone moves a ratio past the targets' margins.
+   */
+  const MAX_STOLEN_PERCENT = 1;
+  let repeated = 0;
+  let keptStolen = 0;
   const pairs = smoke
     ? [['raw-free', 'wrapper-free']]
     : [
@@ -74,11 +81,18 @@ try {
     for (const pair of pairs) {
       // Every other round in reverse, so that no case always runs first (or last) in a round.
       for (const name of i % 2 === 0 ? pair : [...pair].reverse()) {
-        const result = await runChild<{ reqPerSec: number; cpuUsPerRequest: number }>(
-          caseScript,
-          [name, String(port), from, ...(smoke ? ['smoke'] : [])],
-          { cpus: CLIENT_CPU },
-        );
+        const run = () =>
+          runChild<{ reqPerSec: number; cpuUsPerRequest: number; stolen: number }>(
+            caseScript,
+            [name, String(port), from, ...(smoke ? ['smoke'] : [])],
+            { cpus: CLIENT_CPU },
+          );
+        let result = await run();
+        for (let again = 0; !smoke && result.stolen > MAX_STOLEN_PERCENT && again < 2; again++) {
+          repeated++;
+          result = await run();
+        }
+        if (result.stolen > MAX_STOLEN_PERCENT) keptStolen++;
         throughput[name] = [...(throughput[name] ?? []), result.reqPerSec];
         cpuPerRequest[name] = [...(cpuPerRequest[name] ?? []), result.cpuUsPerRequest];
       }
@@ -96,8 +110,17 @@ try {
   ) => {
     const rawRuns = samples[raw] ?? [];
     const mine = samples[name] ?? [];
-    return formatRatio(median(mine.map((value, i) => of(rawRuns[i] ?? Number.NaN, value))));
+    const ratios = mine.map((value, i) => of(rawRuns[i] ?? Number.NaN, value));
+    // The rounds' spread beside the median: on these VMs it is wider than the targets' margins.
+    const spread =
+      ratios.length > 1
+        ? ` [${formatRatio(Math.min(...ratios))}–${formatRatio(Math.max(...ratios))}]`
+        : '';
+    return `${formatRatio(median(ratios))}${spread}`;
   };
+  console.log(
+    `Case runs repeated because the hypervisor took over ${MAX_STOLEN_PERCENT}% of a CPU during their measured stretch: ${repeated}; kept after two repeats: ${keptStolen}.\n`,
+  );
   console.log(
     '| case | undici Agent | LimitedAgent | limitHosts via compose | LimitedAgent, by client CPU | compose, by client CPU | target (LimitedAgent) |',
   );

@@ -7,7 +7,7 @@
  * a user's process never runs.
  */
 import { Agent, type Dispatcher, request } from 'undici';
-import { heapAfterGc, sendResult } from '../lib/child.js';
+import { heapAfterGc, sendResult, stealMs, stolenPercent } from '../lib/child.js';
 import { BareGate } from './bare-gate.js';
 
 const [name, portText, from = 'dist', size] = process.argv.slice(2);
@@ -91,9 +91,12 @@ async function measureThroughput(
   // without a connection cap (LimitedAgent's) opened up to 19 new ones at the start.
   await new Promise((resolve) => setImmediate(resolve));
   const cpu = process.cpuUsage();
+  const steal = stealMs();
+  const t0 = performance.now();
   const reqPerSec = await throughput(dispatcher, inFlight, requests, path);
+  const stolen = stolenPercent(steal, performance.now() - t0);
   const used = process.cpuUsage(cpu);
-  return { reqPerSec, cpuUsPerRequest: (used.user + used.system) / requests };
+  return { reqPerSec, cpuUsPerRequest: (used.user + used.system) / requests, stolen };
 }
 
 /**

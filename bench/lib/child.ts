@@ -3,6 +3,7 @@
  * `--expose-gc`), so no JIT state, heap or timer from one case leaks into the next.
  */
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -86,6 +87,31 @@ export function runChild<T>(
       }
     });
   });
+}
+
+/**
+ * Steal time so far, per CPU, in ms (Linux's /proc/stat; `undefined` elsewhere): time a CPU of
+ * this virtual machine wanted to run and the hypervisor ran another machine instead. On the
+ * project's VMs it comes in bursts (seen: 2.3 s of one CPU stolen during a 9 s case, which ran
+ * at half its usual speed), and it is no property of the code measured.
+ */
+export function stealMs(): number[] | undefined {
+  let text: string;
+  try {
+    text = readFileSync('/proc/stat', 'utf8');
+  } catch {
+    return undefined;
+  }
+  // "cpuN user nice system idle iowait irq softirq steal ...", in USER_HZ (100 a second).
+  const perCpu = text.split('\n').filter((line) => /^cpu\d+ /.test(line));
+  return perCpu.map((line) => Number(line.trim().split(/\s+/)[8] ?? 0) * 10);
+}
+
+/** The largest share (%) of `elapsedMs` that the hypervisor stole from any one CPU since `before`. */
+export function stolenPercent(before: number[] | undefined, elapsedMs: number): number {
+  const after = stealMs();
+  if (before === undefined || after === undefined || elapsedMs <= 0) return 0;
+  return Math.max(0, ...after.map((ms, i) => ((ms - (before[i] ?? ms)) / elapsedMs) * 100));
 }
 
 /** In the child: hands the result to the parent (or prints it when run by hand). */
