@@ -117,6 +117,14 @@ export interface ResponseMessage extends GateMessage {
   statusCode: number;
   /** The response headers as the layer has them: an undici header object, raw pairs, or `Headers`. */
   headers: unknown;
+  /**
+   * Permits the gate held when this request's permit was granted, its own included. Adaptive
+   * limits take the larger of it and the gate's `held` at the response as the load the request
+   * saw ("is the gate using its limit?"; Netflix's concurrency-limits reads the count at the
+   * start): either one alone falls or rises through a burst as permits go back or are granted
+   * one by one.
+   */
+  heldAtGrant: number;
 }
 
 /** Published by the HTTP layers when a permit's request fails (timeouts, resets, aborts). */
@@ -146,10 +154,11 @@ export function publishResponse(
   permit: Permit | undefined,
   statusCode: number,
   headers: unknown,
+  heldAtGrant: number,
 ): void {
   if (permit === undefined || !channels.response.hasSubscribers) return;
   const { gate } = permit;
-  channels.response.publish({ gate, partner: gate.name, permit, statusCode, headers });
+  channels.response.publish({ gate, partner: gate.name, permit, statusCode, headers, heldAtGrant });
 }
 
 /** The HTTP layers' one call when a request fails, before its permit goes back. */

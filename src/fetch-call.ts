@@ -43,6 +43,8 @@ export class FetchCall implements WaitTarget, AbortWatcher {
   #waiting: { resolve(): void; reject(reason: unknown): void } | undefined = undefined;
   #aborted = false;
   #abortReason: unknown = undefined;
+  /** What the gate held at our grant, ours included: the load this request went out under. */
+  #heldAtGrant = 0;
   /** The original body, once the response has arrived. */
   #reader: ReadableStreamDefaultReader<Uint8Array> | undefined = undefined;
   /** The body the caller reads. */
@@ -123,7 +125,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
       throw this.#abortReason;
     }
     permit.noteProgress(); // the partner answered
-    publishResponse(permit, response.status, response.headers); // adaptive: RTT, status
+    publishResponse(permit, response.status, response.headers, this.#heldAtGrant); // adaptive: RTT, status, load
     try {
       return this.#take(response);
     } catch (error) {
@@ -222,6 +224,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
   #hold(permit: Permit): void {
     this.#phase = GRANTED;
     this.#permit = permit;
+    this.#heldAtGrant = permit.gate.held;
     permit.request = this.#request; // reduced by the permit: method, origin, path; no query
     if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = holdTimeoutOf(this);
   }

@@ -6,7 +6,11 @@ export interface LimitSample {
   readonly now: number;
   /** From permit grant to the partner's answer (ms); for a drop, until the drop was seen. */
   readonly rttMs: number;
-  /** Permits held when the sample was taken: "is the gate actually using its limit?". */
+  /**
+   * The load the sampled request saw: the larger of the permits held at its grant (its own
+   * included) and when the sample was taken (for a drop without a response, only the latter):
+   * "is the gate actually using its limit?".
+   */
   readonly inflight: number;
   /** The partner refused or timed out (429, 503, connect/response timeout, maxHold). */
   readonly dropped: boolean;

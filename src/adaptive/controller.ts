@@ -59,8 +59,11 @@ export class AdaptiveController {
     gate.setLimit(this.#algorithm.limit);
   }
 
-  /** The response head arrived: an RTT sample, or a drop for 429/503 (+ `Retry-After`). */
-  onResponse(permit: Permit, statusCode: number, headers: unknown): void {
+  /**
+   * The response head arrived: an RTT sample, or a drop for 429/503 (+ `Retry-After`).
+   * `heldAtGrant`: what the gate held when the permit was granted, the permit included.
+   */
+  onResponse(permit: Permit, statusCode: number, headers: unknown, heldAtGrant = 0): void {
     const dropped = DROP_STATUSES.has(statusCode);
     if (dropped) {
       const ms = parseRetryAfter(headerValue(headers, 'retry-after'), Date.now());
@@ -69,7 +72,11 @@ export class AdaptiveController {
         if (until > this.#holdUntil) this.#holdUntil = until;
       }
     }
-    this.#sample(permit, dropped);
+    // The load the request saw is the larger of the two readings: through a burst of responses
+    // the gate's count falls as each permit goes back (4, 3, 2, 1), and requests sent one by one
+    // after a burst see it rise (1, 2, 3, 4); read at one end only, half of a full gate's
+    // samples looked app-limited and AIMD grew at half its rate.
+    this.#sample(permit, dropped, Math.max(heldAtGrant, this.gate.held));
   }
 
   /** The request failed: a timeout is a drop; an abort by the caller or a reset says nothing. */
@@ -97,7 +104,7 @@ export class AdaptiveController {
     };
   }
 
-  #sample(permit: Permit, dropped: boolean): void {
+  #sample(permit: Permit, dropped: boolean, inflight = this.gate.held): void {
     if (this.#sampled.has(permit)) return;
     this.#sampled.add(permit);
     const now = this.gate.now();
@@ -106,7 +113,7 @@ export class AdaptiveController {
     const limit = this.#algorithm.update({
       now,
       rttMs: now - permit.acquiredAt,
-      inflight: this.gate.held,
+      inflight,
       dropped,
       holdDown: now < this.#holdUntil,
     });

@@ -16,8 +16,8 @@ export function attachController(controller: AdaptiveController): void {
   if (subscribed) return;
   subscribed = true;
   subscribe('hostgate:response', (message) => {
-    const { gate, permit, statusCode, headers } = message as ResponseMessage;
-    controllers.get(gate)?.onResponse(permit, statusCode, headers);
+    const { gate, permit, statusCode, headers, heldAtGrant } = message as ResponseMessage;
+    controllers.get(gate)?.onResponse(permit, statusCode, headers, heldAtGrant);
   });
   subscribe('hostgate:request-error', (message) => {
     const { gate, permit, error } = message as RequestErrorMessage;

@@ -48,6 +48,8 @@ export abstract class GatedRequest implements WaitTarget {
   #scope: AsyncResource | undefined = undefined;
   #aborted = false;
   #abortReason: Error | null = null;
+  /** What the gate held at our grant, ours included: the load this request went out under. */
+  #heldAtGrant = 0;
 
   constructor(dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions) {
     this.#dispatch = dispatch;
@@ -197,6 +199,11 @@ export abstract class GatedRequest implements WaitTarget {
     return this.#permit;
   }
 
+  /** Permits the gate held at our grant, ours included (the adaptive limits' response signal). */
+  protected get heldAtGrant(): number {
+    return this.#heldAtGrant;
+  }
+
   /** Response headers or bytes arrived: maxHold and the stall clock count from here. */
   protected progressed(): void {
     this.#permit?.noteProgress();
@@ -229,6 +236,7 @@ export abstract class GatedRequest implements WaitTarget {
 
   #hold(permit: Permit): void {
     this.#permit = permit;
+    this.#heldAtGrant = permit.gate.held;
     // Leak reports get method, origin and path only (no query): the permit reduces it when read.
     permit.request = this.#opts;
     if (permit.gate.maxHold !== undefined) permit.onHoldTimeout = holdTimeoutOf(this);

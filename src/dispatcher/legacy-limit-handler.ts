@@ -83,7 +83,7 @@ export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
   ): boolean {
     if (this.settled) return true;
     this.progressed();
-    publishResponse(this.permit, statusCode, rawHeaders); // adaptive limits: RTT and status
+    publishResponse(this.permit, statusCode, rawHeaders, this.heldAtGrant); // adaptive: RTT, status, load
     return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
   }
 

@@ -110,7 +110,7 @@ export class LimitHandler extends GatedRequest implements Handler, Controller {
   ): void {
     if (this.settled) return;
     this.progressed();
-    publishResponse(this.permit, statusCode, headers); // adaptive limits: RTT and status
+    publishResponse(this.permit, statusCode, headers, this.heldAtGrant); // adaptive: RTT, status, load
     this.rawHeaders = controller?.rawHeaders ?? null;
     this.#handler.onResponseStart?.(this, statusCode, headers, statusMessage);
   }

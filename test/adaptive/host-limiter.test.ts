@@ -1,5 +1,7 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { type Dispatcher, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
+import type { ResponseMessage } from '../../src/diagnostics.js';
 import {
   HostLimiter,
   type HostLimiterOptions,
@@ -149,6 +151,49 @@ describe('adaptive signals from the HTTP layers', () => {
     expect(limiter.stats().partner!.adaptive).toMatchObject({ drops: 1, effectiveLimit: 9 });
     loop.partner.openHeld();
   });
+
+  // Regression: the sample read `gate.held` at the response only. Through a burst of responses
+  // that count falls as each permit goes back (4, 3, 2, 1 here), so half of a full gate's
+  // samples looked app-limited and AIMD grew at half its rate (seen on shared gates, where a
+  // freed permit waits a Redis round trip before it is granted again).
+  it.each(['limitHosts', 'limitFetch'] as const)(
+    'a response reports what the gate held at its grant beside what it holds at the response (%s)',
+    async (layer) => {
+      const { limiter, gate } = setup();
+      const seen: { heldAtGrant: number; heldThen: number }[] = [];
+      const onResponse = (message: unknown) => {
+        const m = message as ResponseMessage;
+        if (m.gate === gate) seen.push({ heldAtGrant: m.heldAtGrant, heldThen: gate.held });
+      };
+      subscribe('hostgate:response', onResponse);
+      try {
+        const dispatcher = loop.agent.compose(limitHosts(limiter));
+        const limited = limitFetch(undiciFetch, limiter);
+        const call = (): Promise<string> =>
+          layer === 'limitHosts'
+            ? request(`${loop.partner.origin}/held`, { dispatcher }).then((r) => r.body.text())
+            : limited(`${loop.partner.origin}/held`, { dispatcher: loop.agent }).then((r) =>
+                r.text(),
+              );
+        const pending = new Set<Promise<string>>();
+        for (let i = 0; i < 4; i++) {
+          const p: Promise<string> = call().finally(() => pending.delete(p));
+          pending.add(p);
+        }
+        await loop.partner.waitForActive(4);
+        // Answered one at a time, oldest first, each read to its end (its permit back) first.
+        for (let i = 0; i < 4; i++) {
+          loop.partner.release(1);
+          await Promise.race(pending);
+        }
+        expect(seen.map((s) => s.heldThen)).toEqual([4, 3, 2, 1]);
+        expect(seen.map((s) => s.heldAtGrant)).toEqual([1, 2, 3, 4]);
+        expect(limiter.stats().partner!.adaptive).toMatchObject({ samples: 4 });
+      } finally {
+        unsubscribe('hostgate:response', onResponse);
+      }
+    },
+  );
 
   it('limitFetch reports the same signals', async () => {
     const { limiter } = setup({ min: 2, initial: 10, algorithm: 'gradient' });
