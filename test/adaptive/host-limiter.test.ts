@@ -181,13 +181,15 @@ describe('adaptive signals from the HTTP layers', () => {
           pending.add(p);
         }
         await loop.partner.waitForActive(4);
-        // Answered one at a time, oldest first, each read to its end (its permit back) first.
+        // Answered one at a time, each read to its end (its permit back) before the next.
         for (let i = 0; i < 4; i++) {
           loop.partner.release(1);
           await Promise.race(pending);
         }
         expect(seen.map((s) => s.heldThen)).toEqual([4, 3, 2, 1]);
-        expect(seen.map((s) => s.heldAtGrant)).toEqual([1, 2, 3, 4]);
+        // Granted 1st to 4th; they reach the partner (and are answered) in the order their
+        // connections open, which need not be that one.
+        expect(seen.map((s) => s.heldAtGrant).sort()).toEqual([1, 2, 3, 4]);
         expect(limiter.stats().partner!.adaptive).toMatchObject({ samples: 4 });
       } finally {
         unsubscribe('hostgate:response', onResponse);
