@@ -22,6 +22,10 @@ const caseScript = new URL('./dispatcher/case.ts', import.meta.url);
 // `--profile <case>`: run that one case once under `node --cpu-prof` (profile in ./.profiles).
 const profileIndex = args.indexOf('--profile');
 const profileCase = profileIndex >= 0 ? args[profileIndex + 1] : undefined;
+// `--cases raw-bound,wrapper-bound,bare-bound`: only these throughput cases (one group, its rows
+// only), for many rounds of one comparison in the time a full run takes for a few.
+const casesIndex = args.indexOf('--cases');
+const onlyCases = casesIndex >= 0 ? (args[casesIndex + 1] ?? '').split(',') : undefined;
 const from = smoke || args.includes('--src') ? 'src' : 'dist';
 if (from === 'dist') {
   const root = new URL('..', import.meta.url).pathname;
@@ -47,7 +51,13 @@ try {
   if (profileCase !== undefined) {
     const dir = new URL('../.profiles/', import.meta.url).pathname;
     const result = await runChild(caseScript, [profileCase, String(port), from], {
-      execArgv: ['--cpu-prof', '--cpu-prof-dir', dir],
+      execArgv: [
+        '--cpu-prof',
+        '--cpu-prof-dir',
+        dir,
+        '--cpu-prof-interval',
+        process.env.CPU_PROF_INTERVAL ?? '1000',
+      ],
     });
     console.log(profileCase, result, `profile written to ${dir}`);
     server.disconnect();
@@ -72,11 +82,13 @@ try {
   let keptStolen = 0;
   const pairs = smoke
     ? [['raw-free', 'wrapper-free']]
-    : [
-        ['raw-free', 'wrapper-free', 'hostgate-free', 'noop-free'],
-        ['raw-bound', 'wrapper-bound', 'hostgate-bound', 'bare-bound'],
-        ['raw-bound-5ms', 'wrapper-bound-5ms', 'hostgate-bound-5ms'],
-      ];
+    : onlyCases !== undefined
+      ? [onlyCases]
+      : [
+          ['raw-free', 'wrapper-free', 'hostgate-free', 'noop-free', 'pass-free', 'bare-free'],
+          ['raw-bound', 'wrapper-bound', 'hostgate-bound', 'bare-bound'],
+          ['raw-bound-5ms', 'wrapper-bound-5ms', 'hostgate-bound-5ms'],
+        ];
   for (let i = 0; i < runs; i++) {
     for (const pair of pairs) {
       // Every other round in reverse, so that no case always runs first (or last) in a round.
@@ -121,11 +133,24 @@ try {
   console.log(
     `Case runs repeated because the hypervisor took over ${MAX_STOLEN_PERCENT}% of a CPU during their measured stretch: ${repeated}; kept after two repeats: ${keptStolen}.\n`,
   );
+  if (onlyCases !== undefined) {
+    // `--cases`: every case against the first one named, whichever they are.
+    const [first = ''] = onlyCases;
+    console.log(`| case | throughput | by wall clock, to ${first} | by client CPU, to ${first} |`);
+    console.log('|---|--:|--:|--:|');
+    for (const name of onlyCases) {
+      console.log(
+        `| ${name} | ${formatOps(median(throughput[name] ?? []))} | ${roundRatios(throughput, first, name, (r, m) => m / r)} | ${roundRatios(cpuPerRequest, first, name, (r, m) => r / m)} |`,
+      );
+    }
+    console.log('');
+  }
   console.log(
     '| case | undici Agent | LimitedAgent | limitHosts via compose | LimitedAgent, by client CPU | compose, by client CPU | target (LimitedAgent) |',
   );
   console.log('|---|--:|--:|--:|--:|--:|---|');
   const row = (label: string, raw: string, wrapper: string, composed: string, target: string) => {
+    if (throughput[raw] === undefined) return; // not among --cases
     const tp = (name: string) => median(throughput[name] ?? []);
     const cell = (name: string) =>
       tp(name)
@@ -146,6 +171,22 @@ try {
   );
   if (!smoke)
     row('for reference: a do-nothing interceptor via compose', 'raw-free', '', 'noop-free', '');
+  if (!smoke)
+    row(
+      'for reference: a do-nothing wrapping dispatcher (bench/dispatcher/bare-gate.ts, PassThroughDispatcher), in the LimitedAgent column',
+      'raw-free',
+      'pass-free',
+      '',
+      '',
+    );
+  if (!smoke)
+    row(
+      'for reference: the bare gate, not binding (its handler wrapped and a counter), in the LimitedAgent column',
+      'raw-free',
+      'bare-free',
+      '',
+      '',
+    );
   if (!smoke)
     row(
       'limit binding at 20 (200 callers; Agent({ connections: 20 }) vs 20 permits)',
@@ -171,7 +212,7 @@ try {
       '',
     );
 
-  if (!smoke) {
+  if (!smoke && onlyCases === undefined) {
     console.log('\n10,000 callers while 20 slow requests hold every slot:\n');
     console.log(
       '| limiter | callers waiting | shed | mean time to shed | heap held by the wait | abort of a queued request reaches its caller after |',

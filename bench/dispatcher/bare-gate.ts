@@ -133,3 +133,28 @@ export class BareGate extends Dispatcher {
     return this.inner.destroy();
   }
 }
+
+/**
+ * The other reference point: a wrapping dispatcher that does nothing at all, not even wrap the
+ * handler. What any Dispatcher in front of an Agent costs before it does anything.
+ */
+export class PassThroughDispatcher extends Dispatcher {
+  constructor(readonly inner: Dispatcher) {
+    super();
+  }
+
+  override dispatch(
+    opts: Dispatcher.DispatchOptions,
+    handler: Dispatcher.DispatchHandler,
+  ): boolean {
+    return this.inner.dispatch(opts, handler);
+  }
+
+  override close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  override destroy(): Promise<void> {
+    return this.inner.destroy();
+  }
+}

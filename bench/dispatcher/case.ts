@@ -8,7 +8,7 @@
  */
 import { Agent, type Dispatcher, request } from 'undici';
 import { heapAfterGc, sendResult, stealMs, stolenPercent } from '../lib/child.js';
-import { BareGate } from './bare-gate.js';
+import { BareGate, PassThroughDispatcher } from './bare-gate.js';
 
 const [name, portText, from = 'dist', size] = process.argv.slice(2);
 const entry = new URL(
@@ -155,6 +155,11 @@ const cases: Record<string, () => Promise<unknown>> = {
       64,
     ),
   'wrapper-free': () => measureThroughput(wrapped(10_000, 100, 64), 64),
+  // The floors of a wrapping dispatcher, limit not binding: one that passes every request
+  // straight on, and the bare gate (its handler wrapped, a counter, never a wait).
+  'pass-free': () =>
+    measureThroughput(new PassThroughDispatcher(new Agent({ connections: 64 })), 64),
+  'bare-free': () => measureThroughput(new BareGate(new Agent({ connections: 64 }), 10_000), 64),
   'raw-bound': () => measureThroughput(new Agent({ connections: 20 }), 200),
   'hostgate-bound': () => measureThroughput(limited(20, 1_000), 200),
   'wrapper-bound': () => measureThroughput(wrapped(20, 1_000), 200),
