@@ -13,6 +13,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 test.each([
   ['bench/overload.ts', 'smoke: OK'],
   ['bench/dispatcher.ts', 'smoke: OK'],
+  ['bench/dispatcher/handler-cost.ts', 'smoke: OK'],
   ['bench/adaptive.ts', 'smoke: OK'],
   ['bench/semaphore.ts', '| hostgate'],
   // Without redis-server (and outside CI) it prints why and exits 0: nothing to compare.
