@@ -122,11 +122,13 @@ return {held, queued}
  * and tickets. A lease Redis no longer has (expired during a stall, or Redis restarted empty)
  * is registered again — its request is still running, so it counts against the cap — and
  * reported as lost. A ticket already granted is reported (its wake-up was lost); a vanished
- * ticket joins the tail again. Returns `{lost ids, granted ids, held, queued, processes}`.
+ * ticket joins the tail again and is reported (its waiter may have left while this heartbeat
+ * was on its way: then the process withdraws it again). Returns `{lost ids, granted ids, held,
+ * queued, processes, requeued ids}`.
  */
 const HEARTBEAT = `${PRELUDE}
 local proc, n = ARGV[7], tonumber(ARGV[8])
-local lost, granted = {}, {}
+local lost, granted, requeued = {}, {}, {}
 for i = 9, 8 + n do
   local id = ARGV[i]
   if redis.call('ZADD', H, now + lease, id) == 1 then
@@ -143,6 +145,7 @@ for i = 9 + n, #ARGV do
     redis.call('ZADD', X, now + ttl, id)
   else
     enqueue(id)
+    requeued[#requeued + 1] = id
   end
 end
 redis.call('ZADD', P, now + ttl, proc)
@@ -150,7 +153,7 @@ redis.call('ZREMRANGEBYSCORE', P, '-inf', now)
 fill()
 expire(H, Q, X, S, P)
 redis.call('PEXPIRE', E, EPOCH_TTL)
-return {lost, granted, held, queued, redis.call('ZCARD', P)}
+return {lost, granted, held, queued, redis.call('ZCARD', P), requeued}
 `;
 
 export interface Script {

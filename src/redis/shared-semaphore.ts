@@ -354,6 +354,7 @@ export class SharedSemaphore extends Semaphore {
     held: number,
     queued: number,
     processes: number,
+    requeued: readonly string[],
   ): void {
     this.cluster(held, queued);
     this.#processes = Math.max(1, processes);
@@ -372,6 +373,13 @@ export class SharedSemaphore extends Semaphore {
       this.#leaseLost(permit);
     }
     for (const id of granted) this.wake(id);
+    for (const id of requeued) {
+      // Queued again by a heartbeat that reached Redis after its waiter left (the withdrawal
+      // ran first): withdrawn again, or a later grant would hold a permit for nobody until
+      // its lease ran out.
+      const state = this.#byTicket.get(id)?.state;
+      if (state !== QUEUED && state !== SENDING) this.#store.release(this, [id]);
+    }
   }
 
   /** Redis lost a lease we hold: never silent. Its request still runs and counts again. */

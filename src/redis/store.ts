@@ -253,10 +253,15 @@ export class RedisStore {
 
   /**
    * Resolves once every release and withdrawal issued so far has been answered by Redis (or
-   * has failed): for tests and orderly shutdowns.
+   * has failed): for tests and orderly shutdowns. That includes the releases a heartbeat's
+   * answer sends again: a heartbeat on its way when one of its leases was released can reach
+   * Redis after that release (Redis had lost the heartbeat script and runs it as the EVAL sent
+   * after NOSCRIPT; a client may resend it after a reconnect), register the lease again, and
+   * report it lost. Heartbeats are waited for at most one command timeout.
    */
   async settled(): Promise<void> {
     await this.#inflightSettled();
+    await within(Promise.allSettled([...this.#beats]), this.options.commandTimeoutMs);
     await new Promise<void>((resolve) => queueMicrotask(resolve));
     await this.#lastFlush;
   }
@@ -331,14 +336,15 @@ export class RedisStore {
     // registers lost leases there, and only that answer says they were lost.
     const handled = raw.then(
       (reply) => {
-        const [lost, granted, held, queued, processes] = reply as [
+        const [lost, granted, held, queued, processes, requeued] = reply as [
           string[],
           string[],
           number,
           number,
           number,
+          string[],
         ];
-        gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes));
+        gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes), requeued);
         this.#registered.add(gate);
       },
       () => undefined,

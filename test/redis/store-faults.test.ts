@@ -3,9 +3,17 @@ import { afterEach, expect, it } from 'vitest';
 import type { ShedMessage } from '../../src/diagnostics.js';
 import { LeaseLostError, StoreUnavailableError } from '../../src/errors.js';
 import { MetricsCollector } from '../../src/metrics/collector.js';
-import type { LeaseLostMessage, RedisStore } from '../../src/redis/index.js';
+import { type LeaseLostMessage, type RedisStore, redisStore } from '../../src/redis/index.js';
+import { scripts } from '../../src/redis/scripts.js';
 import { describeRedis } from '../helpers/redis-server.js';
-import { CLIENT_KINDS, deferred, privateRedis, useFleet, zcard } from './clients.js';
+import {
+  CLIENT_KINDS,
+  type ClientKind,
+  deferred,
+  privateRedis,
+  useFleet,
+  zcard,
+} from './clients.js';
 
 const redis = privateRedis();
 
@@ -26,6 +34,31 @@ function stall(ms: number): void {
   const until = Date.now() + ms;
   while (Date.now() < until) {
     // spin
+  }
+}
+
+/**
+ * Calls `onSent` each time `client` (of `kind`) puts `EVALSHA <sha>` on the wire: the moment a
+ * script of the store's has been sent, known without a sleep. Wraps the one method the store
+ * calls; the client and Redis stay real.
+ */
+function onScriptSent(client: unknown, kind: ClientKind, sha: string, onSent: () => void): void {
+  if (kind === 'ioredis') {
+    const c = client as { call(...args: unknown[]): Promise<unknown> };
+    const call = c.call.bind(c);
+    c.call = (...args: unknown[]) => {
+      const reply = call(...args);
+      if (args[0] === 'EVALSHA' && args[1] === sha) onSent();
+      return reply;
+    };
+  } else {
+    const c = client as { sendCommand(args: string[]): Promise<unknown> };
+    const send = c.sendCommand.bind(c);
+    c.sendCommand = (args: string[]) => {
+      const reply = send(args);
+      if (args[0] === 'EVALSHA' && args[1] === sha) onSent();
+      return reply;
+    };
   }
 }
 
@@ -255,6 +288,83 @@ for (const kind of CLIENT_KINDS) {
       held.release();
       await store.settled();
       expect(await zcard(redis(), 'flush', 'h')).toBe(0);
+    });
+
+    // The race: a heartbeat carrying a lease is on the wire when the lease is released. Redis
+    // had lost the heartbeat script (SCRIPT FLUSH, a restart), so it runs the release first and
+    // the heartbeat only as the EVAL sent after NOSCRIPT, which registers the lease again and
+    // reports it lost; that answer sends the release once more. settled() returned before it.
+    it('settled() waits for the release a heartbeat answer sends again, for a lease it registered after its release (NOSCRIPT reordered them)', async () => {
+      const { client } = await fleet.client();
+      let beatSent: (() => void) | undefined;
+      onScriptSent(client, kind, scripts.heartbeat.sha, () => beatSent?.());
+      // Long timeouts: nothing here may time out and degrade the store on a busy machine.
+      const store = redisStore({
+        client,
+        prefix: 'test:',
+        leaseMs: 20_000,
+        heartbeatMs: 100,
+        commandTimeoutMs: 5000,
+      });
+      try {
+        const gate = store.semaphore({ name: 'beat-race', limit: 1 });
+        const held = await gate.acquire();
+        await store.settled();
+        await redis().command('SCRIPT', 'FLUSH');
+        await redis().command('SCRIPT', 'LOAD', scripts.release.source); // the release runs at once
+        const { promise: sent, resolve } = deferred<void>();
+        beatSent = resolve;
+        await sent; // the next heartbeat, with held's lease, is on the wire
+        beatSent = undefined;
+        // Sent behind it in this same tick's microtasks, before any reply can be read.
+        held.release();
+        await store.settled();
+        expect(await zcard(redis(), 'beat-race', 'h')).toBe(0);
+        expect(gate.stats().shared.leasesLost).toBe(0); // nobody held it: not a lost lease
+      } finally {
+        await store.close();
+      }
+    });
+
+    // The same race for a ticket: the heartbeat queued it again after its waiter had left, and
+    // the next release granted it to nobody, holding the one permit until its lease ran out.
+    it('a ticket a heartbeat queued again after its waiter left is withdrawn again, and never holds the permit', async () => {
+      const { client } = await fleet.client();
+      let beatSent: (() => void) | undefined;
+      onScriptSent(client, kind, scripts.heartbeat.sha, () => beatSent?.());
+      const store = redisStore({
+        client,
+        prefix: 'test:',
+        leaseMs: 20_000,
+        heartbeatMs: 100,
+        commandTimeoutMs: 5000,
+      });
+      try {
+        const gate = store.semaphore({ name: 'ticket-race', limit: 1, queueTimeout: 10_000 });
+        const held = await gate.acquire();
+        const controller = new AbortController();
+        const leaving = gate.acquire({ signal: controller.signal }).catch(() => 'aborted');
+        await store.settled();
+        expect(await zcard(redis(), 'ticket-race', 'q')).toBe(1);
+        await redis().command('SCRIPT', 'FLUSH');
+        await redis().command('SCRIPT', 'LOAD', scripts.release.source);
+        const { promise: sent, resolve } = deferred<void>();
+        beatSent = resolve;
+        await sent; // the next heartbeat, with the waiter's ticket, is on the wire
+        beatSent = undefined;
+        controller.abort(); // its withdrawal runs in Redis before that heartbeat
+        expect(await leaving).toBe('aborted');
+        await store.settled();
+        expect(await zcard(redis(), 'ticket-race', 'q')).toBe(0);
+        // The permit goes to the next real waiter, not to the ticket nobody holds.
+        held.release();
+        const next = await gate.acquire({ timeout: 5000 });
+        next.release();
+        await store.settled();
+        expect(await zcard(redis(), 'ticket-race', 'h')).toBe(0);
+      } finally {
+        await store.close();
+      }
     });
   });
 }
