@@ -87,7 +87,7 @@ async function measure(kind: 'fake' | 'bare' | 'LimitedAgent', binding: boolean)
   const round = async () => {
     for (let i = 0; i < inFlight; i++) {
       // A fresh options object per request, as undici's request() builds one.
-      dispatcher.dispatch({ origin: `${origin}`, path: '/', method: 'GET' }, caller);
+      dispatcher.dispatch({ origin, path: '/', method: 'GET' }, caller);
     }
     let answered = 0;
     while (answered < inFlight) {

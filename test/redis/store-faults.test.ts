@@ -1,15 +1,16 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { afterEach, expect, it } from 'vitest';
+import { afterEach, expect, it, onTestFinished } from 'vitest';
 import type { ShedMessage } from '../../src/diagnostics.js';
 import { LeaseLostError, StoreUnavailableError } from '../../src/errors.js';
 import { MetricsCollector } from '../../src/metrics/collector.js';
 import { type LeaseLostMessage, type RedisStore, redisStore } from '../../src/redis/index.js';
 import { scripts } from '../../src/redis/scripts.js';
-import { describeRedis } from '../helpers/redis-server.js';
+import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
 import {
   CLIENT_KINDS,
   type ClientKind,
   deferred,
+  type Fleet,
   privateRedis,
   useFleet,
   zcard,
@@ -60,6 +61,37 @@ function onScriptSent(client: unknown, kind: ClientKind, sha: string, onSent: ()
       return reply;
     };
   }
+}
+
+/**
+ * A store on a client of `fleet`'s that tells each heartbeat it sends (closed when the test
+ * ends), and `heartbeatBeforeRelease()`: Redis forgets the heartbeat script but keeps the
+ * release script, and it resolves once the next heartbeat is on the wire. Whatever the test
+ * releases in the same tick is sent behind that heartbeat, before any reply can be read, and
+ * Redis runs it first: the heartbeat only runs as the EVAL sent after NOSCRIPT.
+ */
+async function heartbeatRace(fleet: Fleet, kind: ClientKind, redis: () => RedisServer) {
+  const { client } = await fleet.client();
+  let beatSent: (() => void) | undefined;
+  onScriptSent(client, kind, scripts.heartbeat.sha, () => beatSent?.());
+  // Long timeouts: nothing here may time out and degrade the store on a busy machine.
+  const store = redisStore({
+    client,
+    prefix: 'test:',
+    leaseMs: 20_000,
+    heartbeatMs: 100,
+    commandTimeoutMs: 5000,
+  });
+  onTestFinished(() => store.close());
+  const heartbeatBeforeRelease = async () => {
+    await redis().command('SCRIPT', 'FLUSH');
+    await redis().command('SCRIPT', 'LOAD', scripts.release.source);
+    const { promise, resolve } = deferred<void>();
+    beatSent = resolve;
+    await promise;
+    beatSent = undefined;
+  };
+  return { store, heartbeatBeforeRelease };
 }
 
 const FAST = { leaseMs: 1500, heartbeatMs: 100, commandTimeoutMs: 200 } as const;
@@ -295,76 +327,38 @@ for (const kind of CLIENT_KINDS) {
     // the heartbeat only as the EVAL sent after NOSCRIPT, which registers the lease again and
     // reports it lost; that answer sends the release once more. settled() returned before it.
     it('settled() waits for the release a heartbeat answer sends again, for a lease it registered after its release (NOSCRIPT reordered them)', async () => {
-      const { client } = await fleet.client();
-      let beatSent: (() => void) | undefined;
-      onScriptSent(client, kind, scripts.heartbeat.sha, () => beatSent?.());
-      // Long timeouts: nothing here may time out and degrade the store on a busy machine.
-      const store = redisStore({
-        client,
-        prefix: 'test:',
-        leaseMs: 20_000,
-        heartbeatMs: 100,
-        commandTimeoutMs: 5000,
-      });
-      try {
-        const gate = store.semaphore({ name: 'beat-race', limit: 1 });
-        const held = await gate.acquire();
-        await store.settled();
-        await redis().command('SCRIPT', 'FLUSH');
-        await redis().command('SCRIPT', 'LOAD', scripts.release.source); // the release runs at once
-        const { promise: sent, resolve } = deferred<void>();
-        beatSent = resolve;
-        await sent; // the next heartbeat, with held's lease, is on the wire
-        beatSent = undefined;
-        // Sent behind it in this same tick's microtasks, before any reply can be read.
-        held.release();
-        await store.settled();
-        expect(await zcard(redis(), 'beat-race', 'h')).toBe(0);
-        expect(gate.stats().shared.leasesLost).toBe(0); // nobody held it: not a lost lease
-      } finally {
-        await store.close();
-      }
+      const { store, heartbeatBeforeRelease } = await heartbeatRace(fleet, kind, redis);
+      const gate = store.semaphore({ name: 'beat-race', limit: 1 });
+      const held = await gate.acquire();
+      await store.settled();
+      await heartbeatBeforeRelease(); // the heartbeat on the wire carries held's lease
+      held.release();
+      await store.settled();
+      expect(await zcard(redis(), 'beat-race', 'h')).toBe(0);
+      expect(gate.stats().shared.leasesLost).toBe(0); // nobody held it: not a lost lease
     });
 
     // The same race for a ticket: the heartbeat queued it again after its waiter had left, and
     // the next release granted it to nobody, holding the one permit until its lease ran out.
     it('a ticket a heartbeat queued again after its waiter left is withdrawn again, and never holds the permit', async () => {
-      const { client } = await fleet.client();
-      let beatSent: (() => void) | undefined;
-      onScriptSent(client, kind, scripts.heartbeat.sha, () => beatSent?.());
-      const store = redisStore({
-        client,
-        prefix: 'test:',
-        leaseMs: 20_000,
-        heartbeatMs: 100,
-        commandTimeoutMs: 5000,
-      });
-      try {
-        const gate = store.semaphore({ name: 'ticket-race', limit: 1, queueTimeout: 10_000 });
-        const held = await gate.acquire();
-        const controller = new AbortController();
-        const leaving = gate.acquire({ signal: controller.signal }).catch(() => 'aborted');
-        await store.settled();
-        expect(await zcard(redis(), 'ticket-race', 'q')).toBe(1);
-        await redis().command('SCRIPT', 'FLUSH');
-        await redis().command('SCRIPT', 'LOAD', scripts.release.source);
-        const { promise: sent, resolve } = deferred<void>();
-        beatSent = resolve;
-        await sent; // the next heartbeat, with the waiter's ticket, is on the wire
-        beatSent = undefined;
-        controller.abort(); // its withdrawal runs in Redis before that heartbeat
-        expect(await leaving).toBe('aborted');
-        await store.settled();
-        expect(await zcard(redis(), 'ticket-race', 'q')).toBe(0);
-        // The permit goes to the next real waiter, not to the ticket nobody holds.
-        held.release();
-        const next = await gate.acquire({ timeout: 5000 });
-        next.release();
-        await store.settled();
-        expect(await zcard(redis(), 'ticket-race', 'h')).toBe(0);
-      } finally {
-        await store.close();
-      }
+      const { store, heartbeatBeforeRelease } = await heartbeatRace(fleet, kind, redis);
+      const gate = store.semaphore({ name: 'ticket-race', limit: 1, queueTimeout: 10_000 });
+      const held = await gate.acquire();
+      const controller = new AbortController();
+      const leaving = gate.acquire({ signal: controller.signal }).catch(() => 'aborted');
+      await store.settled();
+      expect(await zcard(redis(), 'ticket-race', 'q')).toBe(1);
+      await heartbeatBeforeRelease(); // the heartbeat on the wire carries the waiter's ticket
+      controller.abort(); // its withdrawal runs in Redis before that heartbeat
+      expect(await leaving).toBe('aborted');
+      await store.settled();
+      expect(await zcard(redis(), 'ticket-race', 'q')).toBe(0);
+      // The permit goes to the next real waiter, not to the ticket nobody holds.
+      held.release();
+      const next = await gate.acquire({ timeout: 5000 });
+      next.release();
+      await store.settled();
+      expect(await zcard(redis(), 'ticket-race', 'h')).toBe(0);
     });
   });
 }
