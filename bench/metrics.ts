@@ -26,7 +26,7 @@ import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import type { Dispatcher } from 'undici';
 import * as current from '../src/index.js';
-import { registerMetrics } from '../src/metrics/prometheus.js';
+import { registerMetrics } from '../src/observe/prometheus.js';
 
 type Hostgate = Pick<typeof current, 'HostLimiter' | 'limitHosts'>;
 

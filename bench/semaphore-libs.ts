@@ -10,7 +10,7 @@ import Bottleneck from 'bottleneck';
 import { bulkhead } from 'cockatiel';
 import pLimit from 'p-limit';
 import PQueue from 'p-queue';
-import { Semaphore } from '../src/semaphore.js';
+import { Semaphore } from '../src/gate/semaphore.js';
 
 export type Task = () => Promise<void>;
 

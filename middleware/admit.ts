@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { checkKnownKeys, checkObject } from '../src/common/options.js';
 import { ClientDisconnectedError, findShedError, type Permit, Semaphore } from '../src/index.js';
-import { checkKnownKeys, checkObject } from '../src/options.js';
 import { internal, type ShedOptions } from './shed.js';
 
 export interface AdmitOptions {

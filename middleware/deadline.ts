@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import { type Dispatcher, Headers, type RequestInit } from 'undici';
+import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import {
   formatDuration,
   formatGrpcTimeout,
   MAX_BUDGET_MS,
   parseDuration,
   parseGrpcTimeout,
-} from '../src/deadline.js';
-import { checkKnownKeys, checkObject, describe } from '../src/options.js';
+} from '../src/gate/deadline.js';
 
 /** How a deadline header's value is written. */
 export type DeadlineHeaderFormat =

@@ -8,6 +8,7 @@ import {
   type Response,
   type request as undiciRequest,
 } from 'undici';
+import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import {
   HostLimiter,
   type HostLimiterOptions,
@@ -15,7 +16,6 @@ import {
   type PriorityClassOption,
   Semaphore,
 } from '../src/index.js';
-import { checkKnownKeys, checkObject, describe } from '../src/options.js';
 import { type DeadlineOption, InvalidHeader, parseDeadline } from './deadline.js';
 import { OutboundContext, type Shared } from './outbound-context.js';
 import { internal } from './shed.js';

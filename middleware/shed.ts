@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import {
   ClientDisconnectedError,
   DeadlineExceededError,
   findShedError,
   type ShedError,
 } from '../src/index.js';
-import { checkKnownKeys, checkObject, describe } from '../src/options.js';
 
 /** An RFC 9457 problem details object. */
 export interface ProblemDetails {

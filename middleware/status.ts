@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { checkKnownKeys, checkObject, describe, positiveInteger } from '../src/common/options.js';
 import {
   type GateSource,
   type LeakSuspect,
@@ -8,7 +9,6 @@ import {
   type PartnerMetrics,
   type Semaphore,
 } from '../src/index.js';
-import { checkKnownKeys, checkObject, describe, positiveInteger } from '../src/options.js';
 
 export interface StatusOptions extends MetricsCollectorOptions {
   /** Page title (default `hostgate`). */

@@ -4,7 +4,7 @@
  * (`vitest run`). Much of the suite waits on sockets, timers and child processes, so the
  * typecheck's ~8 s of one core fits into its idle time instead of running before it. The
  * typecheck's output is held back and printed after vitest's; the exit code is non-zero if
- * either failed. Arguments go to vitest: `npm test -- test/fetch.test.ts`.
+ * either failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts`.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';

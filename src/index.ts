@@ -4,37 +4,6 @@ export type { AdaptiveStats } from './adaptive/controller.js';
 export { GradientLimit, type GradientOptions } from './adaptive/gradient.js';
 export type { AdaptiveAlgorithmName, AdaptiveOptions } from './adaptive/options.js';
 export {
-  deadlineShedCount,
-  expectedWaitMs,
-  formatDuration,
-  formatGrpcTimeout,
-  type GateLoad,
-  MAX_BUDGET_MS,
-  parseDuration,
-  parseGrpcTimeout,
-  shedForDeadline,
-} from './deadline.js';
-export {
-  type AcquireMessage,
-  type AcquireSite,
-  channels,
-  type DoubleReleaseMessage,
-  type HoldTimeoutMessage,
-  type LeakMessage,
-  type PermitRequestInfo,
-  type ReleaseMessage,
-  type ReleaseReason,
-  type RequestErrorMessage,
-  type ResponseMessage,
-  type ShedMessage,
-  type ShedReason,
-  type WaitAbortedMessage,
-} from './diagnostics.js';
-export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './dispatcher/interceptor.js';
-export { limitGate, limitHosts } from './dispatcher/limit-hosts.js';
-export { LimitedAgent, type WrappedDispatcher } from './dispatcher/limited-agent.js';
-export { type PriorityClassOption, withPriority } from './dispatcher/priority.js';
-export {
   ClientDisconnectedError,
   DeadlineExceededError,
   DeadlineShedError,
@@ -51,43 +20,35 @@ export {
   StoreUnavailableError,
   TooManyHostsError,
   UnknownHostError,
-} from './errors.js';
-export { type FetchFunction, limitFetch } from './fetch.js';
-export { withDispatcher } from './global-fetch.js';
-export type { DurationSummary } from './histogram.js';
+} from './common/errors.js';
+export type { DurationSummary } from './common/histogram.js';
 export {
-  DEFAULT_MAX_HOLD_MS,
-  DEFAULT_MAX_HOSTS,
-  DEFAULT_UNKNOWN_HOST_GATE,
-  type GateOptions,
-  type GateStats,
-  type GateStore,
-  HostLimiter,
-  type HostLimiterOptions,
-  type PartnerRule,
-} from './host-limiter.js';
+  deadlineShedCount,
+  expectedWaitMs,
+  formatDuration,
+  formatGrpcTimeout,
+  type GateLoad,
+  MAX_BUDGET_MS,
+  parseDuration,
+  parseGrpcTimeout,
+  shedForDeadline,
+} from './gate/deadline.js';
 export {
-  type BucketCounts,
-  DEFAULT_MAX_ORIGIN_LABELS,
-  DEFAULT_STALL_AFTER_MS,
-  HOLD_BUCKETS_SECONDS,
-  MetricsCollector,
-  type MetricsCollectorOptions,
-  OTHER_ORIGINS,
-  type PartnerMetrics,
-  type RetryStatsSource,
-  type SharedPartnerMetrics,
-  WAIT_BUCKETS_SECONDS,
-} from './metrics/collector.js';
-export {
-  detectLeaks,
-  type GateSource,
-  LeakDetector,
-  type LeakDetectorOptions,
-  type LeakSuspect,
-  leakSuspects,
-} from './metrics/leaks.js';
-export * from './retry/index.js';
+  type AcquireMessage,
+  type AcquireSite,
+  channels,
+  type DoubleReleaseMessage,
+  type HoldTimeoutMessage,
+  type LeakMessage,
+  type PermitRequestInfo,
+  type ReleaseMessage,
+  type ReleaseReason,
+  type RequestErrorMessage,
+  type ResponseMessage,
+  type ShedMessage,
+  type ShedReason,
+  type WaitAbortedMessage,
+} from './gate/diagnostics.js';
 export {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
@@ -105,4 +66,43 @@ export {
   type WaitOptions,
   type WaitTarget,
   type WaitTicket,
-} from './semaphore.js';
+} from './gate/semaphore.js';
+export { type FetchFunction, limitFetch } from './http/fetch.js';
+export { withDispatcher } from './http/global-fetch.js';
+export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './http/interceptor.js';
+export { limitGate, limitHosts } from './http/limit-hosts.js';
+export { LimitedAgent, type WrappedDispatcher } from './http/limited-agent.js';
+export { type PriorityClassOption, withPriority } from './http/priority.js';
+export {
+  type BucketCounts,
+  DEFAULT_MAX_ORIGIN_LABELS,
+  DEFAULT_STALL_AFTER_MS,
+  HOLD_BUCKETS_SECONDS,
+  MetricsCollector,
+  type MetricsCollectorOptions,
+  OTHER_ORIGINS,
+  type PartnerMetrics,
+  type RetryStatsSource,
+  type SharedPartnerMetrics,
+  WAIT_BUCKETS_SECONDS,
+} from './observe/collector.js';
+export {
+  detectLeaks,
+  type GateSource,
+  LeakDetector,
+  type LeakDetectorOptions,
+  type LeakSuspect,
+  leakSuspects,
+} from './observe/leaks.js';
+export {
+  DEFAULT_MAX_HOLD_MS,
+  DEFAULT_MAX_HOSTS,
+  DEFAULT_UNKNOWN_HOST_GATE,
+  type GateOptions,
+  type GateStats,
+  type GateStore,
+  HostLimiter,
+  type HostLimiterOptions,
+  type PartnerRule,
+} from './partners/host-limiter.js';
+export * from './retry/index.js';

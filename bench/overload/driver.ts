@@ -16,10 +16,10 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import pLimit from 'p-limit';
 import { Agent, type Dispatcher, request } from 'undici';
-import { findShedError, QueueFullError, QueueTimeoutError } from '../../src/errors.js';
-import { HostLimiter } from '../../src/host-limiter.js';
+import { findShedError, QueueFullError, QueueTimeoutError } from '../../src/common/errors.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
 import { limitHosts } from '../../src/index.js';
-import type { Semaphore } from '../../src/semaphore.js';
+import { HostLimiter } from '../../src/partners/host-limiter.js';
 import type { PartnerProcess, PartnerStats } from './partner.js';
 
 export type ContenderKind = 'p-limit' | 'undici' | 'hostgate' | 'hostgate-bounded';

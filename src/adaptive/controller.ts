@@ -1,5 +1,5 @@
-import { parseRetryAfter } from '../retry/retry-after.js';
-import type { Permit, Semaphore } from '../semaphore.js';
+import { parseRetryAfter } from '../common/retry-after.js';
+import type { Permit, Semaphore } from '../gate/semaphore.js';
 import { AimdLimit } from './aimd.js';
 import type { LimitAlgorithm } from './algorithm.js';
 import { GradientLimit } from './gradient.js';

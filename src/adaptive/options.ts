@@ -1,5 +1,11 @@
 /** The per-partner `adaptive` option: its shape, defaults and validation. */
-import { checkKnownKeys, checkObject, describe, durationMs, positiveInteger } from '../options.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  describe,
+  durationMs,
+  positiveInteger,
+} from '../common/options.js';
 
 export type AdaptiveAlgorithmName = 'aimd' | 'gradient';
 

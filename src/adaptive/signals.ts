@@ -4,8 +4,12 @@
  * first adaptive gate only, so a process without one pays nothing.
  */
 import { subscribe } from 'node:diagnostics_channel';
-import type { HoldTimeoutMessage, RequestErrorMessage, ResponseMessage } from '../diagnostics.js';
-import type { Semaphore } from '../semaphore.js';
+import type {
+  HoldTimeoutMessage,
+  RequestErrorMessage,
+  ResponseMessage,
+} from '../gate/diagnostics.js';
+import type { Semaphore } from '../gate/semaphore.js';
 import type { AdaptiveController } from './controller.js';
 
 const controllers = new WeakMap<Semaphore, AdaptiveController>();

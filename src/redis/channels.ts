@@ -8,7 +8,7 @@
  * | `hostgate:store-up`     | `{ store }`: Redis answered again after an error; gating resumed |
  */
 import { channel } from 'node:diagnostics_channel';
-import type { Semaphore } from '../semaphore.js';
+import type { Semaphore } from '../gate/semaphore.js';
 
 export interface LeaseLostMessage {
   gate: Semaphore;

@@ -3,7 +3,7 @@
  * ioredis 6 — each as a single-node client or a Redis Cluster client: raw commands, and a
  * subscriber on a connection of the store's own.
  */
-import { describe } from '../options.js';
+import { describe } from '../common/options.js';
 
 /** What the store needs from a Redis client: nothing else is ever called on the user's client. */
 export interface StoreClient {

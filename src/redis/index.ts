@@ -3,7 +3,7 @@
  * ioredis 6), with leases, fair FIFO waiting across processes and pushed wake-ups.
  */
 
-export { LeaseLostError, StoreUnavailableError } from '../errors.js';
+export { LeaseLostError, StoreUnavailableError } from '../common/errors.js';
 export {
   type LeaseLostMessage,
   type StoreErrorMessage,

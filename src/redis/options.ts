@@ -1,5 +1,11 @@
 /** The Redis store's options and defaults, each number with its reason. */
-import { checkKnownKeys, checkObject, describe, durationMs, positiveInteger } from '../options.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  describe,
+  durationMs,
+  positiveInteger,
+} from '../common/options.js';
 
 /**
  * Default lease: 10 s. A process killed with SIGKILL keeps its permits this long (plus up to one

@@ -2,8 +2,8 @@
  * `acquire()` of a shared gate as a promise over its `wait()`: the same checks and the same
  * cancel-versus-grant rule as a local gate's, with every grant a Redis answer.
  */
-import { checkKnownKeys, checkObject, durationMs, optionalSignal } from '../options.js';
-import type { AcquireOptions, Permit, WaitTarget, WaitTicket } from '../semaphore.js';
+import { checkKnownKeys, checkObject, durationMs, optionalSignal } from '../common/options.js';
+import type { AcquireOptions, Permit, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { waitTimeout } from './shared-waiter.js';
 
 const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;

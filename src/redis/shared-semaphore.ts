@@ -1,6 +1,6 @@
-import type { ReleaseReason } from '../diagnostics.js';
-import { LeaseLostError, type QueueFullError, StoreUnavailableError } from '../errors.js';
-import { durationMs, nonNegativeInteger, positiveInteger } from '../options.js';
+import { LeaseLostError, type QueueFullError, StoreUnavailableError } from '../common/errors.js';
+import { durationMs, nonNegativeInteger, positiveInteger } from '../common/options.js';
+import type { ReleaseReason } from '../gate/diagnostics.js';
 import {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
@@ -12,7 +12,7 @@ import {
   type WaitOptions,
   type WaitTarget,
   type WaitTicket,
-} from '../semaphore.js';
+} from '../gate/semaphore.js';
 import { storeChannels } from './channels.js';
 import { acquireShared } from './shared-acquire.js';
 import { SharedShed } from './shared-shed.js';

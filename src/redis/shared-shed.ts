@@ -2,9 +2,10 @@
  * What a shared gate refuses in this process, counted and published on `hostgate:shed` /
  * `hostgate:wait-aborted` as a local gate does, with the error each caller receives.
  */
-import { channels, type ShedReason } from '../diagnostics.js';
-import { QueueFullError, QueueTimeoutError, StoreUnavailableError } from '../errors.js';
-import type { Semaphore } from '../semaphore.js';
+
+import { QueueFullError, QueueTimeoutError, StoreUnavailableError } from '../common/errors.js';
+import { channels, type ShedReason } from '../gate/diagnostics.js';
+import type { Semaphore } from '../gate/semaphore.js';
 
 export class SharedShed {
   queueFull = 0;

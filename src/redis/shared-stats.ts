@@ -1,5 +1,5 @@
 /** A shared gate's options and stats: this process's view beside the whole cluster's. */
-import type { SemaphoreStats } from '../semaphore.js';
+import type { SemaphoreStats } from '../gate/semaphore.js';
 
 export interface SharedSemaphoreOptions {
   /** The gate's name: every process using this name on the same Redis and prefix shares it. */

@@ -4,8 +4,8 @@
  * process's local share), LOCAL (this process's own limit is full: it waits here, with no
  * ticket, until a permit of this process goes back), DONE.
  */
-import { describe } from '../options.js';
-import type { WaitOptions, WaitTarget, WaitTicket } from '../semaphore.js';
+import { describe } from '../common/options.js';
+import type { WaitOptions, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import type { SharedSemaphore } from './shared-semaphore.js';
 
 /** A shared permit is one unit of the cap in one FIFO: weights and priority classes stay local-only. */

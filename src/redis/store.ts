@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { checkKnownKeys, checkObject, describe } from '../options.js';
+import { checkKnownKeys, checkObject, describe } from '../common/options.js';
 import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
 import { storeClient } from './client.js';

@@ -1,11 +1,11 @@
 /** One call's attempts under p-retry: judging each failure, the budget slot, the backoff. */
 
 import pRetry from 'p-retry';
+import { parseRetryAfter } from '../common/retry-after.js';
 import { isRetryableError } from './classify.js';
 import type { PartnerState } from './partner-state.js';
 import { backoffDelay } from './policy.js';
 import type { CallFacts } from './request.js';
-import { parseRetryAfter } from './retry-after.js';
 import type { ResponseLike, RetryEvent } from './types.js';
 
 /** The retrier's clock, sleep, jitter source and hook. */

@@ -1,6 +1,6 @@
 /** Which failed attempts are worth another try. */
 
-import { isHostgateError } from '../errors.js';
+import { isHostgateError } from '../common/errors.js';
 
 /** Transient socket and DNS codes: the request never got an answer, and the next one may. */
 const TRANSIENT_CODES = new Set([

@@ -1,4 +1,5 @@
-export { PartnerCooldownError } from '../errors.js';
+export { PartnerCooldownError } from '../common/errors.js';
+export { parseRetryAfter } from '../common/retry-after.js';
 export type { RetryStats } from './partner-state.js';
 export {
   type CooldownOptions,
@@ -17,5 +18,4 @@ export {
   type RetryPolicyOptions,
 } from './policy.js';
 export { createRetrier, Retrier, retry, withRetry } from './retrier.js';
-export { parseRetryAfter } from './retry-after.js';
 export type { FetchLike, ResponseLike, RetrierOptions, RetryEvent, RetryRequest } from './types.js';

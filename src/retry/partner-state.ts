@@ -1,4 +1,4 @@
-import type { Semaphore } from '../semaphore.js';
+import type { Semaphore } from '../gate/semaphore.js';
 import type { RetryPolicy } from './policy.js';
 
 /** Per-partner retry counters, from `Retrier.stats()`. */

@@ -6,8 +6,8 @@ import {
   describe,
   MAX_TIMER_MS,
   nonNegativeInteger,
-} from '../options.js';
-import { MAX_RETRY_AFTER_MS } from '../semaphore.js';
+} from '../common/options.js';
+import { MAX_RETRY_AFTER_MS } from '../gate/semaphore.js';
 
 /**
  * Default `retries`: 2, so at most 3 attempts per call — the ceiling Google SRE recommends

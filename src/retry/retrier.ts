@@ -1,7 +1,7 @@
-import { PartnerCooldownError } from '../errors.js';
-import type { HostLimiter } from '../host-limiter.js';
-import { checkObject, describe } from '../options.js';
-import type { Semaphore } from '../semaphore.js';
+import { PartnerCooldownError } from '../common/errors.js';
+import { checkObject, describe } from '../common/options.js';
+import type { Semaphore } from '../gate/semaphore.js';
+import type { HostLimiter } from '../partners/host-limiter.js';
 import { noteAnswer, type RetryEnv, retryAttempts } from './attempts.js';
 import { PartnerState, type RetryStats } from './partner-state.js';
 import { checkPolicyKeys, type RetryPolicy, resolvePolicy } from './policy.js';

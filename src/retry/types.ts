@@ -1,7 +1,7 @@
 /** The public shapes of the retry layer: what it wraps, what it reports, what it is told. */
 
-import type { HostLimiter } from '../host-limiter.js';
-import type { Semaphore } from '../semaphore.js';
+import type { Semaphore } from '../gate/semaphore.js';
+import type { HostLimiter } from '../partners/host-limiter.js';
 import type { RetryPolicyOptions } from './policy.js';
 
 /** The part of a `Response` the retrier reads: global fetch's and undici's both fit. */

@@ -1,9 +1,9 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { statusHandler } from '../../middleware/index.js';
-import { channels } from '../../src/diagnostics.js';
+import { channels } from '../../src/gate/diagnostics.js';
 import { HostLimiter, MetricsCollector, type Permit } from '../../src/index.js';
-import { registerMetrics } from '../../src/metrics/prometheus.js';
+import { registerMetrics } from '../../src/observe/prometheus.js';
 
 /** An adaptive partner whose limit was cut once by a 503, fed through the public channel. */
 function cutOnce() {

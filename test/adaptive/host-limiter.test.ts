@@ -1,7 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { type Dispatcher, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
-import type { ResponseMessage } from '../../src/diagnostics.js';
+import type { ResponseMessage } from '../../src/gate/diagnostics.js';
 import {
   HostLimiter,
   type HostLimiterOptions,

@@ -2,7 +2,7 @@ import type express from 'express';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { admit } from '../../middleware/index.js';
-import type { Semaphore } from '../../src/semaphore.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { expressVersions, type Listening, listen, Signals, watchQueue } from './helpers.js';
 

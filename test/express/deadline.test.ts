@@ -8,16 +8,16 @@ import request from 'supertest';
 import { Headers, Request } from 'undici';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { type OutboundOptions, outbound, retryAfterSeconds, shed } from '../../middleware/index.js';
-import { deadlineShedCount } from '../../src/deadline.js';
-import type { ShedMessage } from '../../src/diagnostics.js';
-import { DeadlineExceededError, DeadlineShedError } from '../../src/errors.js';
-import { HostLimiter } from '../../src/host-limiter.js';
-import { MetricsCollector } from '../../src/metrics/collector.js';
-import { registerMetrics } from '../../src/metrics/prometheus.js';
-import type { Semaphore } from '../../src/semaphore.js';
+import { DeadlineExceededError, DeadlineShedError } from '../../src/common/errors.js';
+import { deadlineShedCount } from '../../src/gate/deadline.js';
+import type { ShedMessage } from '../../src/gate/diagnostics.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
+import { MetricsCollector } from '../../src/observe/collector.js';
+import { registerMetrics } from '../../src/observe/prometheus.js';
+import { HostLimiter } from '../../src/partners/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
-import { metricValue } from '../observability/prom-text.js';
+import { metricValue } from '../observe/prom-text.js';
 import {
   expressVersions,
   type Listening,

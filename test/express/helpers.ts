@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import express4 from 'express4';
-import type { Semaphore } from '../../src/semaphore.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
 
 /** Both Express majors, built as the same (v5-typed) app shape: the runtime is what differs. */
 export const expressVersions: [string, () => express.Express][] = [

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { outbound, shed } from '../../middleware/index.js';
-import { HostLimiter } from '../../src/host-limiter.js';
+import { HostLimiter } from '../../src/partners/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { prng } from '../helpers/prng.js';

@@ -3,9 +3,9 @@ import type express from 'express';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { outbound, shed } from '../../middleware/index.js';
-import { ClientDisconnectedError } from '../../src/errors.js';
-import { HostLimiter } from '../../src/host-limiter.js';
-import type { Semaphore } from '../../src/semaphore.js';
+import { ClientDisconnectedError } from '../../src/common/errors.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
+import { HostLimiter } from '../../src/partners/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import {

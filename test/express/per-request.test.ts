@@ -3,9 +3,9 @@ import request from 'supertest';
 import { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { outbound, shed } from '../../middleware/index.js';
-import { limitHosts } from '../../src/dispatcher/limit-hosts.js';
-import { ClientDisconnectedError } from '../../src/errors.js';
-import { HostLimiter } from '../../src/host-limiter.js';
+import { ClientDisconnectedError } from '../../src/common/errors.js';
+import { limitHosts } from '../../src/http/limit-hosts.js';
+import { HostLimiter } from '../../src/partners/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import {

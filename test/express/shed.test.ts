@@ -10,8 +10,8 @@ import {
   retryAfterSeconds,
   shed,
 } from '../../middleware/index.js';
-import { ClientDisconnectedError, QueueFullError } from '../../src/errors.js';
-import { HostLimiter } from '../../src/host-limiter.js';
+import { ClientDisconnectedError, QueueFullError } from '../../src/common/errors.js';
+import { HostLimiter } from '../../src/partners/host-limiter.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { expressVersions, type Listening, listen, Signals, watchQueue } from './helpers.js';
 

@@ -1,7 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Dispatcher } from 'undici';
-import type { ReleaseMessage, ReleaseReason } from '../../src/diagnostics.js';
-import type { Semaphore } from '../../src/semaphore.js';
+import type { ReleaseMessage, ReleaseReason } from '../../src/gate/diagnostics.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
 
 /**
  * Resolves once `gate` holds no permit, woken by its `hostgate:release` events (no polling, no

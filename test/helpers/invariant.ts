@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { Semaphore } from '../../src/semaphore.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
 
 /**
  * Grants and releases not in the histograms, per gate: those before it was first observed

@@ -1,6 +1,6 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import type { ReleaseMessage } from '../../src/diagnostics.js';
-import type { Semaphore } from '../../src/semaphore.js';
+import type { ReleaseMessage } from '../../src/gate/diagnostics.js';
+import type { Semaphore } from '../../src/gate/semaphore.js';
 
 // Captured at load, before any test installs fake timers: deadlines here are wall time.
 const realSetTimeout = globalThis.setTimeout;

@@ -1,8 +1,8 @@
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Semaphore } from '../../src/gate/semaphore.js';
 import { type RedisStore, redisStore } from '../../src/redis/index.js';
-import type { Semaphore } from '../../src/semaphore.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import {
   describeRedis,

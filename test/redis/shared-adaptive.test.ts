@@ -6,7 +6,7 @@ import { Agent, type Dispatcher, request } from 'undici';
 import { afterEach, expect, it } from 'vitest';
 import { statusHandler } from '../../middleware/index.js';
 import { HostLimiter, limitHosts, MetricsCollector, type Permit } from '../../src/index.js';
-import { registerMetrics } from '../../src/metrics/prometheus.js';
+import { registerMetrics } from '../../src/observe/prometheus.js';
 import type { RedisStore, SharedSemaphore } from '../../src/redis/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { loadPhase } from '../helpers/load-phase.js';

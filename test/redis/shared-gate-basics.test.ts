@@ -1,6 +1,10 @@
 import { expect, it } from 'vitest';
-import { QueueFullError, QueueTimeoutError, StoreUnavailableError } from '../../src/errors.js';
-import type { Permit } from '../../src/semaphore.js';
+import {
+  QueueFullError,
+  QueueTimeoutError,
+  StoreUnavailableError,
+} from '../../src/common/errors.js';
+import type { Permit } from '../../src/gate/semaphore.js';
 import { describeRedis } from '../helpers/redis-server.js';
 import { CLIENT_KINDS, privateRedis, useFleet, zcard } from './clients.js';
 

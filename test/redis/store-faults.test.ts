@@ -1,8 +1,8 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, expect, it, onTestFinished } from 'vitest';
-import type { ShedMessage } from '../../src/diagnostics.js';
-import { LeaseLostError, StoreUnavailableError } from '../../src/errors.js';
-import { MetricsCollector } from '../../src/metrics/collector.js';
+import { LeaseLostError, StoreUnavailableError } from '../../src/common/errors.js';
+import type { ShedMessage } from '../../src/gate/diagnostics.js';
+import { MetricsCollector } from '../../src/observe/collector.js';
 import { type LeaseLostMessage, type RedisStore, redisStore } from '../../src/redis/index.js';
 import { scripts } from '../../src/redis/scripts.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';

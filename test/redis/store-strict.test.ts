@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../src/errors.js';
-import type { Permit } from '../../src/semaphore.js';
+import { StoreUnavailableError } from '../../src/common/errors.js';
+import type { Permit } from '../../src/gate/semaphore.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
 import { CLIENT_KINDS, privateRedis, useFleet, zcard } from './clients.js';
 

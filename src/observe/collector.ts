@@ -1,0 +1,494 @@
+/**
+ * Per-partner numbers for exporters and the status page, read from the gates on demand
+ * (a scrape, a page view): nothing runs between reads, and the gates pay nothing for it.
+ *
+ * Labels are bounded: a partner gate is labelled with its name; a per-origin gate with its
+ * origin key for the first `maxOriginLabels` origins ever seen, and `(other origins)` after
+ * that. Counters stay monotonic although per-origin gates come and go (the limiter evicts idle
+ * ones): each read adds every live gate's increase since the previous read to its label's total.
+ */
+
+import { controllerOf } from '../adaptive/signals.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  describe,
+  durationMs,
+  nonNegativeInteger,
+} from '../common/options.js';
+import { Semaphore } from '../gate/semaphore.js';
+import {
+  ABORTED_IN_FLIGHT,
+  ABORTED_WAITING,
+  ACQUIRED,
+  type BucketCounts,
+  bucketCounts,
+  CLASS_ABORTED_WAITING,
+  CLASS_ACQUIRED,
+  CLASS_SHED_FULL,
+  CLASS_SHED_TIMEOUT,
+  CLASS_VECTOR_LENGTH,
+  CLASS_WAIT_BUCKETS,
+  CLASS_WAIT_COUNT,
+  CLASS_WAIT_SUM,
+  DOUBLE_RELEASES,
+  HOLD_BUCKETS,
+  HOLD_BUCKETS_SECONDS,
+  HOLD_COUNT,
+  HOLD_SUM,
+  HOLD_TIMEOUTS,
+  RELEASED,
+  RETRIES,
+  readClasses,
+  readGate,
+  SHED_DEADLINE,
+  SHED_FULL,
+  SHED_STORE_UNAVAILABLE,
+  SHED_TIMEOUT,
+  VECTOR_LENGTH,
+  WAIT_BUCKETS,
+  WAIT_BUCKETS_SECONDS,
+  WAIT_COUNT,
+  WAIT_SUM,
+  windowQuantile,
+} from './gate-totals.js';
+import { findLeaks, type GateSource } from './leaks.js';
+
+export { type BucketCounts, HOLD_BUCKETS_SECONDS, WAIT_BUCKETS_SECONDS } from './gate-totals.js';
+
+/** The label of per-origin gates past `maxOriginLabels` (the retry layer uses the same). */
+export const OTHER_ORIGINS = '(other origins)';
+/** Default `maxOriginLabels`: enough to name the few unknown hosts a service really calls. */
+export const DEFAULT_MAX_ORIGIN_LABELS = 20;
+/**
+ * Default `stallAfter`: 10 s. An exhausted gate whose holders got no response byte for that
+ * long is the seed's leak signature (permits at zero, partner idle), or a partner that hangs.
+ */
+export const DEFAULT_STALL_AFTER_MS = 10_000;
+/** Shed rate and p99 wait are measured over the reads of about the last minute. */
+const WINDOW_MS = 60_000;
+const SAMPLE_SPACING_MS = 1000;
+
+/** Anything with per-partner retry counts: hostgate's `Retrier` (`retrier.stats()`). */
+export interface RetryStatsSource {
+  stats(): Record<string, { retries: number }>;
+}
+
+export interface MetricsCollectorOptions {
+  /** Per-origin gates that get a label of their own (default 20); the rest share one. */
+  maxOriginLabels?: number;
+  /** Exhausted with no progress for this long (ms) marks a partner stalled (default 10 000). */
+  stallAfter?: number;
+  /** The retry layer's counters (`new Retrier(...)`), for `retries` per partner. */
+  retrier?: RetryStatsSource;
+  /** Clock in ms for rate windows (default `performance.now`). */
+  now?: () => number;
+}
+
+/** One row: a partner, an origin, or `(other origins)`. */
+export interface PartnerMetrics {
+  partner: string;
+  /** Live gates behind this row (0 when only counters remain, e.g. after an eviction). */
+  gates: number;
+  /** The limit in force: an adaptive partner's effective limit. */
+  limit: number;
+  /** The contract limit: the ceiling of an adaptive limit, else equal to `limit`. */
+  contractLimit: number;
+  /** Times an adaptive limit changed (0 for a fixed one). */
+  limitChanges: number;
+  /** The limit adapts to the partner (`adaptive` option). */
+  adaptive: boolean;
+  held: number;
+  available: number;
+  queued: number;
+  maxQueue: number;
+  acquired: number;
+  released: number;
+  shedQueueFull: number;
+  shedQueueTimeout: number;
+  /** Calls refused before queueing because their request's deadline could not be met. */
+  shedDeadline: number;
+  /** Shared gates: calls refused with `StoreUnavailableError` (`onStoreError: 'reject'`). */
+  shedStoreUnavailable: number;
+  abortedWaiting: number;
+  abortedInFlight: number;
+  holdTimeouts: number;
+  doubleReleases: number;
+  retries: number;
+  wait: BucketCounts;
+  hold: BucketCounts;
+  /** Span (s) of the window the two rates below cover: since the oldest read of the last minute. */
+  windowSeconds: number;
+  /** Shed calls (every `shed*` reason above) per second over the window. */
+  shedPerSecond: number;
+  /** p99 queue wait over the window, ms (interpolated in its bucket); `null` with no grants in it. */
+  waitP99Ms: number | null;
+  /** Permits held past their gate's `leakWarnAfter` now. */
+  leakSuspects: number;
+  /** Ms since the holders last showed progress (grant, release, response bytes); `null` if none held. */
+  quietMs: number | null;
+  /** Exhausted (no permit free) and quiet for `stallAfter`: the leak signature. */
+  stalled: boolean;
+  /**
+   * A gate shared by every replica (`hostgate/redis`): the whole cluster's view, as of its last
+   * Redis answer. The fields above are this process's. `null` for a local gate.
+   */
+  shared: SharedPartnerMetrics | null;
+  /**
+   * Per priority class (label `priority_class`), for a partner with `priorities`: the part of
+   * `queued`, `acquired`, `shedQueueFull`, `shedQueueTimeout`, `abortedWaiting` and `wait`
+   * that class accounts for (they add up to the partner's). `null` without classes.
+   */
+  priorities: Record<string, PriorityClassMetrics> | null;
+}
+
+/** One priority class of a partner. */
+export interface PriorityClassMetrics {
+  queued: number;
+  acquired: number;
+  shedQueueFull: number;
+  shedQueueTimeout: number;
+  abortedWaiting: number;
+  wait: BucketCounts;
+}
+
+/** The cluster-wide numbers of a shared partner. */
+export interface SharedPartnerMetrics {
+  /** Permits held by every process together. */
+  held: number;
+  /** Callers of every process waiting in Redis. */
+  queued: number;
+  /** Processes that used the gate within a lease. */
+  processes: number;
+  /** Redis answers; false while the store's `onStoreError` policy is in force. */
+  storeUp: boolean;
+  /** Leases Redis lost while this process held them (stalls, a Redis restart). */
+  leasesLost: number;
+}
+
+/** What a shared gate's `stats()` adds (read by shape: metrics do not import hostgate/redis). */
+interface SharedStatsView {
+  held: number;
+  queued: number;
+  processes: number;
+  mode: string;
+  leasesLost: number;
+}
+
+const COLLECTOR_KEYS = ['maxOriginLabels', 'stallAfter', 'retrier', 'now'] as const;
+
+interface Sample {
+  at: number;
+  totals: Float64Array;
+}
+
+interface Row {
+  gates: Semaphore[];
+}
+
+/**
+ * Reads a limiter's gates into per-partner rows; one per exporter or status page (it keeps
+ * the running totals and the rate window of its own reads).
+ *
+ * @example
+ * const collector = new MetricsCollector(limiter, { retrier });
+ * for (const row of collector.collect()) console.log(row.partner, row.held, row.stalled);
+ */
+export class MetricsCollector {
+  readonly #source: GateSource;
+  readonly #maxOriginLabels: number;
+  readonly #stallAfter: number;
+  readonly #retrier: RetryStatsSource | undefined;
+  readonly #now: () => number;
+  /** Labels handed to per-origin gates so far (sticky, at most `maxOriginLabels`). */
+  readonly #originLabels = new Set<string>();
+  /** Each live gate's counters at the previous read. */
+  #lastByGate = new Map<Semaphore, Float64Array>();
+  /** Each live gate's progress ticks, and when (gate clock) this collector first saw them. */
+  /** Retry counts by retrier key at the previous read. */
+  #lastRetries = new Map<string, number>();
+  /** Running totals per label: only ever grow. */
+  readonly #totals = new Map<string, Float64Array>();
+  /** Each live gate's per-class counters at the previous read. */
+  #lastClassesByGate = new Map<Semaphore, Map<string, Float64Array>>();
+  /** Running per-class totals per label (labels of gates with `priorities` only). */
+  readonly #classTotals = new Map<string, Map<string, Float64Array>>();
+  /** Totals per label at earlier reads, oldest first, for the window. */
+  readonly #samples = new Map<string, Sample[]>();
+
+  constructor(source: GateSource | Semaphore, options: MetricsCollectorOptions = {}) {
+    this.#source = gateSource(source);
+    checkObject('MetricsCollector options', options);
+    checkKnownKeys('MetricsCollector', options, COLLECTOR_KEYS);
+    this.#maxOriginLabels =
+      options.maxOriginLabels === undefined
+        ? DEFAULT_MAX_ORIGIN_LABELS
+        : nonNegativeInteger('maxOriginLabels', options.maxOriginLabels);
+    this.#stallAfter =
+      options.stallAfter === undefined
+        ? DEFAULT_STALL_AFTER_MS
+        : durationMs('stallAfter', options.stallAfter);
+    const retrier = options.retrier;
+    if (retrier !== undefined && typeof retrier?.stats !== 'function') {
+      throw new TypeError(
+        `retrier must have a stats() method (a Retrier), got ${describe(retrier)}`,
+      );
+    }
+    this.#retrier = retrier;
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw new TypeError('now must be a function returning milliseconds');
+    }
+    this.#now = options.now ?? (() => performance.now());
+    this.collect(); // the baseline the first window is measured from
+  }
+
+  /** The label for a gate key: a partner's name, an origin key, or `(other origins)`. */
+  labelFor(key: string, gate?: Semaphore): string {
+    const source = this.#source;
+    if (gate !== undefined && source.gate?.(key) === gate) return key;
+    if (gate === undefined && source.gate?.(key) !== undefined) return key;
+    if (key === OTHER_ORIGINS || this.#originLabels.has(key)) return key;
+    if (this.#originLabels.size < this.#maxOriginLabels) {
+      this.#originLabels.add(key);
+      return key;
+    }
+    return OTHER_ORIGINS;
+  }
+
+  /** Reads every gate now: one row per label, partners first. */
+  collect(): PartnerMetrics[] {
+    const now = this.#now();
+    const rows = new Map<string, Row>();
+    const lastByGate = new Map<Semaphore, Float64Array>();
+    const lastClassesByGate = new Map<Semaphore, Map<string, Float64Array>>();
+    for (const [key, gate] of this.#source.gates()) {
+      const label = this.labelFor(key, gate);
+      const stats = gate.stats();
+      const current = readGate(gate, stats);
+      this.#accumulate(label, current, this.#lastByGate.get(gate));
+      lastByGate.set(gate, current);
+      const classes = readClasses(gate, stats);
+      if (classes !== undefined) {
+        this.#accumulateClasses(label, classes, this.#lastClassesByGate.get(gate));
+        lastClassesByGate.set(gate, classes);
+      }
+      const row = rows.get(label);
+      if (row === undefined) rows.set(label, { gates: [gate] });
+      else row.gates.push(gate);
+    }
+    // Gates gone since the last read (evicted) are forgotten; their totals stay in their label.
+    this.#lastByGate = lastByGate;
+    this.#lastClassesByGate = lastClassesByGate;
+    this.#readRetries();
+
+    const suspects = new Map<string, number>();
+    for (const { gate, suspect } of findLeaks(this.#source)) {
+      const label = this.labelFor(suspect.partner, gate);
+      suspects.set(label, (suspects.get(label) ?? 0) + 1);
+    }
+
+    const out: PartnerMetrics[] = [];
+    for (const [label, totals] of this.#totals) {
+      const gates = rows.get(label)?.gates ?? [];
+      const base = this.#sample(label, totals, now);
+      out.push(this.#row(label, gates, totals, base, now, suspects.get(label) ?? 0));
+    }
+    return out;
+  }
+
+  #totalsOf(label: string): Float64Array {
+    let totals = this.#totals.get(label);
+    if (totals === undefined) {
+      totals = new Float64Array(VECTOR_LENGTH);
+      this.#totals.set(label, totals);
+    }
+    return totals;
+  }
+
+  #accumulate(label: string, current: Float64Array, previous: Float64Array | undefined): void {
+    const totals = this.#totalsOf(label);
+    for (let i = 0; i < VECTOR_LENGTH; i++) {
+      if (i === RETRIES) continue;
+      totals[i]! += current[i]! - (previous?.[i] ?? 0);
+    }
+  }
+
+  #accumulateClasses(
+    label: string,
+    current: Map<string, Float64Array>,
+    previous: Map<string, Float64Array> | undefined,
+  ): void {
+    let byClass = this.#classTotals.get(label);
+    if (byClass === undefined) {
+      byClass = new Map();
+      this.#classTotals.set(label, byClass);
+    }
+    for (const [name, vector] of current) {
+      let totals = byClass.get(name);
+      if (totals === undefined) {
+        totals = new Float64Array(CLASS_VECTOR_LENGTH);
+        byClass.set(name, totals);
+      }
+      const before = previous?.get(name);
+      for (let i = 0; i < CLASS_VECTOR_LENGTH; i++) totals[i]! += vector[i]! - (before?.[i] ?? 0);
+    }
+  }
+
+  /** The per-class part of a row: totals of the label, queue depth of its live gates. */
+  #classRow(label: string, gates: Semaphore[]): Record<string, PriorityClassMetrics> | null {
+    const byClass = this.#classTotals.get(label);
+    if (byClass === undefined) return null;
+    const out: Record<string, PriorityClassMetrics> = {};
+    for (const [name, v] of byClass) {
+      out[name] = {
+        queued: 0,
+        acquired: v[CLASS_ACQUIRED]!,
+        shedQueueFull: v[CLASS_SHED_FULL]!,
+        shedQueueTimeout: v[CLASS_SHED_TIMEOUT]!,
+        abortedWaiting: v[CLASS_ABORTED_WAITING]!,
+        wait: bucketCounts(
+          v,
+          CLASS_WAIT_COUNT,
+          CLASS_WAIT_SUM,
+          CLASS_WAIT_BUCKETS,
+          WAIT_BUCKETS_SECONDS.length,
+        ),
+      };
+    }
+    for (const gate of gates) {
+      for (const [name, c] of Object.entries(gate.stats().priorities ?? {})) {
+        const row = out[name];
+        if (row !== undefined) row.queued += c.queued;
+      }
+    }
+    return out;
+  }
+
+  #readRetries(): void {
+    const retrier = this.#retrier;
+    if (retrier === undefined) return;
+    const last = new Map<string, number>();
+    for (const [key, stats] of Object.entries(retrier.stats())) {
+      const count = stats.retries;
+      const before = this.#lastRetries.get(key) ?? 0;
+      // A key whose state was dropped and re-created (an evicted gate) starts again from 0.
+      const increase = count >= before ? count - before : count;
+      last.set(key, count);
+      if (increase === 0) continue; // no label taken for a key that never retried
+      this.#totalsOf(this.labelFor(key))[RETRIES]! += increase;
+    }
+    this.#lastRetries = last;
+  }
+
+  /** Keeps one sample per second for the window; returns the oldest one inside it. */
+  #sample(label: string, totals: Float64Array, now: number): Sample | undefined {
+    let samples = this.#samples.get(label);
+    if (samples === undefined) {
+      samples = [];
+      this.#samples.set(label, samples);
+    }
+    while (samples.length > 1 && now - samples[1]!.at >= WINDOW_MS) samples.shift();
+    const base = samples[0];
+    const newest = samples[samples.length - 1];
+    if (newest === undefined || now - newest.at >= SAMPLE_SPACING_MS) {
+      samples.push({ at: now, totals: totals.slice() });
+    }
+    return base;
+  }
+
+  #row(
+    label: string,
+    gates: Semaphore[],
+    totals: Float64Array,
+    base: Sample | undefined,
+    now: number,
+    leaks: number,
+  ): PartnerMetrics {
+    let limit = 0;
+    let contractLimit = 0;
+    let limitChanges = 0;
+    let adaptive = false;
+    let held = 0;
+    let available = 0;
+    let queued = 0;
+    let maxQueue = 0;
+    let quietMs: number | null = null;
+    let stalled = false;
+    let shared: SharedPartnerMetrics | null = null;
+    for (const gate of gates) {
+      limit += gate.limit;
+      const controlled = controllerOf(gate)?.stats();
+      contractLimit += controlled?.contractLimit ?? gate.limit;
+      limitChanges += controlled?.limitChanges ?? 0;
+      adaptive ||= controlled !== undefined;
+      held += gate.held;
+      available += gate.available;
+      queued += gate.queued;
+      const stats = gate.stats();
+      maxQueue += stats.maxQueue;
+      const view = (stats as { shared?: SharedStatsView }).shared;
+      if (view !== undefined) {
+        shared ??= { held: 0, queued: 0, processes: 0, storeUp: true, leasesLost: 0 };
+        shared.held += view.held;
+        shared.queued += view.queued;
+        shared.processes = Math.max(shared.processes, view.processes);
+        shared.storeUp &&= view.mode === 'redis';
+        shared.leasesLost += view.leasesLost;
+      }
+      if (gate.held === 0) continue;
+      const quiet = gate.now() - gate.lastProgressAt;
+      quietMs = quietMs === null ? quiet : Math.max(quietMs, quiet);
+      if (gate.available === 0 && quiet >= this.#stallAfter) stalled = true;
+    }
+    const windowMs = base === undefined ? 0 : now - base.at;
+    const shed = (v: Float64Array) =>
+      v[SHED_FULL]! + v[SHED_TIMEOUT]! + v[SHED_DEADLINE]! + v[SHED_STORE_UNAVAILABLE]!;
+    return {
+      partner: label,
+      gates: gates.length,
+      limit,
+      contractLimit,
+      limitChanges,
+      adaptive,
+      held,
+      available,
+      queued,
+      maxQueue,
+      acquired: totals[ACQUIRED]!,
+      released: totals[RELEASED]!,
+      shedQueueFull: totals[SHED_FULL]!,
+      shedQueueTimeout: totals[SHED_TIMEOUT]!,
+      shedDeadline: totals[SHED_DEADLINE]!,
+      shedStoreUnavailable: totals[SHED_STORE_UNAVAILABLE]!,
+      abortedWaiting: totals[ABORTED_WAITING]!,
+      abortedInFlight: totals[ABORTED_IN_FLIGHT]!,
+      holdTimeouts: totals[HOLD_TIMEOUTS]!,
+      doubleReleases: totals[DOUBLE_RELEASES]!,
+      retries: totals[RETRIES]!,
+      wait: bucketCounts(totals, WAIT_COUNT, WAIT_SUM, WAIT_BUCKETS, WAIT_BUCKETS_SECONDS.length),
+      hold: bucketCounts(totals, HOLD_COUNT, HOLD_SUM, HOLD_BUCKETS, HOLD_BUCKETS_SECONDS.length),
+      windowSeconds: windowMs / 1000,
+      shedPerSecond:
+        base === undefined || windowMs <= 0
+          ? 0
+          : (shed(totals) - shed(base.totals)) / (windowMs / 1000),
+      waitP99Ms: base === undefined ? null : windowQuantile(totals, base.totals, 0.99),
+      leakSuspects: leaks,
+      quietMs,
+      stalled,
+      shared,
+      priorities: this.#classRow(label, gates),
+    };
+  }
+}
+
+function gateSource(source: GateSource | Semaphore): GateSource {
+  if (source instanceof Semaphore) {
+    const gates = new Map([[source.name ?? 'default', source]]);
+    return { gates: () => gates, gate: (name) => gates.get(name) };
+  }
+  if (typeof (source as GateSource | undefined)?.gates !== 'function') {
+    throw new TypeError(`expected a HostLimiter or a Semaphore, got ${describe(source)}`);
+  }
+  return source;
+}

@@ -1,0 +1,420 @@
+import { AdaptiveController, type AdaptiveStats } from '../adaptive/controller.js';
+import { type AdaptiveOptions, parseAdaptive } from '../adaptive/options.js';
+import { attachController, controllerOf } from '../adaptive/signals.js';
+import { TooManyHostsError, UnknownHostError } from '../common/errors.js';
+import { checkKnownKeys, checkObject, describe, positiveInteger } from '../common/options.js';
+import { Semaphore, type SemaphoreStats } from '../gate/semaphore.js';
+import type { PriorityClassOptions } from '../gate/wait-queue.js';
+import { type LeakSuspect, leakSuspects } from '../observe/leaks.js';
+import { setHoldAfterAbort } from './gate-layers.js';
+import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
+
+/**
+ * Default `maxHold`: 60 s without response progress. Every response chunk resets it, so a
+ * long download or an event stream keeps its permit while bytes flow; an unread body (or a
+ * partner that went silent) returns its permit within a minute.
+ */
+export const DEFAULT_MAX_HOLD_MS = 60_000;
+/**
+ * Default gate for hosts no partner rule names: 10 concurrent requests, 100 waiting, 1 s.
+ * Conservative on purpose: an unnamed partner is still protected, and shows up in stats
+ * under its origin so the missing rule is visible.
+ */
+export const DEFAULT_UNKNOWN_HOST_GATE = Object.freeze({
+  limit: 10,
+  maxQueue: 100,
+  queueTimeout: 1000,
+});
+/**
+ * Default `maxHosts`: 256 per-origin gates. Far more distinct unknown origins than a service
+ * with named partners talks to at once, and a hard stop for URLs an attacker can influence.
+ */
+export const DEFAULT_MAX_HOSTS = 256;
+
+export interface GateOptions {
+  /** The partner's real concurrency cap. */
+  limit: number;
+  /** Waiters beyond the held permits (default 10 × limit). */
+  maxQueue?: number;
+  /** Wait deadline in ms (default 1000). */
+  queueTimeout?: number;
+  /** Longest a request may go without response progress, in ms (default 60 000). */
+  maxHold?: number;
+  /** Longest a request may hold its permit at all, in ms, progress or not (default unset). */
+  maxHoldTotal?: number;
+  /**
+   * `'fifo'` (default) or `'adaptive-lifo'`: newest first while the oldest waiter has waited
+   * `lifoAfter` ms (default 100), so under a standing queue the callers served are the ones
+   * that can still use the answer. See queue-order.ts.
+   */
+  queueOrder?: 'fifo' | 'adaptive-lifo';
+  lifoAfter?: number;
+  /**
+   * Priority classes, highest first, each with a guaranteed minimum share (see the Semaphore's
+   * `priorities`). Requests pick theirs with the `priorityClass` request option, `withPriority`,
+   * or `outbound({ priority })`; unnamed, the first. Local gates only (not with `shared`).
+   */
+  priorities?: PriorityClassOptions[];
+}
+
+export interface PartnerRule extends GateOptions {
+  /** Partner name: the stats key and the `partner` field of errors. */
+  name: string;
+  /** Origins (`https://api.x.com:8443`), hostnames (`api.x.com`) or wildcards (`*.x.com`). */
+  hosts: string[];
+  /**
+   * One cap for every process: the gate lives in the limiter's `store` (`hostgate/redis`), and
+   * every process with the same store prefix and partner name shares `limit`.
+   */
+  shared?: boolean;
+  /**
+   * Adapt the limit to the partner's real capacity, within [`min`, `limit`]: `limit` stays the
+   * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
+   * With `shared: true`, each process adapts its own share (how many of the shared permits it
+   * may hold); the shared cap in Redis stays `limit` for every process.
+   */
+  adaptive?: AdaptiveOptions | boolean;
+  /**
+   * Keep an aborted in-flight request's permit this many ms after its connection is closed
+   * (default 0: returned right after), or `'typical'`: the gate's median hold time. For partners
+   * that keep working on a request after the client has gone: their real load outlives our
+   * cancellation by about one request's duration.
+   */
+  holdAfterAbort?: number | 'typical';
+}
+
+/** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
+export interface GateStats extends SemaphoreStats {
+  adaptive?: AdaptiveStats;
+}
+
+/**
+ * Where shared gates live (`redisStore()` from `hostgate/redis`). The limiter asks it for one
+ * gate per `shared: true` partner and closes it in `limiter.close()`.
+ */
+export interface GateStore {
+  semaphore(options: {
+    name: string;
+    limit: number;
+    maxQueue?: number | undefined;
+    queueTimeout?: number | undefined;
+    maxHold?: number | undefined;
+  }): Semaphore;
+  close(): Promise<void>;
+}
+
+export interface HostLimiterOptions {
+  partners?: PartnerRule[];
+  /**
+   * Hosts that match no rule: a per-origin gate with these options (default
+   * {@link DEFAULT_UNKNOWN_HOST_GATE}), `'reject'` (an allow-list) or `'unlimited'` (opt-out).
+   */
+  unknownHosts?: GateOptions | 'reject' | 'unlimited';
+  /** Bound on per-origin gates for unknown hosts (default 256); idle ones are evicted. */
+  maxHosts?: number;
+  /** Store of the `shared: true` partners' gates; `limiter.close()` closes it. */
+  store?: GateStore;
+}
+
+const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts', 'store'] as const;
+const GATE_KEYS = [
+  'limit',
+  'maxQueue',
+  'queueTimeout',
+  'maxHold',
+  'maxHoldTotal',
+  'queueOrder',
+  'lifoAfter',
+  'priorities',
+] as const;
+const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', 'holdAfterAbort', ...GATE_KEYS] as const;
+/** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
+const RESOLVED_CACHE_MAX = 4096;
+
+type UnknownPolicy = GateOptions | 'reject' | 'unlimited';
+type Resolution = Semaphore | string; // a partner gate, or the origin key of an unknown host
+
+/**
+ * Maps outbound URLs to one gate per partner (or per unknown origin).
+ *
+ * @example
+ * const limiter = new HostLimiter({
+ *   partners: [{ name: 'billing', hosts: ['api.billing.example', '*.billing.example'], limit: 20 }],
+ *   unknownHosts: 'reject',
+ * });
+ */
+export class HostLimiter {
+  readonly #partners = new Map<string, Semaphore>();
+  readonly #origins = new Map<string, Semaphore>();
+  readonly #hosts = new Map<string, Semaphore>();
+  readonly #wildcards: { suffix: string; gate: Semaphore }[] = [];
+  readonly #unknown: UnknownPolicy;
+  readonly #maxHosts: number;
+  readonly #perOrigin = new Map<string, Semaphore>();
+  readonly #resolved = new Map<string, Resolution>();
+  /**
+   * The last origin string resolved to a partner's gate, and that gate: undici builds a new
+   * origin string per request, and comparing it with the last one costs less than hashing it
+   * for the map (a partner gate lives as long as the limiter, so this never goes stale).
+   */
+  #lastTarget: string | undefined = undefined;
+  #lastGate: Semaphore | undefined = undefined;
+  readonly #store: GateStore | undefined;
+  #closing: Promise<void> | undefined = undefined;
+
+  constructor(options: HostLimiterOptions = {}) {
+    checkObject('HostLimiter options', options);
+    checkKnownKeys('HostLimiter', options, LIMITER_KEYS);
+    this.#store = parseStore(options.store);
+    const partners = options.partners ?? [];
+    if (!Array.isArray(partners)) {
+      throw new TypeError(`partners must be an array of rules, got ${describe(partners)}`);
+    }
+    const seen = new Map<string, string>(); // pattern key -> partner name
+    for (const [index, rule] of partners.entries()) this.#addRule(rule, index, seen);
+    this.#wildcards.sort((a, b) => b.suffix.length - a.suffix.length);
+    this.#unknown = parseUnknownHosts(options.unknownHosts);
+    this.#maxHosts =
+      options.maxHosts === undefined
+        ? DEFAULT_MAX_HOSTS
+        : positiveInteger('maxHosts', options.maxHosts);
+  }
+
+  /**
+   * The gate for a URL or origin: its partner's, or a per-origin gate for an unknown host;
+   * `undefined` when `unknownHosts` is `'unlimited'`. Throws `TypeError` for a malformed or
+   * non-http(s) URL, `UnknownHostError` under `'reject'`, and `TooManyHostsError` when every
+   * per-origin gate is busy. Acquire in the same tick: an idle per-origin gate may be evicted.
+   */
+  gateFor(target: string | URL): Semaphore | undefined {
+    if (target === this.#lastTarget && this.#lastGate !== undefined) return this.#lastGate;
+    const cached = typeof target === 'string' ? this.#resolved.get(target) : undefined;
+    if (cached instanceof Semaphore) {
+      this.#lastTarget = target as string;
+      this.#lastGate = cached;
+      return cached;
+    }
+    if (cached !== undefined) return this.#originGate(cached);
+    const url = parseTarget(target);
+    const key = originKey(url);
+    const resolution = this.#match(key, url.hostname) ?? key;
+    if (typeof target === 'string' && target.length <= 512 && isOriginOnly(target, url)) {
+      if (this.#resolved.size >= RESOLVED_CACHE_MAX) this.#resolved.clear();
+      this.#resolved.set(target, resolution);
+    }
+    return resolution instanceof Semaphore ? resolution : this.#originGate(resolution);
+  }
+
+  /** A partner's gate by name (for `setLimit`, dashboards). */
+  gate(partner: string): Semaphore | undefined {
+    return this.#partners.get(partner);
+  }
+
+  /** Every live gate: partners by name, then per-origin gates by origin. */
+  gates(): Map<string, Semaphore> {
+    return new Map([...this.#partners, ...this.#perOrigin]);
+  }
+
+  /**
+   * Permits held past their gate's `leakWarnAfter` (default half of `maxHold`): each with its
+   * partner, request and hold time, and where it was acquired while `detectLeaks` traces.
+   */
+  leaks(): LeakSuspect[] {
+    return leakSuspects(this);
+  }
+
+  /**
+   * Closes the store it was given (`store`): shared permits go back to Redis, heartbeats stop.
+   * Idempotent. The Redis client passed to the store stays open.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#store?.close() ?? Promise.resolve();
+    return this.#closing;
+  }
+
+  /** Every gate's stats; an adaptive partner's also carry `adaptive` (contract and effective limit). */
+  stats(): Record<string, GateStats> {
+    const out: Record<string, GateStats> = {};
+    for (const [key, gate] of this.gates()) {
+      const stats: GateStats = gate.stats();
+      const adaptive = controllerOf(gate);
+      if (adaptive !== undefined) stats.adaptive = adaptive.stats();
+      out[key] = stats;
+    }
+    return out;
+  }
+
+  #addRule(rule: PartnerRule, index: number, seen: Map<string, string>): void {
+    checkObject(`partners[${index}]`, rule);
+    const where =
+      typeof rule.name === 'string' && rule.name !== ''
+        ? `partner ${JSON.stringify(rule.name)}`
+        : `partners[${index}]`;
+    if (typeof rule.name !== 'string' || rule.name === '') {
+      throw new TypeError(`${where}: name must be a non-empty string, got ${describe(rule.name)}`);
+    }
+    checkKnownKeys(where, rule, RULE_KEYS);
+    const holdAfterAbort = rule.holdAfterAbort ?? 0;
+    if (
+      holdAfterAbort !== 'typical' &&
+      (typeof holdAfterAbort !== 'number' ||
+        !Number.isSafeInteger(holdAfterAbort) ||
+        holdAfterAbort < 0)
+    ) {
+      throw new TypeError(
+        `${where}: holdAfterAbort must be a non-negative integer (ms) or 'typical', got ${describe(holdAfterAbort)}`,
+      );
+    }
+    if (this.#partners.has(rule.name))
+      throw new TypeError(`${where}: the name is used by another rule`);
+    if (!Array.isArray(rule.hosts) || rule.hosts.length === 0) {
+      throw new TypeError(`${where}: hosts must be a non-empty array, got ${describe(rule.hosts)}`);
+    }
+    if (rule.shared !== undefined && typeof rule.shared !== 'boolean') {
+      throw new TypeError(`${where}: shared must be a boolean, got ${describe(rule.shared)}`);
+    }
+    if (rule.priorities !== undefined && rule.shared === true) {
+      throw new TypeError(`${where}: priorities are not supported with shared: true yet`);
+    }
+    const gate =
+      rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
+    const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
+    for (const text of rule.hosts) {
+      const pattern = parseHostPattern(where, text);
+      const key = patternKey(pattern);
+      const other = seen.get(key);
+      if (other !== undefined) {
+        throw new TypeError(
+          `${where}: host ${JSON.stringify(pattern.text)} is already claimed by partner ${JSON.stringify(other)}`,
+        );
+      }
+      seen.set(key, rule.name);
+      if (pattern.kind === 'origin') this.#origins.set(pattern.key, gate);
+      else if (pattern.kind === 'host') this.#hosts.set(pattern.host, gate);
+      else this.#wildcards.push({ suffix: pattern.suffix, gate });
+    }
+    this.#partners.set(rule.name, gate);
+    setHoldAfterAbort(gate, holdAfterAbort);
+    if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
+  }
+
+  #sharedGate(where: string, rule: PartnerRule): Semaphore {
+    if (this.#store === undefined) {
+      throw new TypeError(
+        `${where}: shared: true needs the limiter's store option (hostgate/redis)`,
+      );
+    }
+    try {
+      return this.#store.semaphore({
+        name: rule.name,
+        limit: rule.limit,
+        maxQueue: rule.maxQueue,
+        queueTimeout: rule.queueTimeout,
+        maxHold: rule.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      });
+    } catch (error) {
+      throw new TypeError(`${where}: ${(error as Error).message}`);
+    }
+  }
+
+  /** Most specific first: exact origin, then hostname, then the longest wildcard suffix. */
+  #match(key: string, hostname: string): Semaphore | undefined {
+    const byOrigin = this.#origins.get(key);
+    if (byOrigin !== undefined) return byOrigin;
+    const host = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+    const byHost = this.#hosts.get(host);
+    if (byHost !== undefined) return byHost;
+    for (const { suffix, gate } of this.#wildcards) {
+      if (host.endsWith(suffix)) return gate;
+    }
+    return undefined;
+  }
+
+  #originGate(key: string): Semaphore | undefined {
+    const unknown = this.#unknown;
+    if (unknown === 'unlimited') return undefined;
+    if (unknown === 'reject') throw new UnknownHostError(key);
+    const existing = this.#perOrigin.get(key);
+    if (existing !== undefined) return existing;
+    if (this.#perOrigin.size >= this.#maxHosts && !this.#evictIdle()) {
+      throw new TooManyHostsError(key, this.#maxHosts, this.#soonestRetry());
+    }
+    const gate = makeGate('unknownHosts', unknown, key);
+    this.#perOrigin.set(key, gate);
+    return gate;
+  }
+
+  /** Drops the oldest idle per-origin gate; false when every gate is busy. */
+  #evictIdle(): boolean {
+    for (const [key, gate] of this.#perOrigin) {
+      if (gate.held === 0 && gate.queued === 0) {
+        this.#perOrigin.delete(key);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  #soonestRetry(): number {
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const gate of this.#perOrigin.values()) soonest = Math.min(soonest, gate.retryAfterMs());
+    return Number.isFinite(soonest) ? soonest : 1000;
+  }
+}
+
+function patternKey(pattern: HostPattern): string {
+  if (pattern.kind === 'origin') return pattern.key;
+  if (pattern.kind === 'host') return pattern.host;
+  return `*${pattern.suffix}`;
+}
+
+function isOriginOnly(text: string, url: URL): boolean {
+  return url.pathname === '/' && !url.search && !url.hash && !text.endsWith('/');
+}
+
+function makeGate(where: string, options: GateOptions, name: string): Semaphore {
+  try {
+    return new Semaphore({
+      limit: options.limit,
+      maxQueue: options.maxQueue,
+      queueTimeout: options.queueTimeout,
+      maxHold: options.maxHold ?? DEFAULT_MAX_HOLD_MS,
+      maxHoldTotal: options.maxHoldTotal,
+      queueOrder: options.queueOrder,
+      lifoAfter: options.lifoAfter,
+      priorities: options.priorities,
+      name,
+    });
+  } catch (error) {
+    throw new TypeError(`${where}: ${(error as Error).message}`);
+  }
+}
+
+function parseStore(store: unknown): GateStore | undefined {
+  if (store === undefined) return undefined;
+  const s = store as Partial<GateStore> | null;
+  if (
+    s === null ||
+    typeof s !== 'object' ||
+    typeof s.semaphore !== 'function' ||
+    typeof s.close !== 'function'
+  ) {
+    throw new TypeError(`store must be a gate store (redisStore()), got ${describe(store)}`);
+  }
+  return s as GateStore;
+}
+
+function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPolicy {
+  if (value === 'reject' || value === 'unlimited') return value;
+  if (value === undefined) return DEFAULT_UNKNOWN_HOST_GATE;
+  if (typeof value === 'string') {
+    throw new TypeError(
+      `unknownHosts must be gate options, 'reject' or 'unlimited', got ${describe(value)}`,
+    );
+  }
+  checkObject('unknownHosts', value);
+  checkKnownKeys('unknownHosts', value, GATE_KEYS);
+  makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
+  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter } = value;
+  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter };
+}

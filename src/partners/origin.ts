@@ -1,0 +1,110 @@
+/** Origin normalisation and host patterns: the keys every gate lookup is made of. */
+
+import { describe } from '../common/options.js';
+
+const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
+
+/** `https://api.x.com:443`: lower-case host, no trailing dot, explicit port, IPv6 in brackets. */
+export function originKey(url: URL): string {
+  return `${url.protocol}//${bareHostname(url.hostname)}:${url.port || DEFAULT_PORTS[url.protocol]}`;
+}
+
+/** Parses a URL or origin handed to a gate lookup; throws a TypeError for anything unusable. */
+export function parseTarget(target: string | URL): URL {
+  let url: URL;
+  if (target instanceof URL) url = target;
+  else if (typeof target === 'string') {
+    try {
+      url = new URL(target);
+    } catch {
+      throw new TypeError(`invalid URL ${describe(target)}: expected an absolute http(s) URL`);
+    }
+  } else {
+    throw new TypeError(`expected a URL or an origin string, got ${describe(target)}`);
+  }
+  if (DEFAULT_PORTS[url.protocol] === undefined) {
+    throw new TypeError(
+      `unsupported protocol ${JSON.stringify(url.protocol)} in ${describe(String(target))}: hostgate limits http: and https:`,
+    );
+  }
+  return url;
+}
+
+/** WHATWG hostnames are already lower-case with IPv6 in brackets; only the trailing dot remains. */
+function bareHostname(hostname: string): string {
+  return hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+}
+
+export type HostPattern =
+  | { kind: 'origin'; key: string; text: string }
+  | { kind: 'host'; host: string; text: string }
+  | { kind: 'wildcard'; suffix: string; text: string };
+
+/**
+ * A rule's host entry: an origin (`https://api.x.com:8443`), a hostname (`api.x.com`, any
+ * scheme and port) or a wildcard (`*.x.com`, any subdomain of x.com but not x.com itself).
+ */
+export function parseHostPattern(where: string, text: unknown): HostPattern {
+  if (typeof text !== 'string' || text.trim() === '') {
+    throw new TypeError(`${where}: a host must be a non-empty string, got ${describe(text)}`);
+  }
+  const raw = text.trim();
+  if (raw.includes('://')) {
+    let url: URL;
+    try {
+      url = parseTarget(raw);
+    } catch (error) {
+      throw new TypeError(`${where}: ${(error as Error).message}`);
+    }
+    if (
+      (url.pathname !== '/' && url.pathname !== '') ||
+      url.search ||
+      url.hash ||
+      url.username ||
+      url.password
+    ) {
+      throw new TypeError(
+        `${where}: host ${JSON.stringify(raw)} must be an origin (scheme://host[:port]) without path, query or credentials`,
+      );
+    }
+    if (hasEmptyLabel(url.hostname)) {
+      throw new TypeError(`${where}: host ${JSON.stringify(raw)} has an empty label`);
+    }
+    return { kind: 'origin', key: originKey(url), text: raw };
+  }
+  const wildcard = raw.startsWith('*.');
+  const name = wildcard ? raw.slice(2) : raw;
+  if (name.includes('*')) {
+    throw new TypeError(
+      `${where}: host ${JSON.stringify(raw)}: a wildcard may only be a leading "*." (like *.x.com)`,
+    );
+  }
+  // A bare IPv6 literal (::1) gets its brackets; anything else with a colon names a port.
+  const isBareIpv6 = !name.startsWith('[') && name.split(':').length > 2;
+  const hostText = isBareIpv6 ? `[${name}]` : name;
+  const namesPort = /:[^\]]*$/.test(hostText);
+  let url: URL;
+  try {
+    url = new URL(`http://${hostText}`);
+  } catch {
+    throw new TypeError(`${where}: host ${JSON.stringify(raw)} is not a valid hostname`);
+  }
+  if (namesPort || url.pathname !== '/' || url.search || url.hash || url.username) {
+    throw new TypeError(
+      `${where}: host ${JSON.stringify(raw)} must be a bare hostname; to name a port, give an origin like https://${name}`,
+    );
+  }
+  if (hasEmptyLabel(url.hostname)) {
+    throw new TypeError(
+      `${where}: host ${JSON.stringify(raw)} has an empty label; for x.com and its subdomains list both "x.com" and "*.x.com"`,
+    );
+  }
+  const host = bareHostname(url.hostname);
+  if (wildcard) return { kind: 'wildcard', suffix: `.${host}`, text: raw };
+  return { kind: 'host', host, text: raw };
+}
+
+/** An empty label (".x.com", "x..com") names no reachable host: a rule that never matches. */
+function hasEmptyLabel(hostname: string): boolean {
+  return hostname.startsWith('.') || hostname.includes('..');
+}
