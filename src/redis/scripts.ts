@@ -7,9 +7,10 @@
  *   a short claim window; its owner's claim (or heartbeat) turns it into a full lease.
  * - `Q` tickets: ZSET ticket id -> arrival sequence (FIFO)
  * - `S` arrival sequence counter
- * - `P` live processes: ZSET process id -> end of its liveness window (renewed by its
- *   heartbeat): a ticket lives while its owner does, so a heartbeat never renews tickets one
- *   by one, and a dead process's tickets are skipped, never granted.
+ * - `P` processes: ZSET process id -> end of its liveness window (renewed by its heartbeat): a
+ *   ticket lives while its owner does, so a heartbeat never renews tickets one by one, and a
+ *   dead process's tickets are skipped, never granted. An entry stays a lease past its window,
+ *   so `ZCARD P` (the fleet size behind the local share) forgives a late heartbeat.
  * - `M` meta, a hash: `c` the cap (the first process's, changed only by SETCAP), `r` the end of
  *   a recovery window (ms) or 0. Missing while a process that used the gate before calls means
  *   Redis lost the gate's state (a restart, a flush, an eviction): for one lease nobody is
@@ -192,7 +193,7 @@ if #tickets > 0 then
 end
 if #renew > 0 then chunked('ZADD', H, renew, 2) end
 alive(proc)
-redis.call('ZREMRANGEBYSCORE', P, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', P, '-inf', now - lease)
 fill()
 redis.call('PEXPIRE', S, META_TTL)
 redis.call('PEXPIRE', P, META_TTL)

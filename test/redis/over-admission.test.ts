@@ -37,7 +37,7 @@ type Send = (args: (string | number)[]) => Promise<unknown>;
 
 /**
  * Wraps the one method the store calls on `client` (the client and Redis stay real): `onSend`
- * sees every command as it goes out, and `freeze()` holds every command back until `thaw()`,
+ * sees every command just before the client takes it, and `freeze()` holds every command back until `thaw()`,
  * which is what Redis sees of a process that stopped (SIGSTOP, a long stall).
  */
 function instrument(client: unknown, kind: ClientKind) {
@@ -46,9 +46,8 @@ function instrument(client: unknown, kind: ClientKind) {
   const hooks = { onSend: (_args: readonly unknown[]) => {} };
   const wrap = (send: Send): Send => {
     const go = (args: (string | number)[]) => {
-      const reply = send(args);
-      hooks.onSend(args);
-      return reply;
+      hooks.onSend(args); // before the client can write it
+      return send(args);
     };
     return (args) => (frozen === undefined ? go(args) : frozen.then(() => go(args)));
   };
@@ -174,9 +173,10 @@ for (const kind of CLIENT_KINDS) {
       await a.store.settled();
       expect(await zcard(redis(), 'stall', 'q')).toBe(2);
       // A 1.2 s stall with a heartbeat on the wire and its timer armed, while its reply waits
-      // unread in the socket buffer: Redis is held (SIGSTOP) from the send until the stall
-      // begins, two check phases later (node-redis writes in the first one), so the reply can
-      // only arrive during the stall, and Node runs the expired timer before it reads it.
+      // unread in the socket buffer: Redis is held (SIGSTOP) from before the send until the
+      // stall begins, two check phases later (ioredis writes at once, node-redis in the first
+      // one), so the reply can only arrive during the stall, and Node runs the expired timer
+      // before it reads it.
       await a.nextHeartbeat(() => {
         redis().pause();
         setImmediate(() =>
