@@ -239,6 +239,42 @@ for (const kind of CLIENT_KINDS) {
       expect(await zcard(redis(), 'flush', 'h')).toBe(0);
     });
 
+    // Item 2, the case that stays: nothing in an emptied Redis tells a process that never used
+    // the gate a loss from a first use, so it is granted at once; the holders' next heartbeat
+    // counts their leases again, and nobody else is granted until the gate is under its cap.
+    it('after a FLUSHDB, a process that never used the gate is granted at once: the excess is at most the leases held at the flush, until they end', async () => {
+      const options = { leaseMs: 2500, heartbeatMs: 200, commandTimeoutMs: 300 };
+      const a = await fleet.store(options);
+      const ga = a.semaphore({ name: 'newcomer', limit: 2 });
+      const held = await holdAll(ga, 2);
+      await redis().command('FLUSHDB');
+      const c = await fleet.store(options);
+      const gc = c.semaphore({ name: 'newcomer', limit: 2, queueTimeout: 20_000 });
+      const newcomer = await holdAll(gc, 2); // granted: Redis holds nothing
+      const lost = deferred<void>();
+      let lostCount = 0;
+      const onLost = () => {
+        if (++lostCount === 2) lost.resolve();
+      };
+      subscribe('hostgate:lease-lost', onLost);
+      onTestFinished(() => {
+        unsubscribe('hostgate:lease-lost', onLost);
+      });
+      await lost.promise; // a's next heartbeat registers its two leases again
+      await a.settled();
+      // The bound: cap + the leases held at the flush (2 + 2), and no grant while over the cap.
+      expect(await zcard(redis(), 'newcomer', 'h')).toBe(4);
+      const third = gc.acquire();
+      await c.settled();
+      expect(gc.held).toBe(2);
+      for (const permit of [...held, newcomer[0]!]) permit.release();
+      (await third).release();
+      newcomer[1]!.release();
+      await a.settled();
+      await c.settled();
+      expect(await zcard(redis(), 'newcomer', 'h')).toBe(0);
+    });
+
     // Item 5: a process that only waited died; its tickets were granted to it and each held
     // the cap for a full lease.
     it("a dead waiter's tickets are not granted, and a live waiter behind them gets the permit well within a lease", async () => {
