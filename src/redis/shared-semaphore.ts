@@ -546,16 +546,20 @@ export class SharedSemaphore extends Semaphore {
   /**
    * While Redis is unreachable under 'local': grant in arrival order up to this process's share,
    * `localLimit`, or what it held when the outage began plus its part of the cap that was free
-   * then, `ceil(free / processes last seen)` (1 if it never reached Redis), counting permits
-   * still held from Redis. What the others held stays theirs: with every process cut off, the
-   * partner sees at most `limit + processes − 1`.
+   * then, `ceil(free / processes last seen)`, but never more than the larger of its holdings and
+   * `ceil(limit / processes)` (1 if it never reached Redis), counting permits still held from
+   * Redis. What the others held stays theirs: with every process cut off, the partner sees at
+   * most `limit + processes − 1`.
    */
   #serveFallback(): void {
     const { localLimit, onStoreError } = this.#store.options;
     if (!this.#store.degraded || onStoreError !== 'local') return;
     // A process that never heard from Redis knows no fleet size: one permit until it does.
     const fleetShare = this.#known
-      ? this.#outageHeld + Math.ceil(this.#outageFree / this.#processes)
+      ? Math.min(
+          this.#outageHeld + Math.ceil(this.#outageFree / this.#processes),
+          Math.max(this.#outageHeld, Math.ceil(this.#cap / this.#processes)),
+        )
       : 1;
     const share = Math.min(this.limit, localLimit ?? fleetShare);
     for (const waiter of [...this.#waiters]) {

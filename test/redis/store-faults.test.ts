@@ -6,6 +6,7 @@ import { MetricsCollector } from '../../src/observe/collector.js';
 import { type LeaseLostMessage, type RedisStore, redisStore } from '../../src/redis/index.js';
 import { scripts } from '../../src/redis/scripts.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
+import { until } from '../helpers/until.js';
 import {
   CLIENT_KINDS,
   type ClientKind,
@@ -151,7 +152,9 @@ for (const kind of CLIENT_KINDS) {
       const gb = b.semaphore({ name: 'killed', limit: 4, queueTimeout: 10_000 });
       (await gb.acquire()).release();
       const fromRedis = await ga.acquire();
-      expect(ga.stats().shared.processes).toBe(2);
+      // Both processes in Redis's count: on a loaded machine (load ~14) b's entry could be
+      // missing from the one answer a's acquire got; the next heartbeats put it back.
+      await until(() => ga.stats().shared.processes === 2, 'counting both processes');
       const down = nextMessage('hostgate:store-error', a);
       await redis().kill();
       const local = await ga.acquire(); // share = ceil(4 / 2) = 2, one of them held from Redis
