@@ -426,7 +426,7 @@ for (const kind of CLIENT_KINDS) {
 
 // Item 3: every gate key had a TTL, so a volatile-* policy evicted the leases.
 describeRedis('a Redis whose eviction policy can drop keys', () => {
-  it('warns at start (HOSTGATE_REDIS_EVICTION), and under volatile-ttl the leases survive memory pressure', async () => {
+  it('warns at start for any policy but noeviction (HOSTGATE_REDIS_EVICTION), and under volatile-ttl the leases survive memory pressure', async () => {
     const server = await startRedis({ args: ['--maxmemory-policy', 'volatile-ttl'] });
     const warnings = warningsWith('HOSTGATE_REDIS_EVICTION');
     const stores: RedisStore[] = [];
@@ -468,6 +468,13 @@ describeRedis('a Redis whose eviction policy can drop keys', () => {
     await expect(gb.acquire({ timeout: 500 })).rejects.toBeInstanceOf(QueueTimeoutError);
     expect(await zcard(server, 'evict', 'h')).toBe(2);
     for (const permit of held) permit.release();
+    // allkeys-*: anything can go, leases included, and the warning says so.
+    await server.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
+    const c = redisStore({ client: clients[0]!.client, ...options });
+    stores.push(c);
+    await c.settled();
+    (await c.semaphore({ name: 'evict-all', limit: 1 }).acquire()).release();
+    expect(warnings[2]?.message).toMatch(/allkeys-lru.*leases included/);
   });
 
   it('does not warn under noeviction (the default)', async () => {
