@@ -111,7 +111,9 @@ for (const kind of CLIENT_KINDS) {
     });
 
     it("'reject': a paused Redis sheds with StoreUnavailableError, and gating resumes after it", async () => {
-      const store = await fleet.store({ ...FAST, onStoreError: 'reject' });
+      // 500 ms: Redis resumed from SIGSTOP on a machine at load 30 once took over 200 ms to
+      // answer the acquire that follows store-up.
+      const store = await fleet.store({ ...FAST, commandTimeoutMs: 500, onStoreError: 'reject' });
       const gate = store.semaphore({ name: 'paused', limit: 2, queueTimeout: 5000 });
       const held = await gate.acquire();
       const down = nextMessage('hostgate:store-error', store);
