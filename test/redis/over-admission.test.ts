@@ -384,7 +384,8 @@ for (const kind of CLIENT_KINDS) {
       expect(gb.held).toBe(0);
       expect(gb.sharedLimit).toBe(2);
       expect(warnings.map((w) => w.message)).toEqual([expect.stringMatching(/cap 2.*40/)]);
-      await (ga as unknown as { setSharedLimit(n: number): Promise<void> }).setSharedLimit(3);
+      await expect(ga.setSharedLimit(0)).rejects.toThrow(/limit must be a positive integer, got 0/);
+      await ga.setSharedLimit(3);
       expect(ga.sharedLimit).toBe(3);
       const third = await waiting;
       expect(await zcard(redis(), 'cap', 'h')).toBe(3);
