@@ -67,7 +67,7 @@ export {
   type WaitTarget,
   type WaitTicket,
 } from './gate/semaphore.js';
-export { type FetchFunction, limitFetch } from './http/fetch.js';
+export { type FetchFunction, type LimitedFetch, limitFetch } from './http/fetch.js';
 export { withDispatcher } from './http/global-fetch.js';
 export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './http/interceptor.js';
 export { limitGate, limitHosts } from './http/limit-hosts.js';
