@@ -11,7 +11,7 @@
  * - Hidden setup: an HTML comment right before the fence, `<!-- setup` on its first line and `-->`
  *   on its last, holds lines put before the block (imports, `declare const signal: AbortSignal;`).
  *   GitHub does not render it. Errors are reported at the markdown line they come from.
- * - Runnable blocks (```ts run) are run with node, one process each (10 s bound). Every
+ * - Runnable blocks (```ts run) are run with node, one process each (30 s bound, for a hang). Every
  *   `https://NAME.example` URL in them becomes a local partner on 127.0.0.1 (a node:http server
  *   that answers 200 with JSON after 20 ms and counts its peak concurrency), and every quoted host
  *   `'NAME.example'` that partner's origin; the block must exit 0.
@@ -201,7 +201,7 @@ const files = blocks.map((block) => {
   for (const partner of block.partners ?? []) {
     const host = partner.name.replaceAll('.', '\\.');
     text = text
-      .replace(new RegExp(`https?://${host}\\b`, 'g'), partner.origin)
+      .replace(new RegExp(`https?://${host}(:\\d+)?\\b`, 'g'), partner.origin)
       .replace(new RegExp(`'${host}'`, 'g'), `'${partner.origin}'`);
   }
   block.file = `${base}.ts`;
@@ -258,7 +258,7 @@ const hookArgs =
 const results = await Promise.all(
   runs.map(async (block) => {
     const js = join(work, 'out', block.file.replace(/\.ts$/, '.js'));
-    const result = await node([...hookArgs, js], { cwd: work, timeoutMs: 10_000 });
+    const result = await node([...hookArgs, js], { cwd: work, timeoutMs: 30_000 });
     return { block, partners: block.partners, result };
   }),
 );
