@@ -18,12 +18,23 @@
  * - HOSTGATE_UNDICI=8 checks the blocks against undici 8's types (the `undici8` devDependency) and
  *   runs them with every `undici` import resolved to it (Node >= 22.19).
  *
+ * - Relative links and their #anchors must name a file and a heading that exist, and README.md
+ *   stays under 15,000 characters.
+ *
  * `node scripts/doc-tests.mjs [--no-build] [--verbose] [file.md ...]`; part of `npm test`.
  */
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import http from 'node:http';
-import { basename, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -160,6 +171,43 @@ async function startPartner(name) {
   return partner;
 }
 
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
+function anchorsOf(file) {
+  const anchors = new Set();
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const heading = /^#+\s+(.*)$/.exec(line);
+    if (heading) {
+      anchors.add(
+        heading[1]
+          .trim()
+          .toLowerCase()
+          .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+          .replaceAll(' ', '-'),
+      );
+    }
+  }
+  return anchors;
+}
+
+/** Relative links and their #anchors must name a file and a heading that exist. */
+function brokenLinks(page) {
+  const broken = [];
+  const lines = readFileSync(join(root, page), 'utf8').split('\n');
+  lines.forEach((line, i) => {
+    for (const m of line.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const link = m[1];
+      if (/^[a-z]+:/.test(link)) continue;
+      const [path, anchor] = link.split('#');
+      const target = path ? join(root, dirname(page), path) : join(root, page);
+      if (!existsSync(target)) broken.push(`${page}:${i + 1}: no file ${link}`);
+      else if (anchor && target.endsWith('.md') && !anchorsOf(target).has(anchor)) {
+        broken.push(`${page}:${i + 1}: no heading for ${link}`);
+      }
+    }
+  });
+  return broken;
+}
+
 const blocks = pages.flatMap(extract);
 rmSync(work, { recursive: true, force: true });
 mkdirSync(work, { recursive: true });
@@ -236,7 +284,12 @@ writeFileSync(
 );
 
 const checked = await node([tsc, '-p', join(work, 'tsconfig.json'), '--pretty', 'false']);
-const failures = [];
+const failures = pages.flatMap(brokenLinks);
+// The README says what and why, installs and links out; the guides live in docs/.
+const readmeChars = readFileSync(join(root, 'README.md'), 'utf8').length;
+if (readmeChars > 15_000) {
+  failures.push(`README.md: ${readmeChars} characters, over 15,000: move text into a docs/ page`);
+}
 if (checked.code !== 0) {
   const byFile = new Map(blocks.map((b) => [b.file, b]));
   for (const line of checked.output.split('\n')) {
