@@ -21,7 +21,8 @@
  * - Relative links and their #anchors must name a file and a heading that exist, and README.md
  *   stays under 15,000 characters.
  *
- * `node scripts/doc-tests.mjs [--no-build] [--verbose] [file.md ...]`; part of `npm test`.
+ * `node scripts/doc-tests.mjs [--no-build] [--verbose] [--work=DIR] [--no-package] [file.md ...]`;
+ * part of `npm test`. `--no-build` installs the package from an existing dist/ instead.
  */
 import { spawn } from 'node:child_process';
 import {
@@ -38,8 +39,6 @@ import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const work = join(root, '.doctest');
-const pkgDir = join(work, 'node_modules', 'hostgate');
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 const undiciMajor = process.env.HOSTGATE_UNDICI ?? '7';
 if (undiciMajor !== '7' && undiciMajor !== '8') {
@@ -49,6 +48,11 @@ if (undiciMajor !== '7' && undiciMajor !== '8') {
 const args = process.argv.slice(2);
 const build = !args.includes('--no-build');
 const verbose = args.includes('--verbose');
+// For blocks that import nothing from hostgate (the harness's own test): no package at all.
+const withPackage = !args.includes('--no-package');
+const workArg = args.find((a) => a.startsWith('--work='));
+const work = join(root, workArg ? workArg.slice('--work='.length) : '.doctest');
+const pkgDir = join(work, 'node_modules', 'hostgate');
 const only = args.filter((a) => !a.startsWith('--'));
 const pages =
   only.length > 0
@@ -214,7 +218,7 @@ mkdirSync(work, { recursive: true });
 // No "name": a module in .doctest/ resolves 'hostgate' from .doctest/node_modules, as a user's does.
 writeFileSync(join(work, 'package.json'), '{ "private": true, "type": "module" }\n');
 
-if (build) {
+if (withPackage && build) {
   const built = await node([
     tsc,
     '-p',
@@ -230,10 +234,10 @@ if (build) {
     process.stdout.write(`doc-tests: building the package failed:\n${built.output}`);
     process.exit(1);
   }
-} else {
+} else if (withPackage) {
   cpSync(join(root, 'dist'), join(pkgDir, 'dist'), { recursive: true });
 }
-cpSync(join(root, 'package.json'), join(pkgDir, 'package.json'));
+if (withPackage) cpSync(join(root, 'package.json'), join(pkgDir, 'package.json'));
 
 // Run blocks get their partners before the check: the origins replace the host names in place,
 // inside the string literals, so types and line numbers are the same as the page's.
