@@ -93,8 +93,8 @@ export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadli
   }
   if (typeof value === 'function') {
     // Under Express the request is Express's (the type the user's function is given).
-    const of = (req: IncomingMessage) => checkedBudget(value(req as ExpressRequest));
-    return { budgetFor: of, shedEarly: true, propagate: undefined };
+    const budgetFor = (req: IncomingMessage) => checkedBudget(value(req as ExpressRequest));
+    return { budgetFor, shedEarly: true, propagate: undefined };
   }
   checkObject('outbound deadline', value);
   checkKnownKeys('outbound deadline', value, DEADLINE_KEYS);
