@@ -14,10 +14,11 @@
  * - Runnable blocks (```ts run) are run with node, one process each (30 s bound, for a hang). Every
  *   `https://NAME.example` URL in them becomes a local partner on 127.0.0.1 (a node:http server
  *   that answers 200 with JSON after 20 ms and counts its peak concurrency), and every quoted host
- *   `'NAME.example'` that partner's origin; the block must exit 0.
+ *   `'NAME.example'` that partner's origin; the block must exit 0. A run block that names
+ *   `redis://127.0.0.1:6379` gets a private redis-server on a free port in its place (without
+ *   redis-server: not run, with a line saying so; under CI a failure).
  * - HOSTGATE_UNDICI=8 checks the blocks against undici 8's types (the `undici8` devDependency) and
  *   runs them with every `undici` import resolved to it (Node >= 22.19).
- *
  * - Relative links and their #anchors must name a file and a heading that exist, and README.md
  *   stays under 15,000 characters.
  *
@@ -29,12 +30,15 @@ import {
   cpSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -212,6 +216,46 @@ function brokenLinks(page) {
   return broken;
 }
 
+/** A free port on 127.0.0.1 (the OS's choice, released for redis-server to take). */
+async function freePort() {
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/**
+ * A private redis-server for a run block that names `redis://127.0.0.1:6379`: a free port,
+ * nothing on disk, SIGKILLed at the end. `undefined` when redis-server is not installed.
+ */
+async function startRedis() {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'hostgate-doctest-redis-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+  const child = spawn('redis-server', [...args, '--dir', dir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const ready = await new Promise((resolve) => {
+    let seen = '';
+    child.on('error', () => resolve(false));
+    child.on('exit', () => resolve(false));
+    child.stdout.setEncoding('utf8').on('data', (chunk) => {
+      seen += chunk;
+      if (seen.includes('Ready to accept connections')) resolve(true);
+    });
+  });
+  const stop = () => {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  if (!ready) {
+    stop();
+    return undefined;
+  }
+  return { url: `redis://127.0.0.1:${port}`, stop };
+}
+
 const blocks = pages.flatMap(extract);
 rmSync(work, { recursive: true, force: true });
 mkdirSync(work, { recursive: true });
@@ -241,11 +285,20 @@ if (withPackage) cpSync(join(root, 'package.json'), join(pkgDir, 'package.json')
 
 // Run blocks get their partners before the check: the origins replace the host names in place,
 // inside the string literals, so types and line numbers are the same as the page's.
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const skipped = [];
 for (const block of blocks) {
   if (!block.run) continue;
-  block.partners = await Promise.all(
-    partnerHosts([...block.setup, ...block.code].join('\n')).map(startPartner),
-  );
+  const text = [...block.setup, ...block.code].join('\n');
+  block.partners = await Promise.all(partnerHosts(text).map(startPartner));
+  if (text.includes(REDIS_URL)) {
+    block.redis = await startRedis();
+    if (block.redis === undefined) {
+      // As the suite's Redis tests: skipped with a reason locally, a failure under CI.
+      block.run = false;
+      skipped.push(`${block.page}:${block.line}: not run, redis-server is not installed`);
+    }
+  }
 }
 const files = blocks.map((block) => {
   const base = `${block.page.replace(/\.md$/, '').replace(/[/\\]/g, '-')}-${block.line}`;
@@ -256,6 +309,7 @@ const files = blocks.map((block) => {
       .replace(new RegExp(`https?://${host}(:\\d+)?\\b`, 'g'), partner.origin)
       .replace(new RegExp(`'${host}'`, 'g'), `'${partner.origin}'`);
   }
+  if (block.redis) text = text.replaceAll(REDIS_URL, block.redis.url);
   block.file = `${base}.ts`;
   writeFileSync(join(work, block.file), `${text}\n`);
   return block.file;
@@ -333,6 +387,11 @@ for (const { block, partners, result } of results) {
 }
 
 await Promise.all(runs.flatMap((b) => b.partners.map((p) => p.close())));
+for (const block of runs) block.redis?.stop();
+if (skipped.length > 0) {
+  if (process.env.CI) failures.push(...skipped);
+  else process.stdout.write(`${skipped.join('\n')}\n`);
+}
 const summary = `doc-tests (undici ${undiciMajor}): ${blocks.length} blocks checked, ${runs.length} run`;
 if (failures.length > 0) {
   process.stdout.write(`${summary}: FAILED\n${failures.join('\n')}\n`);
