@@ -26,21 +26,11 @@
  * part of `npm test`. `--no-build` installs the package from an existing dist/ instead.
  */
 import { spawn } from 'node:child_process';
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
-import http from 'node:http';
-import net from 'node:net';
-import { tmpdir } from 'node:os';
-import { basename, dirname, join, relative } from 'node:path';
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startPartner, startRedis } from './doc-tests/locals.mjs';
+import { brokenLinks, extract, partnerHosts } from './doc-tests/markdown.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -97,166 +87,7 @@ function node(argv, { cwd = root, timeoutMs = 0, env = process.env } = {}) {
   });
 }
 
-/**
- * The ```ts blocks of one markdown page: { page, line (of the fence), run, setup, code, map }, where
- * map[i] is the markdown line of the module's line i + 1.
- */
-function extract(page) {
-  const lines = readFileSync(join(root, page), 'utf8').split('\n');
-  const blocks = [];
-  for (let i = 0; i < lines.length; i++) {
-    const fence = /^(\s*)```(ts|typescript)(?:\s+(.*))?$/.exec(lines[i]);
-    if (!fence) continue;
-    const indent = fence[1].length;
-    const flags = (fence[3] ?? '').trim().split(/\s+/).filter(Boolean);
-    for (const flag of flags) {
-      if (flag !== 'run') throw new Error(`${page}:${i + 1}: unknown doc-test flag ${flag}`);
-    }
-    const setup = [];
-    const map = [];
-    if (i > 0 && lines[i - 1].trim() === '-->') {
-      let start = i - 2;
-      while (start >= 0 && !/^\s*<!-- setup\s*$/.test(lines[start])) {
-        if (lines[start].includes('-->')) break;
-        start--;
-      }
-      if (start < 0 || !/^\s*<!-- setup\s*$/.test(lines[start])) {
-        throw new Error(`${page}:${i}: a comment before a ts block must start with "<!-- setup"`);
-      }
-      for (let j = start + 1; j < i - 1; j++) {
-        setup.push(lines[j].slice(Math.min(indent, lines[j].search(/\S|$/))));
-        map.push(j + 1);
-      }
-    }
-    const code = [];
-    let end = i + 1;
-    for (; end < lines.length && !/^\s*```\s*$/.test(lines[end]); end++) {
-      code.push(lines[end].slice(Math.min(indent, lines[end].search(/\S|$/))));
-      map.push(end + 1);
-    }
-    if (end === lines.length) throw new Error(`${page}:${i + 1}: unclosed code block`);
-    blocks.push({ page, line: i + 1, run: flags.includes('run'), setup, code, map });
-    i = end;
-  }
-  return blocks;
-}
-
-/** `https://api.billing.example/x` and `'api.billing.example'`: the partners a run block calls. */
-function partnerHosts(text) {
-  const hosts = new Set();
-  for (const m of text.matchAll(/https?:\/\/([a-z0-9.-]+\.example)\b/g)) hosts.add(m[1]);
-  for (const m of text.matchAll(/'([a-z0-9][a-z0-9.-]*\.example)'/g)) hosts.add(m[1]);
-  return [...hosts];
-}
-
-/** A local partner: 200 + JSON after 20 ms, counting its own peak concurrency. */
-async function startPartner(name) {
-  const partner = { name, active: 0, peak: 0, arrived: 0, origin: '' };
-  const server = http.createServer((req, res) => {
-    partner.arrived++;
-    partner.active++;
-    partner.peak = Math.max(partner.peak, partner.active);
-    let done = false;
-    const finish = () => {
-      if (done) return;
-      done = true;
-      partner.active--;
-    };
-    res.on('close', finish);
-    req.resume();
-    setTimeout(() => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ ok: true, partner: name, path: req.url?.split('?')[0] }));
-    }, 20);
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  partner.origin = `http://127.0.0.1:${server.address().port}`;
-  partner.close = () =>
-    new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
-  return partner;
-}
-
-/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
-function anchorsOf(file) {
-  const anchors = new Set();
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    const heading = /^#+\s+(.*)$/.exec(line);
-    if (heading) {
-      anchors.add(
-        heading[1]
-          .trim()
-          .toLowerCase()
-          .replace(/[^\p{L}\p{N}_\- ]/gu, '')
-          .replaceAll(' ', '-'),
-      );
-    }
-  }
-  return anchors;
-}
-
-/** Relative links and their #anchors must name a file and a heading that exist. */
-function brokenLinks(page) {
-  const broken = [];
-  const lines = readFileSync(join(root, page), 'utf8').split('\n');
-  lines.forEach((line, i) => {
-    for (const m of line.matchAll(/\]\(([^)\s]+)\)/g)) {
-      const link = m[1];
-      if (/^[a-z]+:/.test(link)) continue;
-      const [path, anchor] = link.split('#');
-      const target = path ? join(root, dirname(page), path) : join(root, page);
-      if (!existsSync(target)) broken.push(`${page}:${i + 1}: no file ${link}`);
-      else if (anchor && target.endsWith('.md') && !anchorsOf(target).has(anchor)) {
-        broken.push(`${page}:${i + 1}: no heading for ${link}`);
-      }
-    }
-  });
-  return broken;
-}
-
-/** A free port on 127.0.0.1 (the OS's choice, released for redis-server to take). */
-async function freePort() {
-  const server = net.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/**
- * A private redis-server for a run block that names `redis://127.0.0.1:6379`: a free port,
- * nothing on disk, SIGKILLed at the end. `undefined` when redis-server is not installed.
- */
-async function startRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'hostgate-doctest-redis-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-  const child = spawn('redis-server', [...args, '--dir', dir], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const ready = await new Promise((resolve) => {
-    let seen = '';
-    child.on('error', () => resolve(false));
-    child.on('exit', () => resolve(false));
-    child.stdout.setEncoding('utf8').on('data', (chunk) => {
-      seen += chunk;
-      if (seen.includes('Ready to accept connections')) resolve(true);
-    });
-  });
-  const stop = () => {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  };
-  if (!ready) {
-    stop();
-    return undefined;
-  }
-  return { url: `redis://127.0.0.1:${port}`, stop };
-}
-
-const blocks = pages.flatMap(extract);
+const blocks = pages.flatMap((page) => extract(root, page));
 rmSync(work, { recursive: true, force: true });
 mkdirSync(work, { recursive: true });
 // No "name": a module in .doctest/ resolves 'hostgate' from .doctest/node_modules, as a user's does.
@@ -342,7 +173,7 @@ writeFileSync(
 );
 
 const checked = await node([tsc, '-p', join(work, 'tsconfig.json'), '--pretty', 'false']);
-const failures = pages.flatMap(brokenLinks);
+const failures = pages.flatMap((page) => brokenLinks(root, page));
 // The README says what and why, installs and links out; the guides live in docs/.
 const readmeChars = readFileSync(join(root, 'README.md'), 'utf8').length;
 if (readmeChars > 15_000) {
@@ -365,7 +196,7 @@ if (checked.code !== 0) {
 
 const runs = blocks.filter((b) => b.run);
 const hookArgs =
-  undiciMajor === '8' ? ['--import', join(root, 'scripts', 'doc-tests-undici8.mjs')] : [];
+  undiciMajor === '8' ? ['--import', join(root, 'scripts', 'doc-tests', 'undici8.mjs')] : [];
 const results = await Promise.all(
   runs.map(async (block) => {
     const js = join(work, 'out', block.file.replace(/\.ts$/, '.js'));

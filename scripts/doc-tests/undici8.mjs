@@ -1,5 +1,5 @@
 /**
- * `node --import ./scripts/doc-tests-undici8.mjs`: resolves every `undici` import (the doc-test's
+ * `node --import ./scripts/doc-tests/undici8.mjs`: resolves every `undici` import (the doc-test's
  * own and the built package's) to the `undici8` devDependency, as vitest's alias does for the
  * suite under HOSTGATE_UNDICI=8.
  */
