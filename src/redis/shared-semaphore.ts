@@ -14,6 +14,7 @@ import {
   type WaitTicket,
 } from '../gate/semaphore.js';
 import { storeChannels } from './channels.js';
+import type { ResolvedStoreOptions } from './options.js';
 import { acquireShared } from './shared-acquire.js';
 import { SharedShed } from './shared-shed.js';
 import type { SharedSemaphoreOptions, SharedSemaphoreStats } from './shared-stats.js';
@@ -27,7 +28,24 @@ import {
   SharedWaiter,
   waitTimeout,
 } from './shared-waiter.js';
-import type { RedisStore } from './store.js';
+
+/**
+ * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
+ * store.ts builds the gates, so importing it back would close an import circle.
+ */
+export interface SharedGateStore {
+  readonly options: ResolvedStoreOptions;
+  readonly closed: boolean;
+  readonly degraded: boolean;
+  nextId(): string;
+  acquire(
+    gate: SharedSemaphore,
+    id: string,
+  ): Promise<{ granted: boolean; held: number; queued: number; processes: number }>;
+  confirm(gate: SharedSemaphore, id: string): Promise<void>;
+  release(gate: SharedSemaphore, ids: readonly string[]): void;
+  forget(id: string): void;
+}
 
 export type {
   SharedGateView,
@@ -56,7 +74,7 @@ export class SharedSemaphore extends Semaphore {
   readonly keys: readonly string[];
   /** The cap every process shares, as given to `store.semaphore()`. */
   readonly sharedLimit: number;
-  readonly #store: RedisStore;
+  readonly #store: SharedGateStore;
   readonly #maxQueue: number;
   readonly #queueTimeout: number;
   /** Every waiter of this process, in arrival order (which is its tickets' order in Redis). */
@@ -76,7 +94,7 @@ export class SharedSemaphore extends Semaphore {
   #known = false;
 
   /** @internal use `store.semaphore(options)` */
-  constructor(store: RedisStore, keys: readonly string[], options: SharedSemaphoreOptions) {
+  constructor(store: SharedGateStore, keys: readonly string[], options: SharedSemaphoreOptions) {
     super({
       limit: options.limit,
       maxQueue: options.maxQueue,
