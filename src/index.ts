@@ -39,7 +39,6 @@ export {
   channels,
   type DoubleReleaseMessage,
   type HoldTimeoutMessage,
-  type LeakMessage,
   type PermitRequestInfo,
   type ReleaseMessage,
   type ReleaseReason,
@@ -91,6 +90,7 @@ export {
   type GateSource,
   LeakDetector,
   type LeakDetectorOptions,
+  type LeakMessage,
   type LeakSuspect,
   leakSuspects,
 } from './observe/leaks.js';

@@ -1,5 +1,14 @@
 /** The Semaphore's options, stats and defaults, each number with its reason. */
 import type { DurationHistogram, DurationSummary } from '../common/histogram.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  durationMs,
+  nonNegativeInteger,
+  optionalString,
+  positiveInteger,
+} from '../common/options.js';
+import { parseQueueOrder } from './queue-order.js';
 import type { PriorityClassOptions, PriorityClassStats } from './wait-queue.js';
 
 /**
@@ -137,3 +146,63 @@ export type DurationHistogramView = Pick<
   DurationHistogram,
   'count' | 'quantile' | 'cumulative' | 'summary'
 >;
+
+const SEMAPHORE_KEYS = [
+  'limit',
+  'maxQueue',
+  'queueTimeout',
+  'maxHold',
+  'maxHoldTotal',
+  'name',
+  'leakWarnAfter',
+  'now',
+  'queueOrder',
+  'lifoAfter',
+  'priorities',
+  'observe',
+] as const;
+
+/** {@link SemaphoreOptions} checked, with the defaults filled in. */
+export interface ResolvedSemaphoreOptions {
+  limit: number;
+  maxQueue: number;
+  queueTimeout: number;
+  maxHold: number | undefined;
+  maxHoldTotal: number | undefined;
+  name: string | undefined;
+  leakWarnAfter: number | undefined;
+  now: (() => number) | undefined;
+  /** Adaptive LIFO's standing-queue age (ms); `undefined`: FIFO (queue-order.ts). */
+  lifoAfter: number | undefined;
+  observe: boolean;
+}
+
+/** Checks a Semaphore's options: a TypeError naming the option and the value for bad input. */
+export function resolveSemaphoreOptions(options: SemaphoreOptions): ResolvedSemaphoreOptions {
+  checkObject('Semaphore options', options);
+  checkKnownKeys('Semaphore', options, SEMAPHORE_KEYS);
+  const limit = positiveInteger('limit', options.limit);
+  const optionalMs = (name: string, value: unknown): number | undefined =>
+    value === undefined ? undefined : durationMs(name, value);
+  if (options.now !== undefined && typeof options.now !== 'function') {
+    throw new TypeError('now must be a function returning milliseconds');
+  }
+  if (options.observe !== undefined && typeof options.observe !== 'boolean') {
+    throw new TypeError(`observe must be a boolean, got ${typeof options.observe}`);
+  }
+  return {
+    limit,
+    maxQueue:
+      options.maxQueue === undefined
+        ? limit * DEFAULT_QUEUE_PER_PERMIT
+        : nonNegativeInteger('maxQueue', options.maxQueue),
+    queueTimeout: optionalMs('queueTimeout', options.queueTimeout) ?? DEFAULT_QUEUE_TIMEOUT_MS,
+    maxHold: optionalMs('maxHold', options.maxHold),
+    maxHoldTotal: optionalMs('maxHoldTotal', options.maxHoldTotal),
+    name: optionalString('name', options.name),
+    leakWarnAfter: optionalMs('leakWarnAfter', options.leakWarnAfter),
+    now: options.now,
+    lifoAfter: parseQueueOrder(options.queueOrder, options.lifoAfter),
+    observe: options.observe === true,
+  };
+}
