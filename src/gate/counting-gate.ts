@@ -16,8 +16,10 @@ import {
   captureAcquireSite,
   channels,
   publishAcquire,
+  publishDoubleRelease,
   publishRelease,
   publishShed,
+  publishWaitAborted,
   type ReleaseReason,
 } from './gate-events.js';
 import { GateObserver } from './gate-observer.js';
@@ -41,6 +43,7 @@ import { type PriorityClassOptions, type QueueClass, WaitQueue } from './wait-qu
 /** The gate's view of its permits and waiters (one object each: permit.ts). */
 export type Held = GatePermit<CountingGate>;
 type Permit = PermitOf<CountingGate>;
+type Cls = QueueClass<Held>;
 
 const { acquire: acquireChannel, release: releaseChannel, shed: shedChannel } = channels;
 /** What `Semaphore` reads of its core: references fixed at construction. */
@@ -50,6 +53,8 @@ export interface GateParts {
   readonly counts: GateCounts;
   readonly maxQueue: number;
   readonly queueTimeout: number;
+  /** The gate's clock (ms), read afresh. */
+  readonly now: () => number;
 }
 
 /** What joining the queue gives: the waiter, or the error it is refused with (full queue). */
@@ -83,9 +88,10 @@ export class CountingGate {
   #limit: number;
   /** Units granted and not yet back: `held + available === limit` while `held <= limit`. */
   #held = 0;
-  readonly #parts: GateParts;
   /** Waiters, by priority class (one class unless `priorities` is set). */
   readonly #queue: WaitQueue<Held>;
+  readonly #holders = new Holders();
+  readonly #counts = new GateCounts();
   readonly #deadlines: WaitDeadlines;
   /** maxHold / maxHoldTotal: built only when one is set. */
   readonly #bounds: HoldBounds | undefined;
@@ -97,6 +103,7 @@ export class CountingGate {
   readonly #now: () => number;
   readonly #cacheClock: boolean;
   #draining = false;
+  readonly #parts: GateParts;
 
   static {
     // The permits' way in (permit.ts) and Semaphore's: `#private` stays private to the gate.
@@ -125,18 +132,11 @@ export class CountingGate {
     this.#queue = new WaitQueue(this, priorities, o.maxQueue);
     const expire = (waiter: GatePermit): void => this.#expire(waiter as Held);
     this.#deadlines = new WaitDeadlines(o.queueTimeout, this.#queue, this.#now, expire);
-    const holders = new Holders();
-    const counts = new GateCounts();
-    this.#parts = {
-      queue: this.#queue,
-      holders,
-      counts,
-      maxQueue: o.maxQueue,
-      queueTimeout: o.queueTimeout,
-    };
+    const [queue, holders, counts, now] = [this.#queue, this.#holders, this.#counts, this.#now];
+    this.#parts = { ...o, now, queue, holders, counts };
     if (o.maxHold !== undefined || o.maxHoldTotal !== undefined) {
       const takeBack = (p: GatePermit): void => this.#release(p as Held, 'hold_timeout');
-      this.#bounds = new HoldBounds(o.maxHold, o.maxHoldTotal, this, holders, counts, takeBack);
+      this.#bounds = new HoldBounds(o.maxHold, o.maxHoldTotal, this, this.#parts, takeBack);
     }
   }
 
@@ -162,11 +162,7 @@ export class CountingGate {
     return this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
   }
 
-  #join(
-    call: Call<Held> | undefined,
-    target: WaitTargetOf<Permit> | undefined,
-    signal: AbortSignal | undefined,
-  ): Joined {
+  #join(call: Call<Held> | undefined, target?: WaitTargetOf<Permit>, signal?: AbortSignal): Joined {
     const cls = call?.cls ?? this.#queue.classes[0]!;
     const refused = this.#admit(cls);
     if (refused !== undefined) return refused;
@@ -200,18 +196,8 @@ export class CountingGate {
     this.#drain();
   }
 
-  /** An honest estimate (ms) of when a caller arriving now could be served. */
-  retryAfterMs(): number {
-    return this.#retryAfter(this.#queue.size + 1);
-  }
-
   /** @internal Runs once per permit that went back (any reason), before waiters are served. */
   protected released(_permit: Permit, _reason: ReleaseReason): void {}
-
-  /** The gate's clock (ms): `performance.now()` unless `now` was injected. */
-  now(): number {
-    return this.#now();
-  }
 
   /** The clock for the gate's own timestamps: cached per synchronous stretch (clock.ts). */
   #clock(): number {
@@ -242,15 +228,9 @@ export class CountingGate {
    * `now`: a timestamp from `#stamp()` (NaN while nothing measures permits). `waiter`: the
    * dequeued waiter this grant serves, which becomes the permit; none for an immediate grant.
    */
-  #grant(
-    waitedMs: number,
-    now: number,
-    weight: number,
-    cls: QueueClass<Held>,
-    waiter?: Held,
-  ): Held {
+  #grant(waitedMs: number, now: number, weight: number, cls: Cls, waiter?: Held): Held {
     this.#held += weight;
-    this.#parts.counts.acquired++;
+    this.#counts.acquired++;
     cls.acquired++;
     let permit: Held;
     if (waiter === undefined) permit = newPermit(cls, now, weight);
@@ -258,7 +238,7 @@ export class CountingGate {
       permit = waiter;
       permitEntry.activate(waiter, now);
     }
-    this.#parts.holders.link(permit);
+    this.#holders.link(permit);
     // maxHold and maxHoldTotal attach the observer at construction: a gate without one has
     // nothing more to do for a grant than count it.
     const observer = this.#observer;
@@ -273,9 +253,9 @@ export class CountingGate {
 
   /** Called by the permit once it marked itself released: its state is checked there. */
   #release(permit: Held, how: ReleaseReason): void {
-    this.#parts.holders.unlink(permit);
+    this.#holders.unlink(permit);
     this.#held -= permit.weight;
-    const counts = this.#parts.counts;
+    const counts = this.#counts;
     counts.released++;
     let reason = how;
     const bounds = this.#bounds;
@@ -298,10 +278,8 @@ export class CountingGate {
   }
 
   #doubleRelease(permit: Held): void {
-    this.#parts.counts.doubleReleases++;
-    if (channels.doubleRelease.hasSubscribers) {
-      channels.doubleRelease.publish({ gate: this, partner: this.#name, permit });
-    }
+    this.#counts.doubleReleases++;
+    if (channels.doubleRelease.hasSubscribers) publishDoubleRelease(this, permit);
   }
 
   /** A holder's request made progress: it moves to the young end of the holders list. */
@@ -310,14 +288,14 @@ export class CountingGate {
     // such a gate is observed from the first report, so a stall is seen from there on.
     const observer = this.#observer ?? this.#observe();
     permit.aliveAt = observer.lastProgressAt = this.#clock();
-    this.#parts.holders.touch(permit);
+    this.#holders.touch(permit);
   }
 
   /**
    * Room in the queue for a waiter of `cls`: `undefined` when there is (after shedding the
    * newest waiter of a lower class if the gate's queue is full), else the error to refuse with.
    */
-  #admit(cls: QueueClass<Held>): QueueFullError | undefined {
+  #admit(cls: Cls): QueueFullError | undefined {
     if (cls.queued >= cls.maxQueue) return this.#queueFull(cls);
     if (this.#queue.size < this.#parts.maxQueue) return undefined;
     const victim = this.#queue.victimFor(cls);
@@ -327,8 +305,8 @@ export class CountingGate {
     return undefined;
   }
 
-  #queueFull(cls: QueueClass<Held>): QueueFullError {
-    this.#parts.counts.shedQueueFull++;
+  #queueFull(cls: Cls): QueueFullError {
+    this.#counts.shedQueueFull++;
     cls.shedQueueFull++;
     // A gate that sheds is loaded: from now on it measures hold times for honest hints.
     this.#observer ?? this.#observe();
@@ -382,11 +360,9 @@ export class CountingGate {
   #abort(waiter: Held, reason: unknown): void {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
-    this.#parts.counts.abortedWaiting++;
+    this.#counts.abortedWaiting++;
     waiter.cls.abortedWaiting++;
-    if (channels.waitAborted.hasSubscribers) {
-      channels.waitAborted.publish({ gate: this, partner: this.#name, reason });
-    }
+    if (channels.waitAborted.hasSubscribers) publishWaitAborted(this, reason);
     waiter.rejected(reason);
     // A cancelled head must never strand a free permit (golang/sync#10).
     this.#drain();
@@ -395,7 +371,7 @@ export class CountingGate {
   #expire(waiter: Held): void {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
-    this.#parts.counts.shedQueueTimeout++;
+    this.#counts.shedQueueTimeout++;
     waiter.cls.shedQueueTimeout++;
     this.#observer ?? this.#observe();
     const waited = this.#clock() - waiter.enqueuedAt;

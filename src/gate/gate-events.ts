@@ -70,6 +70,14 @@ export function publishShed(
   channels.shed.publish({ gate, partner: gate.name, reason, error, queued, priority });
 }
 
+export function publishDoubleRelease(gate: Publisher, permit: object): void {
+  channels.doubleRelease.publish({ gate, partner: gate.name, permit });
+}
+
+export function publishWaitAborted(gate: Publisher, reason: unknown): void {
+  channels.waitAborted.publish({ gate, partner: gate.name, reason });
+}
+
 export function publishHoldTimeout(
   gate: Publisher,
   permit: object,

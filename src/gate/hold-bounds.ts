@@ -12,11 +12,12 @@ import { EXPIRED, permitEntry, RELEASED, type Waiter } from './permit.js';
 
 const holdTimeoutChannel = channels.holdTimeout;
 
-/** What the bounds need of their gate. */
-export interface BoundedGate {
-  readonly name: string | undefined;
+/** What the bounds need of their gate's parts. */
+export interface BoundedParts {
+  readonly holders: Holders;
+  readonly counts: GateCounts;
   /** The gate's clock (ms), read afresh. */
-  now(): number;
+  readonly now: () => number;
 }
 
 export class HoldBounds {
@@ -27,9 +28,9 @@ export class HoldBounds {
   constructor(
     readonly maxHold: number | undefined,
     readonly maxHoldTotal: number | undefined,
-    private readonly gate: BoundedGate,
-    private readonly holders: Holders,
-    private readonly counts: GateCounts,
+    /** The gate, as its messages and errors name it. */
+    private readonly gate: { readonly name: string | undefined },
+    private readonly parts: BoundedParts,
     /** Returns a taken-back permit to the gate (marked released here first). */
     private readonly release: (permit: Waiter) => void,
   ) {}
@@ -57,11 +58,11 @@ export class HoldBounds {
   readonly #onTimer = (): void => {
     this.#timer = undefined;
     const maxHold = this.maxHold!;
-    const now = this.gate.now();
-    let oldest = this.holders.oldest;
+    const now = this.parts.now();
+    let oldest = this.parts.holders.oldest;
     while (oldest !== undefined && oldest.aliveAt + maxHold <= now) {
       this.#takeBack(oldest, now - oldest.acquiredAt, now - oldest.aliveAt);
-      oldest = this.holders.oldest;
+      oldest = this.parts.holders.oldest;
     }
     if (oldest !== undefined) {
       // A take-back may have granted to a waiter (or the hook acquired), arming the timer for
@@ -73,12 +74,12 @@ export class HoldBounds {
 
   readonly #onTotalTimer = (permit: Waiter): void => {
     permit.totalTimer = undefined;
-    if (permitEntry.isHeld(permit)) this.#takeBack(permit, this.gate.now() - permit.acquiredAt);
+    if (permitEntry.isHeld(permit)) this.#takeBack(permit, this.parts.now() - permit.acquiredAt);
   };
 
   /** maxHold (or maxHoldTotal) passed: tell the holder to stop, then take the slot back. */
   #takeBack(permit: Waiter, heldMs: number, quietMs?: number): void {
-    this.counts.holdTimeouts++;
+    this.parts.counts.holdTimeouts++;
     const hook = permit.onHoldTimeout;
     permit.onHoldTimeout = undefined;
     this.expiring = permit;

@@ -6,7 +6,6 @@
 import { durationMs, optionalSignal } from '../common/options.js';
 import { checkCall } from './call-options.js';
 import { CountingGate, coreEntry, type Held } from './counting-gate.js';
-import type { ReleaseReason } from './gate-events.js';
 import {
   newPermit,
   type PermitOf,
@@ -17,6 +16,7 @@ import {
   type WaitTargetOf,
   type WaitTicket,
 } from './permit.js';
+import { retryAfterEstimate } from './retry-estimate.js';
 import {
   type AcquireOptions,
   type DurationHistogramView,
@@ -252,6 +252,18 @@ export class Semaphore extends CountingGate {
     return this.#acquire(options, false, fn) as Promise<T>;
   }
 
+  /** The gate's clock (ms): `performance.now()` unless `now` was injected. */
+  now(): number {
+    return coreEntry.parts(this).now();
+  }
+
+  /** An honest estimate (ms) of when a caller arriving now could be served. */
+  retryAfterMs(): number {
+    const { queue, queueTimeout } = coreEntry.parts(this);
+    const hold = coreEntry.observer(this)?.holdEstimate;
+    return retryAfterEstimate(queue.size + 1, this.limit, hold, queueTimeout);
+  }
+
   /** Permits held right now, least recently alive (granted or progressed) first. */
   holders(): Permit[] {
     const out: Permit[] = [];
@@ -300,9 +312,6 @@ export class Semaphore extends CountingGate {
     coreEntry.observe(this);
     return coreEntry.grant(this, waitedMs) as Permit;
   }
-
-  /** @internal Runs once per permit that went back (any reason), before waiters are served. */
-  protected override released(_permit: Permit, _reason: ReleaseReason): void {}
 
   static {
     // See mapAnchors: built directly, the permit never granted, so that no counter, histogram
