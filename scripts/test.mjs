@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm test`: lint (Biome, under a second), then the typecheck (`tsc --noEmit`) beside the suite
+ * `npm test`: lint (Biome, under a second) and the import rules (scripts/check-imports.mjs: no
+ * circles, arrows only down the layers), then the typecheck (`tsc --noEmit`) beside the suite
  * (`vitest run`). Much of the suite waits on sockets, timers and child processes, so the
  * typecheck's ~8 s of one core fits into its idle time instead of running before it. The
  * typecheck's output is held back and printed after vitest's; the exit code is non-zero if
@@ -34,6 +35,8 @@ function run(script, args, capture) {
 
 const lint = await run(bin('@biomejs/biome', 'bin/biome'), ['check', '.'], false);
 if (lint.code !== 0) process.exit(lint.code);
+const imports = await run(fileURLToPath(new URL('check-imports.mjs', import.meta.url)), [], false);
+if (imports.code !== 0) process.exit(imports.code);
 
 const typecheck = run(bin('typescript', 'bin/tsc'), ['-p', 'tsconfig.json', '--noEmit'], true);
 const suite = await run(bin('vitest', 'vitest.mjs'), ['run', ...process.argv.slice(2)], false);
