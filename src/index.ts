@@ -14,6 +14,7 @@ export {
   isShedError,
   LeaseLostError,
   PermitHoldTimeoutError,
+  QueueClearedError,
   QueueFullError,
   QueueTimeoutError,
   ShedError,

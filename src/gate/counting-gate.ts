@@ -46,6 +46,8 @@ type Permit = PermitOf<CountingGate>;
 type Cls = QueueClass<Held>;
 
 const { acquire: acquireChannel, release: releaseChannel, shed: shedChannel } = channels;
+/** Whether a subscriber wants permits' timestamps (acquire and release messages carry times). */
+const timestamped = (): boolean => acquireChannel.hasSubscribers || releaseChannel.hasSubscribers;
 /** What `Semaphore` reads of its core: references fixed at construction. */
 export interface GateParts {
   readonly queue: WaitQueue<Held>;
@@ -82,6 +84,10 @@ export const coreEntry = {
   grant: undefined as unknown as (gate: CountingGate, waitedMs: number) => Permit,
   /** Takes a waiter out of the queue without settling it. */
   dequeue: undefined as unknown as (gate: CountingGate, waiter: Held) => void,
+  /** The Retry-After estimate for a caller at `position` in the queue. */
+  retryAfter: undefined as unknown as (gate: CountingGate, position: number) => number,
+  /** Calls `resolve` once nothing is held or queued: now, or at the release that gets there. */
+  whenIdle: undefined as unknown as (gate: CountingGate, resolve: () => void) => void,
 };
 
 export class CountingGate {
@@ -93,7 +99,6 @@ export class CountingGate {
   readonly #holders = new Holders();
   readonly #counts = new GateCounts();
   readonly #deadlines: WaitDeadlines;
-  /** maxHold / maxHoldTotal: built only when one is set. */
   readonly #bounds: HoldBounds | undefined;
   /** Histograms, hold estimate, progress clock, acquire sites: absent until someone looks. */
   #observer: GateObserver | undefined = undefined;
@@ -103,6 +108,8 @@ export class CountingGate {
   readonly #now: () => number;
   readonly #cacheClock: boolean;
   #draining = false;
+  /** `onIdle()` callers, until nothing is held or queued. */
+  #idle: (() => void)[] | undefined = undefined;
   readonly #parts: GateParts;
 
   static {
@@ -114,13 +121,19 @@ export class CountingGate {
     gateEntry.abort = (gate, waiter, reason) => (gate as Gate).#abort(waiter as Held, reason);
     gateEntry.expire = (gate, waiter) => (gate as Gate).#expire(waiter as Held);
     coreEntry.parts = (gate) => gate.#parts;
-    coreEntry.observe = (gate) => gate.#observer ?? gate.#observe();
+    coreEntry.observe = (gate) =>
+      (gate.#observer ??= GateObserver.attach(gate.#now(), gate.#queue.classes, gate.#holders));
     coreEntry.observer = (gate) => gate.#observer;
-    coreEntry.grant = (gate, waitedMs) =>
-      gate.#grant(waitedMs, gate.#stamp(), 1, gate.#queue.classes[0]!);
+    coreEntry.grant = (gate, ms) => gate.#grant(ms, gate.#stamp(), 1, gate.#queue.classes[0]!);
     coreEntry.take = (gate, call) => gate.#take(call);
     coreEntry.join = (gate, call, target, signal) => gate.#join(call, target, signal);
     coreEntry.dequeue = (gate, waiter) => gate.#dequeue(waiter);
+    coreEntry.retryAfter = (gate, position) => gate.#retryAfter(position);
+    coreEntry.whenIdle = (gate, resolve) => {
+      if (gate.#held === 0 && gate.#queue.size === 0) resolve();
+      else if (gate.#idle === undefined) gate.#idle = [resolve];
+      else gate.#idle.push(resolve);
+    };
   }
 
   constructor(o: ResolvedSemaphoreOptions, priorities: PriorityClassOptions[] | undefined) {
@@ -168,18 +181,15 @@ export class CountingGate {
     if (refused !== undefined) return refused;
     const waiter: Held = newWaiter(target, signal, this.#clock(), cls, call?.weight ?? 1);
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
-    const deadlines = this.#deadlines;
-    if (call === undefined) deadlines.add(waiter, false, deadlines.queueTimeout);
-    else deadlines.add(waiter, call.ownDeadline, call.timeout);
+    this.#deadlines.add(waiter, call);
     this.#queue.push(waiter);
     signal?.addEventListener('abort', waiter, { once: true });
     return waiter;
   }
 
   /**
-   * Changes the limit at run time. Growing grants to waiters at once; shrinking grants
-   * nothing new until `held < limit`, and rejects (RangeError) the waiters whose weight no
-   * longer fits at all.
+   * Changes the limit at run time. Growing grants to waiters at once; shrinking grants nothing
+   * new until `held < limit`, and rejects (RangeError) the waiters that can no longer fit.
    */
   setLimit(limit: number): void {
     this.#limit = positiveInteger('limit', limit);
@@ -199,35 +209,23 @@ export class CountingGate {
   /** @internal Runs once per permit that went back (any reason), before waiters are served. */
   protected released(_permit: Permit, _reason: ReleaseReason): void {}
 
-  /** The clock for the gate's own timestamps: cached per synchronous stretch (clock.ts). */
+  /** The clock for timestamps: cached per synchronous stretch (clock.ts); an injected one never. */
   #clock(): number {
-    // An injected clock may jump within a stretch: never cached.
     return this.#cacheClock ? cachedPlatformNow() : this.#now();
   }
 
   /** A permit's timestamp: the clock when someone measures permits, else `NaN` (no read). */
   #stamp(): number {
-    const measured =
-      this.#observer !== undefined ||
-      acquireChannel.hasSubscribers ||
-      releaseChannel.hasSubscribers;
-    return measured ? this.#clock() : Number.NaN;
-  }
-
-  #observe(): GateObserver {
-    this.#observer = GateObserver.attach(this.#now(), this.#queue.classes, this.#parts.holders);
-    return this.#observer;
+    return this.#observer !== undefined || timestamped() ? this.#clock() : Number.NaN;
   }
 
   #retryAfter(position: number): number {
     const hold = this.#observer?.holdEstimate;
-    return retryAfterEstimate(position, this.#limit, hold, this.#deadlines.queueTimeout);
+    const { queueTimeout, maxQueue } = this.#parts;
+    return retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
   }
 
-  /**
-   * `now`: a timestamp from `#stamp()` (NaN while nothing measures permits). `waiter`: the
-   * dequeued waiter this grant serves, which becomes the permit; none for an immediate grant.
-   */
+  /** `now`: from `#stamp()` (NaN: unmeasured). `waiter`: the one served (none: immediate). */
   #grant(waitedMs: number, now: number, weight: number, cls: Cls, waiter?: Held): Held {
     this.#held += weight;
     this.#counts.acquired++;
@@ -275,6 +273,11 @@ export class CountingGate {
     }
     this.released(permit, reason);
     this.#drain(now);
+    if (this.#idle !== undefined && this.#held === 0 && this.#queue.size === 0) {
+      const idle = this.#idle;
+      this.#idle = undefined;
+      for (const resolve of idle) resolve();
+    }
   }
 
   #doubleRelease(permit: Held): void {
@@ -284,9 +287,8 @@ export class CountingGate {
 
   /** A holder's request made progress: it moves to the young end of the holders list. */
   #progress(permit: Held): void {
-    // Permits that report progress carry requests (the HTTP layers note headers and bytes):
-    // such a gate is observed from the first report, so a stall is seen from there on.
-    const observer = this.#observer ?? this.#observe();
+    // Permits that report progress carry requests: observed from the first, a stall is seen.
+    const observer = coreEntry.observe(this);
     permit.aliveAt = observer.lastProgressAt = this.#clock();
     this.#holders.touch(permit);
   }
@@ -296,22 +298,26 @@ export class CountingGate {
    * newest waiter of a lower class if the gate's queue is full), else the error to refuse with.
    */
   #admit(cls: Cls): QueueFullError | undefined {
-    if (cls.queued >= cls.maxQueue) return this.#queueFull(cls);
-    if (this.#queue.size < this.#parts.maxQueue) return undefined;
+    const maxQueue = this.#parts.maxQueue;
+    if (cls.queued >= cls.maxQueue) return this.#queueFull(cls, cls.maxQueue);
+    if (this.#queue.size < maxQueue) return undefined;
     const victim = this.#queue.victimFor(cls);
-    if (victim === undefined) return this.#queueFull(cls);
+    if (victim === undefined) return this.#queueFull(cls, maxQueue);
     this.#dequeue(victim);
-    victim.rejected(this.#queueFull(victim.cls));
+    victim.rejected(this.#queueFull(victim.cls, maxQueue));
     return undefined;
   }
 
-  #queueFull(cls: Cls): QueueFullError {
+  /** `bound`: the gate's `maxQueue` or a class's own. A gate that sheds measures from now on. */
+  #queueFull(cls: Cls, bound: number): QueueFullError {
     this.#counts.shedQueueFull++;
     cls.shedQueueFull++;
-    // A gate that sheds is loaded: from now on it measures hold times for honest hints.
-    this.#observer ?? this.#observe();
+    coreEntry.observe(this);
     const queued = this.#queue.size;
-    const error = new QueueFullError(this.#name, queued, this.#retryAfter(queued + 1));
+    const option =
+      bound === this.#parts.maxQueue ? 'maxQueue' : `priorities[${cls.index}].maxQueue`;
+    const retryAfterMs = this.#retryAfter(queued + 1);
+    const error = new QueueFullError(this.#name, queued, retryAfterMs, { option, value: bound });
     if (shedChannel.hasSubscribers) publishShed(this, 'queue_full', error, queued, cls.name);
     return error;
   }
@@ -319,8 +325,7 @@ export class CountingGate {
   /**
    * Grants to waiters, oldest first (newest first under adaptive LIFO), while permits are free.
    * A WaitTarget runs inside this loop and may release (and so drain) again: the inner call
-   * returns at once and this loop picks up its work, so a chain of synchronous failures cannot
-   * grow the stack.
+   * returns at once and this loop picks up its work (no stack growth).
    */
   #drain(now?: number): void {
     if (this.#draining) return;
@@ -373,7 +378,7 @@ export class CountingGate {
     this.#dequeue(waiter);
     this.#counts.shedQueueTimeout++;
     waiter.cls.shedQueueTimeout++;
-    this.#observer ?? this.#observe();
+    coreEntry.observe(this);
     const waited = this.#clock() - waiter.enqueuedAt;
     const queued = this.#queue.size;
     const error = new QueueTimeoutError(this.#name, waited, this.#retryAfter(queued + 1));

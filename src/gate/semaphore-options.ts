@@ -4,12 +4,11 @@ import {
   checkKnownKeys,
   checkObject,
   durationMs,
-  nonNegativeInteger,
   optionalString,
   positiveInteger,
 } from '../common/options.js';
 import { parseQueueOrder } from './queue-order.js';
-import type { PriorityClassOptions, PriorityClassStats } from './wait-queue.js';
+import { type PriorityClassOptions, type PriorityClassStats, queueBound } from './wait-queue.js';
 
 /**
  * Default wait deadline: 1 s. A wait is worth it only while it is shorter than the call it
@@ -29,7 +28,11 @@ export const MAX_RETRY_AFTER_MS = 60_000;
 export interface SemaphoreOptions {
   /** Permits: the real, known concurrency cap this gate stands for. A positive integer. */
   limit: number;
-  /** Waiters beyond the held permits; 0 sheds at once when full. Default `10 × limit`. */
+  /**
+   * Waiters beyond the held permits; 0 sheds at once when full. Default `10 × limit`: right
+   * for a gate in front of a partner, where a deeper waiter would only time out. For batch
+   * work (a job queue, a migration) pass `Infinity`: every call waits its turn.
+   */
   maxQueue?: number;
   /** Wait deadline in ms (per call override: `acquire({ timeout })`). Default 1000. */
   queueTimeout?: number;
@@ -195,7 +198,7 @@ export function resolveSemaphoreOptions(options: SemaphoreOptions): ResolvedSema
     maxQueue:
       options.maxQueue === undefined
         ? limit * DEFAULT_QUEUE_PER_PERMIT
-        : nonNegativeInteger('maxQueue', options.maxQueue),
+        : queueBound('maxQueue', options.maxQueue),
     queueTimeout: optionalMs('queueTimeout', options.queueTimeout) ?? DEFAULT_QUEUE_TIMEOUT_MS,
     maxHold: optionalMs('maxHold', options.maxHold),
     maxHoldTotal: optionalMs('maxHoldTotal', options.maxHoldTotal),

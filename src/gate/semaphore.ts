@@ -3,6 +3,7 @@
  * promise and callback calls (`acquire`, `run`, `tryAcquire`, `wait`), and the read side
  * (stats, histograms, holders).
  */
+import { QueueClearedError } from '../common/errors.js';
 import { durationMs, optionalSignal } from '../common/options.js';
 import { checkCall } from './call-options.js';
 import { CountingGate, coreEntry, type Held } from './counting-gate.js';
@@ -16,7 +17,6 @@ import {
   type WaitTargetOf,
   type WaitTicket,
 } from './permit.js';
-import { retryAfterEstimate } from './retry-estimate.js';
 import {
   type AcquireOptions,
   type DurationHistogramView,
@@ -155,7 +155,8 @@ export class Semaphore extends CountingGate {
 
   /**
    * Waits for a permit. Rejects with `QueueFullError` at once when the queue is full, with
-   * `QueueTimeoutError` at the deadline, and with `signal.reason` when the signal aborts.
+   * `QueueTimeoutError` at the deadline, with `signal.reason` when the signal aborts, and with
+   * a TypeError or RangeError for bad options (never throws).
    */
   acquire(options?: AcquireOptions): Promise<Permit> {
     return this.#acquire(options, true);
@@ -165,9 +166,14 @@ export class Semaphore extends CountingGate {
     let call: ReturnType<typeof checkCall<Held>> | undefined;
     let signal: AbortSignal | undefined;
     if (options !== undefined) {
-      const parts = coreEntry.parts(this);
-      call = checkCall(this, parts.queue, parts.queueTimeout, 'acquire', options, ACQUIRE_KEYS);
-      signal = optionalSignal('signal', options.signal);
+      // A promise-returning method rejects, never throws: bad options included.
+      try {
+        const parts = coreEntry.parts(this);
+        call = checkCall(this, parts.queue, parts.queueTimeout, 'acquire', options, ACQUIRE_KEYS);
+        signal = optionalSignal('signal', options.signal);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       if (signal?.aborted) return Promise.reject(signal.reason);
     }
     const permit = coreEntry.take(this, call) as Permit | undefined;
@@ -259,9 +265,36 @@ export class Semaphore extends CountingGate {
 
   /** An honest estimate (ms) of when a caller arriving now could be served. */
   retryAfterMs(): number {
-    const { queue, queueTimeout } = coreEntry.parts(this);
-    const hold = coreEntry.observer(this)?.holdEstimate;
-    return retryAfterEstimate(queue.size + 1, this.limit, hold, queueTimeout);
+    return coreEntry.retryAfter(this, coreEntry.parts(this).queue.size + 1);
+  }
+
+  /**
+   * Resolves once nothing is held and nothing is queued: at once on an idle gate, else at the
+   * release that empties it (p-queue's `onIdle()`). For batch work: `await gate.onIdle()`.
+   */
+  onIdle(): Promise<void> {
+    return new Promise((resolve) => coreEntry.whenIdle(this, resolve));
+  }
+
+  /**
+   * Takes every waiter out of the queue and rejects it with `reason` (default: a
+   * `QueueClearedError`), as p-queue's `clear()`; permits already held are not touched. Counted
+   * as `abortedWaiting`. Returns how many waiters were rejected.
+   */
+  clearQueue(reason?: unknown): number {
+    const { queue, counts } = coreEntry.parts(this);
+    const waiters: Held[] = [];
+    for (const cls of queue.classes) {
+      for (let waiter = cls.head; waiter !== undefined; waiter = cls.head) {
+        coreEntry.dequeue(this, waiter);
+        cls.abortedWaiting++;
+        waiters.push(waiter);
+      }
+    }
+    counts.abortedWaiting += waiters.length;
+    // Rejected once all are out: a rejected WaitTarget may queue again, into an empty queue.
+    for (const waiter of waiters) waiter.rejected(reason ?? new QueueClearedError(this.name));
+    return waiters.length;
   }
 
   /** Permits held right now, least recently alive (granted or progressed) first. */

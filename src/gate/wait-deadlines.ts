@@ -9,6 +9,7 @@
  * fewer per queued call). The first waiter with a deadline of its own builds the list (a gate
  * with priority classes always keeps one); it is dropped again whenever the queue empties.
  */
+import type { Call } from './call-options.js';
 import { onWaiterTimer, type Waiter } from './permit.js';
 import type { WaitQueue } from './wait-queue.js';
 
@@ -29,11 +30,11 @@ export class WaitDeadlines {
     this.#listed = queue.classes.length > 1;
   }
 
-  /** `waiter` is about to join the queue (not in it yet), to wait at most `timeout` ms. */
-  add(waiter: Waiter, ownDeadline: boolean, timeout: number): void {
-    if (ownDeadline) {
+  /** `waiter` is about to join the queue (not in it yet), with its call's deadline. */
+  add(waiter: Waiter, call: Call | undefined): void {
+    if (call?.ownDeadline) {
       if (!this.#listed) this.#list();
-      waiter.timer = setTimeout(onWaiterTimer, timeout, waiter);
+      waiter.timer = setTimeout(onWaiterTimer, call.timeout, waiter);
       return;
     }
     if (this.#listed) {
@@ -45,7 +46,7 @@ export class WaitDeadlines {
       }
       this.#tail = waiter;
     }
-    if (this.#timer === undefined) this.#arm(timeout);
+    if (this.#timer === undefined) this.#arm(this.queueTimeout);
   }
 
   /** `waiter` has just left the queue (granted, shed or cancelled). */

@@ -36,6 +36,11 @@ export interface PriorityClassOptions {
 }
 
 const CLASS_KEYS = ['name', 'share', 'maxQueue', 'queueTimeout'] as const;
+
+/** A queue bound: a non-negative integer, or `Infinity` for a queue without bound (batch work). */
+export function queueBound(name: string, value: unknown): number {
+  return value === Number.POSITIVE_INFINITY ? value : nonNegativeInteger(name, value);
+}
 export const DEFAULT_CLASS = 'default';
 
 /** One class's queue and counters. */
@@ -112,7 +117,7 @@ export class WaitQueue<N extends QueueNode<N>> {
         const maxQueue =
           o.maxQueue === undefined
             ? gateMaxQueue
-            : nonNegativeInteger(`priorities[${index}].maxQueue`, o.maxQueue);
+            : queueBound(`priorities[${index}].maxQueue`, o.maxQueue);
         const timeout =
           o.queueTimeout === undefined
             ? undefined
