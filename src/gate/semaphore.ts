@@ -90,9 +90,8 @@ export class Semaphore extends CountingGate {
     this.#leakWarnAfter = o.leakWarnAfter;
     // maxHold measures time without progress per permit, and leakWarnAfter asks for it: both
     // need the clock readings an observer keeps. HostLimiter gates always have a maxHold.
-    if (o.observe || o.maxHold !== undefined || o.maxHoldTotal !== undefined) {
-      coreEntry.observe(this);
-    } else if (o.leakWarnAfter !== undefined) coreEntry.observe(this);
+    const bounded = o.maxHold !== undefined || o.maxHoldTotal !== undefined;
+    if (o.observe || bounded || o.leakWarnAfter !== undefined) coreEntry.observe(this);
   }
 
   /** Longest a permit may go without progress (ms) before the gate takes it back. */
