@@ -23,7 +23,7 @@ import type {
   OutboundFetchInit,
   OutboundRequestOptions,
   PerRequestOptions,
-} from './outbound.js';
+} from './outbound-types.js';
 
 /**
  * Listener bound of a request's signal: one listener per outbound call of that request, so

@@ -1,24 +1,19 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request as ExpressRequest } from 'express-serve-static-core';
-import {
-  Agent,
-  type Dispatcher,
-  type RequestInfo,
-  type RequestInit,
-  type Response,
-  type request as undiciRequest,
-} from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
-import {
-  HostLimiter,
-  type HostLimiterOptions,
-  limitHosts,
-  type PriorityClassOption,
-  Semaphore,
-} from '../src/index.js';
+import { HostLimiter, type HostLimiterOptions, limitHosts, Semaphore } from '../src/index.js';
 import { type DeadlineOption, InvalidHeader, parseDeadline } from './deadline.js';
 import { OutboundContext, type Shared } from './outbound-context.js';
+import type { Outbound, PerRequestOptions } from './outbound-types.js';
 import { internal } from './shed.js';
+
+export type {
+  Outbound,
+  OutboundFetchInit,
+  OutboundRequestOptions,
+  PerRequestOptions,
+} from './outbound-types.js';
 
 /**
  * Default per-request queue bound: 1,000 calls. A single inbound request that fans out wider
@@ -32,52 +27,11 @@ export const DEFAULT_PER_REQUEST_MAX_QUEUE = 1000;
  */
 export const DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS = 30_000;
 
-/** `init` for `req.outbound.fetch`: undici's, without `dispatcher` (always the limited one). */
-export type OutboundFetchInit = Omit<RequestInit, 'dispatcher'> & PriorityClassOption;
-
-/** `options` for `req.outbound.request`: undici's, without `dispatcher`; `signal` is an AbortSignal. */
-export type OutboundRequestOptions = Omit<
-  NonNullable<Parameters<typeof undiciRequest>[1]>,
-  'dispatcher' | 'signal'
-> & { signal?: AbortSignal | null | undefined } & PriorityClassOption;
-
-/** What `outbound()` puts on every request as `req.outbound`. */
-export interface Outbound {
-  /**
-   * Aborts with `ClientDisconnectedError` when the client goes away before the response has
-   * finished, or with `DeadlineExceededError` when the request's deadline passes. Pass it to
-   * any other work the request starts (database queries, timers).
-   */
-  readonly signal: AbortSignal;
-  /** This request's whole deadline budget in ms (`outbound({ deadline })`); `undefined`: none. */
-  readonly budgetMs: number | undefined;
-  /** When the budget runs out, on the `performance.now()` clock; `undefined`: no deadline. */
-  readonly deadline: number | undefined;
-  /** Budget left in ms (0 once passed); `Infinity` without a deadline. */
-  remainingMs(): number;
-  /** undici's `fetch` through the limited dispatcher, cancelled when the client leaves. */
-  readonly fetch: (input: RequestInfo, init?: OutboundFetchInit) => Promise<Response>;
-  /** undici's `request` through the limited dispatcher, cancelled when the client leaves. */
-  readonly request: (
-    url: string | URL,
-    options?: OutboundRequestOptions,
-  ) => Promise<Dispatcher.ResponseData>;
-}
-
 declare module 'express-serve-static-core' {
   interface Request {
     /** Set by `outbound()` from `hostgate/express`. */
     outbound: Outbound;
   }
-}
-
-export interface PerRequestOptions {
-  /** Outbound calls one inbound request may have in flight at once. */
-  limit: number;
-  /** Calls of the same request waiting beyond `limit` (default 1000). */
-  maxQueue?: number;
-  /** How long one call may wait for its request's own permit, in ms (default 30 000). */
-  queueTimeout?: number;
 }
 
 export interface OutboundOptions {

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 /**
- * `npm test`: lint (Biome, under a second), then the typecheck (`tsc --noEmit`) and the
- * doc-tests (scripts/doc-tests.mjs: build, type-check every ts block of the docs, run the
- * runnable ones) beside the suite (`vitest run`). Much of the suite waits on sockets, timers and
- * child processes, so their ~8 s and ~10 s of one core fit into its idle time instead of running
+ * `npm test`: lint (Biome, under a second) and the import rules (scripts/check-imports.mjs: no
+ * circles, arrows only down the layers), then the typecheck (`tsc --noEmit`) and the doc-tests
+ * (scripts/doc-tests.mjs: build, type-check every ts block of the docs, run the runnable ones)
+ * beside the suite (`vitest run`). Much of the suite waits on sockets, timers and child
+ * processes, so their ~8 s and ~10 s of one core fit into its idle time instead of running
  * before it. Their output is held back and printed after vitest's; the exit code is non-zero if
  * any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts` (the typecheck and
  * the doc-tests run all the same).
@@ -36,6 +37,8 @@ function run(script, args, capture) {
 
 const lint = await run(bin('@biomejs/biome', 'bin/biome'), ['check', '.'], false);
 if (lint.code !== 0) process.exit(lint.code);
+const imports = await run(fileURLToPath(new URL('check-imports.mjs', import.meta.url)), [], false);
+if (imports.code !== 0) process.exit(imports.code);
 
 const typecheck = run(bin('typescript', 'bin/tsc'), ['-p', 'tsconfig.json', '--noEmit'], true);
 const docTests = run(fileURLToPath(new URL('doc-tests.mjs', import.meta.url)), [], true);

@@ -23,6 +23,7 @@ export {
   isShedError,
   LeaseLostError,
   PermitHoldTimeoutError,
+  QueueClearedError,
   QueueFullError,
   QueueTimeoutError,
   ShedError,
@@ -48,7 +49,6 @@ export {
   channels,
   type DoubleReleaseMessage,
   type HoldTimeoutMessage,
-  type LeakMessage,
   type PermitRequestInfo,
   type ReleaseMessage,
   type ReleaseReason,
@@ -101,6 +101,7 @@ export {
   type GateSource,
   LeakDetector,
   type LeakDetectorOptions,
+  type LeakMessage,
   type LeakSuspect,
   leakSuspects,
 } from './observe/leaks.js';

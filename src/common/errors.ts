@@ -8,6 +8,7 @@ const kBrand = Symbol.for('hostgate.error');
 export type HostgateErrorCode =
   | 'HOSTGATE_QUEUE_FULL'
   | 'HOSTGATE_QUEUE_TIMEOUT'
+  | 'HOSTGATE_QUEUE_CLEARED'
   | 'HOSTGATE_HOLD_TIMEOUT'
   | 'HOSTGATE_CLIENT_DISCONNECTED'
   | 'HOSTGATE_UNKNOWN_HOST'
@@ -81,12 +82,40 @@ export function isShedError(value: unknown): value is ShedError {
 /** The gate's queue was full: rejected at once, without waiting and without any timer. */
 export class QueueFullError extends ShedError {
   static readonly CODE = 'HOSTGATE_QUEUE_FULL';
-  constructor(partner: string | undefined, queued: number, retryAfterMs: number) {
+  /**
+   * `bound`: the queue bound that was hit, by its option name (`maxQueue`, or a priority class's
+   * `priorities[1].maxQueue`) and value: the message says which, and how to raise it.
+   */
+  constructor(
+    partner: string | undefined,
+    queued: number,
+    retryAfterMs: number,
+    bound?: { readonly option: string; readonly value: number },
+  ) {
+    const full =
+      bound === undefined
+        ? `${queued} waiting); retry after ${seconds(retryAfterMs)}`
+        : `${queued} waiting, ${bound.option} ${bound.value}); retry after ${seconds(retryAfterMs)}, or raise ${bound.option} (maxQueue: Infinity for batch work)`;
     super(
       'HOSTGATE_QUEUE_FULL',
-      `queue for ${label(partner)} is full (${queued} waiting); retry after ${seconds(retryAfterMs)}`,
+      `queue for ${label(partner)} is full (${full}`,
       partner,
       retryAfterMs,
+    );
+  }
+}
+
+/**
+ * The waiter was taken out of the queue by `clearQueue()` before it got a permit (p-queue's
+ * `clear()`). Not a shed: nobody refused the caller for load, so it carries no Retry-After.
+ */
+export class QueueClearedError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_QUEUE_CLEARED';
+  constructor(partner: string | undefined) {
+    super(
+      'HOSTGATE_QUEUE_CLEARED',
+      `the queue of ${label(partner)} was cleared (clearQueue()) before this call got a permit`,
+      partner,
     );
   }
 }

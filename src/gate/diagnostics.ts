@@ -12,7 +12,7 @@
  * | `hostgate:wait-aborted`   | {@link WaitAbortedMessage}: a waiter's signal fired            |
  * | `hostgate:hold-timeout`   | {@link HoldTimeoutMessage}: `maxHold` passed, permit taken back |
  * | `hostgate:double-release` | {@link DoubleReleaseMessage}: `release()` on a released permit |
- * | `hostgate:leak`           | {@link LeakMessage}: a leak detector's first report of a permit |
+ * | `hostgate:leak`           | `LeakMessage` (observe/leaks.ts): a leak detector's first report |
  * | `hostgate:response`       | {@link ResponseMessage}: a permit's request got its response head |
  * | `hostgate:request-error`  | {@link RequestErrorMessage}: a permit's request failed           |
  *
@@ -27,38 +27,18 @@
  * });
  */
 
-import { channel } from 'node:diagnostics_channel';
 import type { PermitHoldTimeoutError, ShedError } from '../common/errors.js';
-import type { LeakSuspect } from '../observe/leaks.js';
+import { channels, type ReleaseReason, type ShedReason } from './gate-events.js';
 import type { Permit, Semaphore } from './semaphore.js';
 
-/** What a permit was taken for: the HTTP layers attach it (`permit.request`) for leak reports. */
-export interface PermitRequestInfo {
-  /** HTTP method; `GET` when absent. */
-  readonly method?: string | undefined;
-  /** An origin (`https://api.x.com`) or a whole URL; the query is never reported. */
-  readonly origin?: string | URL | null | undefined;
-  /** Path (and query) under `origin`, when `origin` is only an origin (undici's dispatch options). */
-  readonly path?: string | null | undefined;
-}
-
-/** How a permit went back to its gate. */
-export type ReleaseReason =
-  /** Its holder released it: the request ended (or failed) on its own. */
-  | 'released'
-  /** Its holder released it because the request was aborted by the caller (client disconnect). */
-  | 'aborted'
-  /** The gate took it back after `maxHold`. */
-  | 'hold_timeout';
-
-/** Why a caller was shed: the `reason` label of `hostgate_shed_total`. */
-export type ShedReason =
-  | 'queue_full'
-  | 'queue_timeout'
-  /** Refused before queueing: the request's deadline budget was shorter than wait + p50 hold. */
-  | 'deadline'
-  /** A shared gate's Redis is unavailable and its `onStoreError` is `'reject'`. */
-  | 'store_unavailable';
+export {
+  type AcquireSite,
+  captureAcquireSite,
+  channels,
+  type ReleaseReason,
+  type ShedReason,
+} from './gate-events.js';
+export type { PermitRequestInfo } from './permit-target.js';
 
 interface GateMessage {
   /** The gate that published. */
@@ -107,10 +87,6 @@ export interface DoubleReleaseMessage extends GateMessage {
   permit: Permit;
 }
 
-export interface LeakMessage {
-  suspect: LeakSuspect;
-}
-
 /** Published by the HTTP layers when the partner's response head arrives (adaptive limits). */
 export interface ResponseMessage extends GateMessage {
   permit: Permit;
@@ -133,19 +109,6 @@ export interface RequestErrorMessage extends GateMessage {
   error: unknown;
 }
 
-/** The channels, for subscribing by object rather than by name. */
-export const channels = Object.freeze({
-  acquire: channel('hostgate:acquire'),
-  release: channel('hostgate:release'),
-  shed: channel('hostgate:shed'),
-  waitAborted: channel('hostgate:wait-aborted'),
-  holdTimeout: channel('hostgate:hold-timeout'),
-  doubleRelease: channel('hostgate:double-release'),
-  leak: channel('hostgate:leak'),
-  response: channel('hostgate:response'),
-  requestError: channel('hostgate:request-error'),
-});
-
 /**
  * The HTTP layers' one call at response start: the outcome signal adaptive limits learn from.
  * Costs one property check while nobody subscribed.
@@ -166,29 +129,4 @@ export function publishRequestError(permit: Permit | undefined, error: unknown):
   if (permit === undefined || !channels.requestError.hasSubscribers) return;
   const { gate } = permit;
   channels.requestError.publish({ gate, partner: gate.name, permit, error });
-}
-
-/** Where a permit was asked for: a stack captured only while a leak detector watches the gate. */
-export interface AcquireSite {
-  /** Formatted lazily by V8 on first read. */
-  readonly stack?: string;
-}
-
-/**
- * Frames kept: enough to get past undici's dispatch chain (about 10 frames for `request()`) to
- * the caller's own. Each frame costs about 0.3 µs to capture, the capture itself about 1.5 µs.
- */
-const SITE_FRAMES = 16;
-
-/**
- * Captures the caller's stack without building an `Error` or formatting anything: V8 keeps the
- * raw frames and formats them only if `stack` is read (a leak report).
- */
-export function captureAcquireSite(): AcquireSite {
-  const site: { stack?: string } = {};
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = SITE_FRAMES;
-  Error.captureStackTrace(site, captureAcquireSite);
-  Error.stackTraceLimit = limit;
-  return site;
 }

@@ -10,6 +10,8 @@
  * metrics collector or a deadline check.
  */
 import { DurationHistogram } from '../common/histogram.js';
+import type { Holders } from './holders.js';
+import { DEFAULT_CLASS, type QueueClass } from './wait-queue.js';
 
 /** Weight of a new hold time in the moving estimate `retryAfterMs` uses. */
 const HOLD_ESTIMATE_WEIGHT = 0.1;
@@ -27,6 +29,16 @@ export class GateObserver {
   lastProgressAt: number;
   /** Capture a stack per acquire (a leak detector turns it on). */
   traceAcquires = false;
+
+  /** An observer for a gate first measured `now`: the permits it holds are stamped `now`. */
+  static attach(now: number, classes: readonly QueueClass[], holders: Holders): GateObserver {
+    const named = classes.length > 1 || classes[0]!.name !== DEFAULT_CLASS;
+    const observer = new GateObserver(now, named ? classes.length : 0);
+    for (let p = holders.oldest; p !== undefined; p = p.next) {
+      if (Number.isNaN(p.acquiredAt)) p.acquiredAt = p.aliveAt = now;
+    }
+    return observer;
+  }
 
   constructor(now: number, classes: number) {
     this.lastProgressAt = now;

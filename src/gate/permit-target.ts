@@ -3,7 +3,16 @@
  * reduces what it was given when first read, so no query string, credentials, header or body
  * is ever handed out.
  */
-import type { PermitRequestInfo } from './diagnostics.js';
+
+/** What a permit was taken for: the HTTP layers attach it (`permit.request`) for leak reports. */
+export interface PermitRequestInfo {
+  /** HTTP method; `GET` when absent. */
+  readonly method?: string | undefined;
+  /** An origin (`https://api.x.com`) or a whole URL; the query is never reported. */
+  readonly origin?: string | URL | null | undefined;
+  /** Path (and query) under `origin`, when `origin` is only an origin (undici's dispatch options). */
+  readonly path?: string | null | undefined;
+}
 
 /** A permit's request as leak reports show it: plain strings, no query. */
 export interface PermitTarget {

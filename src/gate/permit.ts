@@ -1,9 +1,12 @@
-/** A gate's permits and waiters: what a Semaphore hands out and what it keeps in its queue. */
+/**
+ * A gate's permits and waiters: what a Semaphore hands out and what it keeps in its queue.
+ * Generic in the gate's type `G` so that this file need not import the gate: semaphore.ts binds
+ * `G` to `Semaphore` (its `Permit` and `WaitTarget`).
+ */
 
 import type { PermitHoldTimeoutError } from '../common/errors.js';
-import type { AcquireSite, PermitRequestInfo, ReleaseReason } from './diagnostics.js';
-import { type PermitTarget, permitTarget } from './permit-target.js';
-import type { Semaphore } from './semaphore.js';
+import type { AcquireSite, ReleaseReason } from './gate-events.js';
+import { type PermitRequestInfo, type PermitTarget, permitTarget } from './permit-target.js';
 import type { QueueClass } from './wait-queue.js';
 
 export const HELD = 0;
@@ -17,15 +20,11 @@ export const WAITING = 3;
  * state stays private while GatePermit and Waiter, here, can still reach it.
  */
 export const gateEntry = {
-  release: undefined as unknown as (
-    gate: Semaphore,
-    permit: GatePermit,
-    reason: ReleaseReason,
-  ) => void,
-  doubleRelease: undefined as unknown as (gate: Semaphore, permit: GatePermit) => void,
-  progress: undefined as unknown as (gate: Semaphore, permit: GatePermit) => void,
-  abort: undefined as unknown as (gate: Semaphore, waiter: Waiter, reason: unknown) => void,
-  expire: undefined as unknown as (gate: Semaphore, waiter: Waiter) => void,
+  release: undefined as unknown as (gate: unknown, permit: Waiter, reason: ReleaseReason) => void,
+  doubleRelease: undefined as unknown as (gate: unknown, permit: Waiter) => void,
+  progress: undefined as unknown as (gate: unknown, permit: Waiter) => void,
+  abort: undefined as unknown as (gate: unknown, waiter: Waiter, reason: unknown) => void,
+  expire: undefined as unknown as (gate: unknown, waiter: Waiter) => void,
 };
 
 /** Only a gate holds this: `new` on a permit's constructor from anywhere else throws. */
@@ -36,9 +35,9 @@ export const GRANT: unique symbol = Symbol('hostgate.grant');
  * `using permit = await gate.acquire()`; a second `release()` is a counted no-op.
  * A type users hold, never a class they construct: only a gate grants permits.
  */
-export interface Permit extends Disposable {
+export interface PermitOf<G> extends Disposable {
   /** The gate this permit belongs to. */
-  readonly gate: Semaphore;
+  readonly gate: G;
   /**
    * Clock reading (ms) when the permit was granted; `NaN` on a gate that reads no clock per
    * permit (unobserved, no `maxHold`), until the gate is first observed (then: that moment).
@@ -79,28 +78,25 @@ export interface Permit extends Disposable {
 
 /** The gate's access to a permit's private state. */
 export const permitEntry = {
-  isHeld: undefined as unknown as (permit: GatePermit) => boolean,
+  isHeld: undefined as unknown as (permit: Waiter) => boolean,
   /** A waiter granted: it becomes the permit itself (one object per queued caller, not two). */
-  activate: undefined as unknown as (waiter: GatePermit, now: number) => void,
-  settle: undefined as unknown as (
-    permit: GatePermit,
-    state: typeof RELEASED | typeof EXPIRED,
-  ) => void,
+  activate: undefined as unknown as (waiter: Waiter, now: number) => void,
+  settle: undefined as unknown as (permit: Waiter, state: typeof RELEASED | typeof EXPIRED) => void,
 };
 
 /**
- * The receiving end of {@link Semaphore.wait}: told synchronously of its grant or rejection.
+ * The receiving end of `Semaphore.wait`: told synchronously of its grant or rejection.
  * For integration layers on hot paths, where a promise, an AbortSignal and a listener per
  * waiter cost more than the request they guard.
  */
-export interface WaitTarget {
+export interface WaitTargetOf<P> {
   /** A permit is yours. Called from inside the gate: keep it short and do not block. */
-  granted(permit: Permit): void;
+  granted(permit: P): void;
   /** Shed (`QueueFullError`, `QueueTimeoutError`) or cancelled (the reason given to `cancel`). */
   rejected(reason: unknown): void;
 }
 
-/** A queued {@link Semaphore.wait}. */
+/** A queued `Semaphore.wait`. */
 export interface WaitTicket {
   /** Leaves the queue at once and rejects the target with `reason`; no-op once settled. */
   cancel(reason: unknown): void;
@@ -117,7 +113,7 @@ export interface WaitTicket {
  * builds a derived class through a generic construct stub, which was a measurable part of a
  * queued call (issue 14), and one map keeps every access on this hot path monomorphic.
  */
-export class GatePermit implements Permit, WaitTicket {
+export class GatePermit<G = unknown> implements PermitOf<G>, WaitTicket {
   #state: number;
   /**
    * What the holder said of its request, reduced to a {@link PermitTarget} on first read (a
@@ -146,30 +142,30 @@ export class GatePermit implements Permit, WaitTicket {
   declare onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined;
   declare acquiredFrom: AcquireSite | undefined;
   /** @internal While waiting: its class's queue; once held: the holders list, least recently alive first. */
-  declare prev: GatePermit | undefined;
+  declare prev: GatePermit<G> | undefined;
   /** @internal */
-  declare next: GatePermit | undefined;
+  declare next: GatePermit<G> | undefined;
   /**
    * @internal Once held: the `maxHoldTotal` timer, when the gate has one. While a waiter:
    * its own wait-deadline timer (cleared when it leaves the queue, so never both).
    */
   declare totalTimer: ReturnType<typeof setTimeout> | undefined;
   /** @internal The priority class it was granted in (or waits in); it knows the gate. */
-  declare readonly cls: QueueClass;
+  declare readonly cls: QueueClass<GatePermit<G>>;
   /** @internal The gate's deadline list (when it keeps one), while waiting with the gate's own deadline. */
-  declare dPrev: GatePermit | undefined;
+  declare dPrev: GatePermit<G> | undefined;
   /** @internal */
-  declare dNext: GatePermit | undefined;
+  declare dNext: GatePermit<G> | undefined;
   /** @internal In its class's queue (not yet granted, shed or cancelled). */
   declare queued: boolean;
   /** @internal run(): the task to start once granted. */
   declare task: RunFn | undefined;
   /** @internal acquire()/run(): how to settle the caller's promise (run(): with `undefined`). */
-  declare resolve: ((permit: Permit | undefined) => void) | undefined;
+  declare resolve: ((permit: unknown) => void) | undefined;
   /** @internal */
   declare reject: ((reason: unknown) => void) | undefined;
   /** @internal wait(): whom to tell instead. */
-  declare readonly target: WaitTarget | undefined;
+  declare readonly target: WaitTargetOf<PermitOf<G>> | undefined;
   /** @internal The caller's signal, listened to while waiting and handed to a run() task. */
   declare readonly signal: AbortSignal | undefined;
 
@@ -187,11 +183,11 @@ export class GatePermit implements Permit, WaitTicket {
 
   constructor(
     grant: typeof GRANT,
-    cls: QueueClass,
+    cls: QueueClass<GatePermit<G>>,
     acquiredAt: number,
     weight: number,
     state: typeof HELD | typeof WAITING,
-    target: WaitTarget | undefined,
+    target: WaitTargetOf<PermitOf<G>> | undefined,
     signal: AbortSignal | undefined,
   ) {
     if (grant !== GRANT) {
@@ -219,8 +215,8 @@ export class GatePermit implements Permit, WaitTicket {
     this.signal = signal;
   }
 
-  get gate(): Semaphore {
-    return this.cls.gate;
+  get gate(): G {
+    return this.cls.gate as G;
   }
 
   get released(): boolean {
@@ -274,7 +270,7 @@ export class GatePermit implements Permit, WaitTicket {
   }
 
   /** @internal */
-  granted(permit: Permit): void {
+  granted(permit: PermitOf<G>): void {
     if (this.target !== undefined) this.target.granted(permit);
     else if (this.task === undefined) this.resolve!(permit);
     else {
@@ -307,29 +303,33 @@ export class GatePermit implements Permit, WaitTicket {
  * The boundary between the interface users see and a gate's view of a waiter: the gate keeps
  * waiters as {@link GatePermit}s, not yet granted.
  */
-export type Waiter = GatePermit;
+export type Waiter<G = unknown> = GatePermit<G>;
 
 /** A new waiter, `WAITING` until the gate grants it. */
-export function newWaiter(
-  target: WaitTarget | undefined,
+export function newWaiter<G>(
+  target: WaitTargetOf<PermitOf<G>> | undefined,
   signal: AbortSignal | undefined,
   enqueuedAt: number,
-  cls: QueueClass,
+  cls: QueueClass<GatePermit<G>>,
   weight: number,
-): Waiter {
-  return new GatePermit(GRANT, cls, enqueuedAt, weight, WAITING, target, signal);
+): Waiter<G> {
+  return new GatePermit<G>(GRANT, cls, enqueuedAt, weight, WAITING, target, signal);
 }
 
 /** A permit granted at once, never queued. */
-export function newPermit(cls: QueueClass, now: number, weight: number): GatePermit {
-  return new GatePermit(GRANT, cls, now, weight, HELD, undefined, undefined);
+export function newPermit<G>(
+  cls: QueueClass<GatePermit<G>>,
+  now: number,
+  weight: number,
+): GatePermit<G> {
+  return new GatePermit<G>(GRANT, cls, now, weight, HELD, undefined, undefined);
 }
 
 export type RunFn = (signal: AbortSignal | undefined) => unknown;
 
 /** run() with a permit in hand: `fn` starts now, on the caller's stack. */
 export async function runHeld<T>(
-  permit: Permit,
+  permit: { release(): void },
   fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
   signal: AbortSignal | undefined,
 ): Promise<T> {
@@ -343,11 +343,11 @@ export async function runHeld<T>(
 }
 
 /** The promise a queued acquire()/run() caller holds. */
-export function promiseFor(waiter: Waiter): Promise<Permit> {
-  return new Promise<Permit | undefined>((resolve, reject) => {
-    waiter.resolve = resolve;
+export function promiseFor<G>(waiter: Waiter<G>): Promise<PermitOf<G>> {
+  return new Promise<PermitOf<G> | undefined>((resolve, reject) => {
+    waiter.resolve = resolve as (permit: unknown) => void;
     waiter.reject = reject;
-  }) as Promise<Permit>;
+  }) as Promise<PermitOf<G>>;
 }
 
 /**

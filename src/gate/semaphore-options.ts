@@ -1,6 +1,14 @@
 /** The Semaphore's options, stats and defaults, each number with its reason. */
 import type { DurationHistogram, DurationSummary } from '../common/histogram.js';
-import type { PriorityClassOptions, PriorityClassStats } from './wait-queue.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  durationMs,
+  optionalString,
+  positiveInteger,
+} from '../common/options.js';
+import { parseQueueOrder } from './queue-order.js';
+import { type PriorityClassOptions, type PriorityClassStats, queueBound } from './wait-queue.js';
 
 /**
  * Default wait deadline: 1 s. A wait is worth it only while it is shorter than the call it
@@ -20,7 +28,11 @@ export const MAX_RETRY_AFTER_MS = 60_000;
 export interface SemaphoreOptions {
   /** Permits: the real, known concurrency cap this gate stands for. A positive integer. */
   limit: number;
-  /** Waiters beyond the held permits; 0 sheds at once when full. Default `10 × limit`. */
+  /**
+   * Waiters beyond the held permits; 0 sheds at once when full. Default `10 × limit`: right
+   * for a gate in front of a partner, where a deeper waiter would only time out. For batch
+   * work (a job queue, a migration) pass `Infinity`: every call waits its turn.
+   */
   maxQueue?: number;
   /** Wait deadline in ms (per call override: `acquire({ timeout })`). Default 1000. */
   queueTimeout?: number;
@@ -137,3 +149,63 @@ export type DurationHistogramView = Pick<
   DurationHistogram,
   'count' | 'quantile' | 'cumulative' | 'summary'
 >;
+
+const SEMAPHORE_KEYS = [
+  'limit',
+  'maxQueue',
+  'queueTimeout',
+  'maxHold',
+  'maxHoldTotal',
+  'name',
+  'leakWarnAfter',
+  'now',
+  'queueOrder',
+  'lifoAfter',
+  'priorities',
+  'observe',
+] as const;
+
+/** {@link SemaphoreOptions} checked, with the defaults filled in. */
+export interface ResolvedSemaphoreOptions {
+  limit: number;
+  maxQueue: number;
+  queueTimeout: number;
+  maxHold: number | undefined;
+  maxHoldTotal: number | undefined;
+  name: string | undefined;
+  leakWarnAfter: number | undefined;
+  now: (() => number) | undefined;
+  /** Adaptive LIFO's standing-queue age (ms); `undefined`: FIFO (queue-order.ts). */
+  lifoAfter: number | undefined;
+  observe: boolean;
+}
+
+/** Checks a Semaphore's options: a TypeError naming the option and the value for bad input. */
+export function resolveSemaphoreOptions(options: SemaphoreOptions): ResolvedSemaphoreOptions {
+  checkObject('Semaphore options', options);
+  checkKnownKeys('Semaphore', options, SEMAPHORE_KEYS);
+  const limit = positiveInteger('limit', options.limit);
+  const optionalMs = (name: string, value: unknown): number | undefined =>
+    value === undefined ? undefined : durationMs(name, value);
+  if (options.now !== undefined && typeof options.now !== 'function') {
+    throw new TypeError('now must be a function returning milliseconds');
+  }
+  if (options.observe !== undefined && typeof options.observe !== 'boolean') {
+    throw new TypeError(`observe must be a boolean, got ${typeof options.observe}`);
+  }
+  return {
+    limit,
+    maxQueue:
+      options.maxQueue === undefined
+        ? limit * DEFAULT_QUEUE_PER_PERMIT
+        : queueBound('maxQueue', options.maxQueue),
+    queueTimeout: optionalMs('queueTimeout', options.queueTimeout) ?? DEFAULT_QUEUE_TIMEOUT_MS,
+    maxHold: optionalMs('maxHold', options.maxHold),
+    maxHoldTotal: optionalMs('maxHoldTotal', options.maxHoldTotal),
+    name: optionalString('name', options.name),
+    leakWarnAfter: optionalMs('leakWarnAfter', options.leakWarnAfter),
+    now: options.now,
+    lifoAfter: parseQueueOrder(options.queueOrder, options.lifoAfter),
+    observe: options.observe === true,
+  };
+}

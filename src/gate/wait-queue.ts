@@ -16,8 +16,13 @@ import {
   durationMs,
   nonNegativeInteger,
 } from '../common/options.js';
-import type { Waiter } from './permit.js';
-import type { Semaphore } from './semaphore.js';
+
+/** What the queue needs of a waiter: its links and its class (a GatePermit, permit.ts). */
+export interface QueueNode<N extends QueueNode<N>> {
+  prev: N | undefined;
+  next: N | undefined;
+  readonly cls: QueueClass<N>;
+}
 
 export interface PriorityClassOptions {
   /** The name callers pass as `priority` (and the metrics label). */
@@ -31,12 +36,17 @@ export interface PriorityClassOptions {
 }
 
 const CLASS_KEYS = ['name', 'share', 'maxQueue', 'queueTimeout'] as const;
+
+/** A queue bound: a non-negative integer, or `Infinity` for a queue without bound (batch work). */
+export function queueBound(name: string, value: unknown): number {
+  return value === Number.POSITIVE_INFINITY ? value : nonNegativeInteger(name, value);
+}
 export const DEFAULT_CLASS = 'default';
 
 /** One class's queue and counters. */
-export class QueueClass {
-  head: Waiter | undefined = undefined;
-  tail: Waiter | undefined = undefined;
+export class QueueClass<N = unknown> {
+  head: N | undefined = undefined;
+  tail: N | undefined = undefined;
   queued = 0;
   /** Stride scheduling: units granted so far, each weighted by 1 / share. */
   pass = 0;
@@ -47,7 +57,7 @@ export class QueueClass {
   readonly stride: number;
   constructor(
     /** The gate whose queue this is: its waiters reach it through their class. */
-    readonly gate: Semaphore,
+    readonly gate: unknown,
     readonly name: string,
     readonly share: number,
     readonly index: number,
@@ -68,21 +78,21 @@ export interface PriorityClassStats {
   wait: DurationSummary;
 }
 
-export class WaitQueue {
-  readonly classes: readonly QueueClass[];
-  readonly #byName = new Map<string, QueueClass>();
+export class WaitQueue<N extends QueueNode<N>> {
+  readonly classes: readonly QueueClass<N>[];
+  readonly #byName = new Map<string, QueueClass<N>>();
   /** Waiters in every class. */
   size = 0;
   /** The pass of the class served last: a class that starts waiting joins from here. */
   #virtualTime = 0;
 
   constructor(
-    gate: Semaphore,
+    gate: unknown,
     options: readonly PriorityClassOptions[] | undefined,
     gateMaxQueue: number,
   ) {
     if (options === undefined) {
-      this.classes = [new QueueClass(gate, DEFAULT_CLASS, 1, 0, gateMaxQueue, undefined)];
+      this.classes = [new QueueClass<N>(gate, DEFAULT_CLASS, 1, 0, gateMaxQueue, undefined)];
     } else {
       if (!Array.isArray(options) || options.length === 0) {
         throw new TypeError(
@@ -107,12 +117,12 @@ export class WaitQueue {
         const maxQueue =
           o.maxQueue === undefined
             ? gateMaxQueue
-            : nonNegativeInteger(`priorities[${index}].maxQueue`, o.maxQueue);
+            : queueBound(`priorities[${index}].maxQueue`, o.maxQueue);
         const timeout =
           o.queueTimeout === undefined
             ? undefined
             : durationMs(`priorities[${index}].queueTimeout`, o.queueTimeout);
-        const cls = new QueueClass(gate, o.name, o.share, index, maxQueue, timeout);
+        const cls = new QueueClass<N>(gate, o.name, o.share, index, maxQueue, timeout);
         this.#byName.set(o.name, cls);
         return cls;
       });
@@ -126,7 +136,7 @@ export class WaitQueue {
   }
 
   /** The class named `priority`; the first (highest) when unnamed. */
-  classOf(priority: unknown): QueueClass {
+  classOf(priority: unknown): QueueClass<N> {
     if (priority === undefined) return this.classes[0]!;
     const cls = typeof priority === 'string' ? this.#byName.get(priority) : undefined;
     if (cls === undefined) {
@@ -136,7 +146,7 @@ export class WaitQueue {
     return cls;
   }
 
-  push(waiter: Waiter): void {
+  push(waiter: N): void {
     const cls = waiter.cls;
     // Rejoining after an idle spell: no credit for the time away, or it would starve the rest.
     if (cls.queued === 0 && cls.pass < this.#virtualTime) cls.pass = this.#virtualTime;
@@ -151,7 +161,7 @@ export class WaitQueue {
     cls.tail = waiter;
   }
 
-  remove(waiter: Waiter): void {
+  remove(waiter: N): void {
     const cls = waiter.cls;
     cls.queued--;
     this.size--;
@@ -164,10 +174,10 @@ export class WaitQueue {
   }
 
   /** The class to serve next: the waiting one furthest behind its share (ties: higher first). */
-  next(): QueueClass | undefined {
+  next(): QueueClass<N> | undefined {
     const classes = this.classes;
     if (classes.length === 1) return this.size > 0 ? classes[0] : undefined;
-    let best: QueueClass | undefined;
+    let best: QueueClass<N> | undefined;
     for (const cls of classes) {
       if (cls.queued > 0 && (best === undefined || cls.pass < best.pass)) best = cls;
     }
@@ -175,13 +185,13 @@ export class WaitQueue {
   }
 
   /** A grant of `weight` units went to a waiter of `cls`. */
-  charge(cls: QueueClass, weight: number): void {
+  charge(cls: QueueClass<N>, weight: number): void {
     this.#virtualTime = cls.pass;
     cls.pass += cls.stride * weight;
   }
 
   /** When the queue is full: the newest waiter of the lowest class below `cls`, if any. */
-  victimFor(cls: QueueClass): Waiter | undefined {
+  victimFor(cls: QueueClass<N>): N | undefined {
     for (let i = this.classes.length - 1; i > cls.index; i--) {
       const lower = this.classes[i]!;
       if (lower.tail !== undefined) return lower.tail;

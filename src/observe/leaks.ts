@@ -44,6 +44,11 @@ export interface GateSource {
   gate?(name: string): Semaphore | undefined;
 }
 
+/** The `hostgate:leak` channel's message: a leak detector's first report of a permit. */
+export interface LeakMessage {
+  suspect: LeakSuspect;
+}
+
 /** A suspect with the permit and gate behind it: for hostgate's own bookkeeping only. */
 export interface FoundLeak {
   gate: Semaphore;

@@ -14,6 +14,7 @@ import {
   type WaitTicket,
 } from '../gate/semaphore.js';
 import { storeChannels } from './channels.js';
+import type { ResolvedStoreOptions } from './options.js';
 import { acquireShared } from './shared-acquire.js';
 import { SharedShed } from './shared-shed.js';
 import type { SharedSemaphoreOptions, SharedSemaphoreStats } from './shared-stats.js';
@@ -27,7 +28,35 @@ import {
   SharedWaiter,
   waitTimeout,
 } from './shared-waiter.js';
-import type { RedisStore } from './store.js';
+
+/** A Redis reply of a gate's script: cluster-wide holders and tickets (and live processes). */
+export interface ClusterCounts {
+  held: number;
+  queued: number;
+}
+
+/**
+ * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
+ * store.ts builds the gates, so importing it back would close an import circle.
+ */
+export interface SharedGateStore {
+  readonly options: ResolvedStoreOptions;
+  readonly closed: boolean;
+  readonly degraded: boolean;
+  nextId(): string;
+  acquire(
+    gate: SharedSemaphore,
+    id: string,
+  ): Promise<{ granted: boolean; processes: number; cap: number } & ClusterCounts>;
+  claim(
+    gate: SharedSemaphore,
+    id: string,
+  ): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
+  replicate(): Promise<void>;
+  setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts>;
+  release(gate: SharedSemaphore, ids: readonly string[]): void;
+  forget(id: string): void;
+}
 
 export type {
   SharedGateView,
@@ -59,7 +88,7 @@ export class SharedSemaphore extends Semaphore {
   /** The cap every process shares: Redis's, as of its last answer (the first process set it). */
   #cap: number;
   #warnedCap: number | undefined = undefined;
-  readonly #store: RedisStore;
+  readonly #store: SharedGateStore;
   readonly #maxQueue: number;
   readonly #queueTimeout: number;
   /** Every waiter of this process, in arrival order (which is its tickets' order in Redis). */
@@ -84,7 +113,7 @@ export class SharedSemaphore extends Semaphore {
   #outageFree = 0;
 
   /** @internal use `store.semaphore(options)` */
-  constructor(store: RedisStore, keys: readonly string[], options: SharedSemaphoreOptions) {
+  constructor(store: SharedGateStore, keys: readonly string[], options: SharedSemaphoreOptions) {
     super({
       limit: options.limit,
       maxQueue: options.maxQueue,

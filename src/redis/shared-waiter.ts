@@ -6,7 +6,6 @@
  */
 import { describe } from '../common/options.js';
 import type { WaitOptions, WaitTarget, WaitTicket } from '../gate/semaphore.js';
-import type { SharedSemaphore } from './shared-semaphore.js';
 
 /** A shared permit is one unit of the cap in one FIFO: weights and priority classes stay local-only. */
 export function waitTimeout(options: WaitOptions): number | undefined {
@@ -28,6 +27,14 @@ export const FALLBACK = 2;
 export const DONE = 3;
 export const LOCAL = 4;
 
+/**
+ * What a waiter calls on its gate (a `SharedSemaphore`), declared here rather than imported:
+ * shared-semaphore.ts builds the waiters, so importing it back would close an import circle.
+ */
+export interface WaiterGate {
+  leave(waiter: SharedWaiter, reason: unknown, how: 'aborted' | 'timeout'): void;
+}
+
 /** A waiter of this process: its ticket in Redis (or its place in the local fallback). */
 export class SharedWaiter implements WaitTicket {
   state = SENDING;
@@ -35,7 +42,7 @@ export class SharedWaiter implements WaitTicket {
   grantedEarly = false;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   constructor(
-    readonly gate: SharedSemaphore,
+    readonly gate: WaiterGate,
     public id: string,
     readonly target: WaitTarget,
     readonly enqueuedAt: number,

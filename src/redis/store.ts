@@ -9,7 +9,13 @@ import {
   resolveStoreOptions,
 } from './options.js';
 import { KEY_SUFFIXES, scripts } from './scripts.js';
-import { SharedSemaphore, type SharedSemaphoreOptions } from './shared-semaphore.js';
+import {
+  type ClusterCounts,
+  SharedSemaphore,
+  type SharedSemaphoreOptions,
+} from './shared-semaphore.js';
+
+export type { ClusterCounts } from './shared-semaphore.js';
 
 /** Ids per RELEASE script. */
 const RELEASE_CHUNK = 1000;
@@ -21,12 +27,6 @@ const GATE_KEYS = [
   'maxHold',
   'leakWarnAfter',
 ] as const;
-
-/** A Redis reply of a gate's script: cluster-wide holders and tickets (and live processes). */
-export interface ClusterCounts {
-  held: number;
-  queued: number;
-}
 
 /**
  * Shared gates on one Redis: every process with the same Redis, prefix and gate name shares one

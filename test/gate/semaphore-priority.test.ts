@@ -120,7 +120,7 @@ describe('priority classes', () => {
     expect(order).toEqual(['interactive', 'batch']);
   });
 
-  it('rejects bad classes and unknown priorities with a TypeError naming them', () => {
+  it('rejects bad classes and unknown priorities with a TypeError naming them', async () => {
     expect(() => new Semaphore({ limit: 1, priorities: [] })).toThrow(/priorities must be/);
     expect(() => new Semaphore({ limit: 1, priorities: [{ name: 'a', share: 0 }] })).toThrow(
       /share/,
@@ -146,8 +146,13 @@ describe('priority classes', () => {
         }),
     ).toThrow(/unique/);
     const gate = new Semaphore({ limit: 1, priorities: CLASSES });
-    expect(() => gate.acquire({ priority: 'bulk' })).toThrow(/interactive, batch, got "bulk"/);
-    expect(() => new Semaphore({ limit: 1 }).acquire({ priority: 'batch' })).toThrow(TypeError);
+    // Promise-returning methods reject, never throw (issue 23).
+    await expect(gate.acquire({ priority: 'bulk' })).rejects.toThrow(
+      /interactive, batch, got "bulk"/,
+    );
+    await expect(new Semaphore({ limit: 1 }).acquire({ priority: 'batch' })).rejects.toThrow(
+      TypeError,
+    );
   });
 
   describe('deadlines', () => {

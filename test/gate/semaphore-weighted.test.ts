@@ -46,13 +46,16 @@ describe('weighted permits', () => {
   it('refuses a weight above the limit at once, with an error naming both', async () => {
     const gate = new Semaphore({ limit: 4, name: 'mem' });
     expect(() => gate.tryAcquire(5)).toThrow(RangeError);
-    expect(() => gate.acquire({ weight: 5 })).toThrow(/weight 5 exceeds the limit 4 of mem/);
-    expect(() => gate.run(() => 1, { weight: 5 })).toThrow(RangeError);
+    // Promise-returning methods reject, never throw (issue 23).
+    await expect(gate.acquire({ weight: 5 })).rejects.toThrow(
+      /weight 5 exceeds the limit 4 of mem/,
+    );
+    await expect(gate.run(() => 1, { weight: 5 })).rejects.toThrow(RangeError);
     const target: WaitTarget = { granted: vi.fn(), rejected: vi.fn() };
     expect(() => gate.wait(target, { weight: 5 })).toThrow(RangeError);
     for (const bad of [0, -1, 1.5, Number.NaN, '2']) {
       expect(() => gate.tryAcquire(bad as number)).toThrow(TypeError);
-      expect(() => gate.acquire({ weight: bad as number })).toThrow(
+      await expect(gate.acquire({ weight: bad as number })).rejects.toThrow(
         /weight must be a positive integer/,
       );
     }

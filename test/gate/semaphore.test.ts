@@ -928,7 +928,8 @@ describe('retryAfterMs', () => {
       track(gate.acquire());
       estimates.push(gate.retryAfterMs());
     }
-    expect(estimates).toEqual([500, 1000, 1500, 2000]);
+    // No hold measured: the hold the bounds were sized for, 1000 ms × 2 / 10 (issue 23).
+    expect(estimates).toEqual([100, 200, 300, 400]);
   });
 
   it('follows observed hold times once permits come back', async () => {
@@ -947,7 +948,10 @@ describe('retryAfterMs', () => {
     hold(fast).release(); // held for 0 ms
     expect(fast.retryAfterMs()).toBe(1);
 
-    const slow = new Semaphore({ limit: 1, maxQueue: 100, queueTimeout: 10_000 });
+    const slow = new Semaphore({ limit: 1, maxQueue: 100, queueTimeout: 10_000, observe: true });
+    const first = hold(slow);
+    await vi.advanceTimersByTimeAsync(1000); // a measured hold of 1 s, 101 positions
+    first.release();
     hold(slow);
     for (let i = 0; i < 100; i++) track(slow.acquire());
     expect(slow.retryAfterMs()).toBe(MAX_RETRY_AFTER_MS);
@@ -1118,7 +1122,9 @@ describe('errors', () => {
     expect(QueueFullError.CODE).toBe('HOSTGATE_QUEUE_FULL');
     expect(QueueTimeoutError.CODE).toBe('HOSTGATE_QUEUE_TIMEOUT');
     expect(isHostgateError(error)).toBe(true);
-    expect((error as Error).message).toMatch(/^queue for billing is full \(0 waiting\)/);
+    expect((error as Error).message).toMatch(
+      /^queue for billing is full \(0 waiting, maxQueue 0\)/,
+    );
   });
 
   it('names "this gate" and has no partner when the gate is unnamed', async () => {
