@@ -25,6 +25,11 @@ export const DEFAULT_HEARTBEAT_DIVISOR = 5;
  * in well under a millisecond, so a second of silence means it is paused, gone, or swamped.
  */
 export const DEFAULT_COMMAND_TIMEOUT_MS = 1000;
+/**
+ * Longest gate name (UTF-8 bytes): the name is in all six keys of every script call, so a name
+ * of this length already adds 1.2 KB to each; a name is an identifier, not data.
+ */
+export const MAX_GATE_NAME_BYTES = 200;
 /** Default key prefix. */
 export const DEFAULT_PREFIX = 'hostgate:';
 
@@ -91,6 +96,11 @@ export function resolveStoreOptions(options: RedisStoreOptions): ResolvedStoreOp
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
     throw new TypeError(`prefix must be a string without { or }, got ${describe(prefix)}`);
+  }
+  if (Buffer.byteLength(prefix) > MAX_GATE_NAME_BYTES) {
+    throw new TypeError(
+      `prefix must be at most ${MAX_GATE_NAME_BYTES} bytes (it is sent in every Redis key of every call), got ${Buffer.byteLength(prefix)} bytes`,
+    );
   }
   const leaseMs = options.leaseMs === undefined ? DEFAULT_LEASE_MS : ms('leaseMs', options.leaseMs);
   const heartbeatMs =

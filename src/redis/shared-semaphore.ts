@@ -35,6 +35,9 @@ export type {
   SharedSemaphoreStats,
 } from './shared-stats.js';
 
+/** Weight of a new hold time in this process's moving estimate (as a local gate's observer). */
+const HOLD_ESTIMATE_WEIGHT = 0.1;
+
 interface Lease {
   id: string;
   /** Granted by Redis (false: granted by the local fallback, not yet registered in Redis). */
@@ -74,6 +77,8 @@ export class SharedSemaphore extends Semaphore {
   readonly #shed = new SharedShed(this);
   #leasesLost = 0;
   #known = false;
+  /** Moving average of how long this process held its permits (ms): Retry-After's unit. */
+  #holdEstimate: number | undefined = undefined;
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: RedisStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -146,8 +151,9 @@ export class SharedSemaphore extends Semaphore {
       return undefined;
     }
     // Local bound first, in microseconds and without Redis: what a local gate would admit
-    // at once (limit − held) plus its queue.
-    if (this.#waiters.size >= this.#maxQueue + Math.max(0, this.limit - this.held)) {
+    // at once (limit − held, or the local share while Redis is unreachable) plus its queue.
+    const room = (store.degraded ? this.#fallbackShare() : this.limit) - this.held;
+    if (this.#waiters.size >= this.#maxQueue + Math.max(0, room)) {
       target.rejected(this.#queueFull());
       return undefined;
     }
@@ -192,9 +198,18 @@ export class SharedSemaphore extends Semaphore {
     }
   }
 
+  /**
+   * When a caller arriving now could be served: its place in the whole queue, drained at the
+   * shared cap (at the local share during an outage), each permit held as long as this process
+   * has seen its own permits held. Before any was released the wait deadline stands in.
+   */
   override retryAfterMs(): number {
-    const position = Math.max(this.#waiters.size, this.#clusterQueued) + 1;
-    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, super.retryAfterMs() * position));
+    const degraded = this.#store.degraded;
+    const position =
+      (degraded ? this.#waiters.size : Math.max(this.#waiters.size, this.#clusterQueued)) + 1;
+    const rate = degraded ? Math.max(1, this.#fallbackShare()) : this.sharedLimit;
+    const hold = this.#holdEstimate ?? this.#queueTimeout;
+    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, Math.ceil((position / rate) * hold)));
   }
 
   override stats(): SharedSemaphoreStats {
@@ -236,6 +251,8 @@ export class SharedSemaphore extends Semaphore {
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted || waiter.grantedEarly) this.#grant(waiter, true);
+        else if (this.#maxQueue === 0)
+          this.#shedFull(waiter); // no waiting, in Redis either
         else waiter.state = QUEUED;
       },
       () => this.#sendFailed(waiter),
@@ -321,6 +338,10 @@ export class SharedSemaphore extends Semaphore {
   protected override released(permit: Permit, _reason: ReleaseReason): void {
     const lease = this.#leases.get(permit);
     if (lease === undefined) return;
+    const heldMs = this.now() - permit.acquiredAt;
+    const estimate = this.#holdEstimate;
+    this.#holdEstimate =
+      estimate === undefined ? heldMs : estimate + (heldMs - estimate) * HOLD_ESTIMATE_WEIGHT;
     this.#leases.delete(permit);
     this.#byId.delete(lease.id);
     this.#store.release(this, [lease.id]);
@@ -459,15 +480,35 @@ export class SharedSemaphore extends Semaphore {
    * permits still held from Redis.
    */
   #serveFallback(): void {
-    const { localLimit, onStoreError } = this.#store.options;
-    if (!this.#store.degraded || onStoreError !== 'local') return;
-    // A process that never heard from Redis knows no fleet size: one permit until it does.
-    const fleetShare = this.#known ? Math.ceil(this.sharedLimit / this.#processes) : 1;
-    const share = Math.min(this.limit, localLimit ?? fleetShare);
+    if (!this.#store.degraded || this.#store.options.onStoreError !== 'local') return;
+    const share = this.#fallbackShare();
+    let waiting = 0;
     for (const waiter of [...this.#waiters]) {
-      if (this.held >= share) return;
-      if (waiter.state === FALLBACK) this.#grant(waiter, false);
+      if (waiter.state !== FALLBACK) continue;
+      if (this.held < share) this.#grant(waiter, false);
+      // Past the local queue bound (the newest): shed now, as a local gate would, not at the deadline.
+      else if (++waiting > this.#maxQueue) this.#shedFull(waiter);
     }
+  }
+
+  /**
+   * This process's share of the cap while Redis is unreachable: `localLimit`, else
+   * `ceil(limit / processes last seen)`; a process that never heard from Redis knows no fleet
+   * size: one permit until it does.
+   */
+  #fallbackShare(): number {
+    const { localLimit } = this.#store.options;
+    const fleetShare = this.#known ? Math.ceil(this.sharedLimit / this.#processes) : 1;
+    return Math.min(this.limit, localLimit ?? fleetShare);
+  }
+
+  /** A waiter past the queue bound leaves with `QueueFullError` (its ticket, if any, withdrawn). */
+  #shedFull(waiter: SharedWaiter): void {
+    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
+    this.#finish(waiter);
+    if (ticketed) this.#store.release(this, [waiter.id]);
+    waiter.target.rejected(this.#queueFull());
+    if (ticketed) this.#pump();
   }
 
   #queueFull(): QueueFullError {

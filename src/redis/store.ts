@@ -4,6 +4,7 @@ import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
 import { storeClient } from './client.js';
 import {
+  MAX_GATE_NAME_BYTES,
   type RedisStoreOptions,
   type ResolvedStoreOptions,
   resolveStoreOptions,
@@ -107,6 +108,11 @@ export class RedisStore {
     if (typeof name !== 'string' || name === '' || /[{}]/.test(name)) {
       throw new TypeError(
         `name must be a non-empty string without { or } (it is the gate's Redis hash tag), got ${describe(name)}`,
+      );
+    }
+    if (Buffer.byteLength(name) > MAX_GATE_NAME_BYTES) {
+      throw new TypeError(
+        `name of a shared gate must be at most ${MAX_GATE_NAME_BYTES} bytes (it is sent in every Redis key of every call), got ${Buffer.byteLength(name)} bytes: ${describe(name.slice(0, 40))}…`,
       );
     }
     if (this.#gates.has(name)) {
