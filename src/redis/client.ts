@@ -34,6 +34,8 @@ export interface Subscriber {
 /** node-redis 6 (`createClient()` from `redis` or `@redis/client`), the parts we use. */
 interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
+  /** False until `connect()`, and after `close()`/`destroy()` or a reconnect that gave up. */
+  readonly isOpen?: boolean;
   duplicate(): NodeRedisLike & {
     connect(): Promise<unknown>;
     subscribe(channel: string, listener: (message: string) => void): Promise<void>;
@@ -57,6 +59,8 @@ interface NodeRedisClusterLike {
 interface IoRedisLike {
   /** Set on ioredis' `Cluster`. */
   isCluster?: boolean;
+  /** `'wait'` (lazyConnect, not yet connected) … `'ready'` … `'end'` (closed for good). */
+  readonly status?: string;
   call(command: string, ...args: (string | number)[]): Promise<unknown>;
   duplicate(): IoRedisLike & {
     subscribe(channel: string): Promise<unknown>;
@@ -71,8 +75,22 @@ export function storeClient(client: unknown): StoreClient {
   const c = client as Partial<NodeRedisLike & IoRedisLike> | null;
   if (c !== null && typeof c === 'object' && typeof c.duplicate === 'function') {
     // ioredis has a sendCommand too (taking its own Command objects): look for call() first.
-    if (typeof c.call === 'function') return ioRedis(c as IoRedisLike);
+    if (typeof c.call === 'function') {
+      // 'wait' (lazyConnect) connects on the first command; 'end' never will again.
+      if (c.status === 'end') {
+        throw new TypeError(
+          'client must be a connected ioredis client, got one that was closed (status "end": disconnect() or quit() was called, or it gave up reconnecting)',
+        );
+      }
+      return ioRedis(c as IoRedisLike);
+    }
     if (typeof c.sendCommand === 'function') {
+      // node-redis queues nothing for a client never connected: every call would fail.
+      if (c.isOpen === false) {
+        throw new TypeError(
+          'client must be a connected node-redis client, got one that is not open: call `await client.connect()` before redisStore()',
+        );
+      }
       // createCluster(): the same duplicate/subscribe shape, commands routed by a key.
       const cluster = c as Partial<NodeRedisClusterLike>;
       const routed = typeof cluster.getSlotMaster === 'function';

@@ -11,6 +11,7 @@ import {
 } from './options.js';
 import { KEY_SUFFIXES, scripts } from './scripts.js';
 import { SharedSemaphore, type SharedSemaphoreOptions } from './shared-semaphore.js';
+import { OutageWarning } from './warnings.js';
 
 /** Ids per RELEASE script. */
 const RELEASE_CHUNK = 1000;
@@ -60,11 +61,13 @@ export class RedisStore {
    */
   #registered = new WeakSet<SharedSemaphore>();
   #degraded = false;
+  readonly #outage: OutageWarning;
   #closed = false;
   #closing: Promise<void> | undefined = undefined;
 
   constructor(options: RedisStoreOptions) {
     this.options = resolveStoreOptions(options);
+    this.#outage = new OutageWarning(this.options.heartbeatMs, this.options.onStoreError);
     const client = storeClient(options.client);
     if (client.cluster && this.options.replicas > 0) {
       // WAIT counts the replicas of the node and connection the grant was written on; a cluster
@@ -174,6 +177,7 @@ export class RedisStore {
     this.#inflight.set(id, settled);
     void settled.then(() => this.#inflight.delete(id));
     return this.#calls.timed(raw).then(async (reply) => {
+      this.#outage.reached();
       const [granted, held, queued, processes] = reply as number[];
       if (granted === 1 && this.options.replicas > 0)
         await this.#calls.replicate(this.options.replicas);
@@ -352,6 +356,7 @@ export class RedisStore {
         ];
         gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes), requeued);
         this.#registered.add(gate);
+        this.#outage.reached();
       },
       () => undefined,
     );
@@ -363,6 +368,7 @@ export class RedisStore {
   #recovered(): void {
     if (!this.#degraded) return;
     this.#degraded = false;
+    this.#outage.recovered();
     // What the fallback released meanwhile goes ahead of the acquires storeUp() sends.
     if (this.#toRelease.size > 0) void this.#flush();
     if (storeChannels.storeUp.hasSubscribers) storeChannels.storeUp.publish({ store: this });
@@ -370,7 +376,9 @@ export class RedisStore {
   }
 
   #failed(error: unknown): void {
-    if (this.#degraded || this.#closed) return;
+    if (this.#closed) return;
+    this.#outage.failed(error);
+    if (this.#degraded) return;
     this.#degraded = true;
     this.#registered = new WeakSet();
     if (storeChannels.storeError.hasSubscribers) {
