@@ -18,11 +18,14 @@ export interface StoreClient {
    * Opens a second connection (`client.duplicate()`), with its own error listener, subscribed to
    * `channel`. The store owns it and closes it with {@link Subscriber.close}; `signal` drops it
    * while it is still connecting or subscribing (the promise then rejects, or never settles).
+   * `onLost` hears of every error, close or end of that connection (more than once, and after
+   * `close()` too): a message published while it is down is lost, whatever the client's
+   * reconnect does.
    */
   subscribe(
     channel: string,
     onMessage: (message: string) => void,
-    onError: (error: unknown) => void,
+    onLost: (error: unknown) => void,
     signal: AbortSignal,
   ): Promise<Subscriber>;
 }
@@ -40,6 +43,7 @@ interface NodeRedisLike {
     connect(): Promise<unknown>;
     subscribe(channel: string, listener: (message: string) => void): Promise<void>;
     on(event: 'error', listener: (error: unknown) => void): unknown;
+    on(event: 'end', listener: () => void): unknown;
     destroy(): void;
     close?(): Promise<void>;
   };
@@ -66,6 +70,7 @@ interface IoRedisLike {
     subscribe(channel: string): Promise<unknown>;
     on(event: 'message', listener: (channel: string, message: string) => void): unknown;
     on(event: 'error', listener: (error: unknown) => void): unknown;
+    on(event: 'close' | 'end', listener: () => void): unknown;
     disconnect(): void;
   };
 }
@@ -116,9 +121,10 @@ function nodeRedis(client: NodeRedisLike, cluster?: NodeRedisClusterLike): Store
       if (cluster === undefined) return client.sendCommand(strings);
       return cluster.sendCommand(firstKeyOf(strings), false, strings);
     },
-    async subscribe(channel, onMessage, onError, signal) {
+    async subscribe(channel, onMessage, onLost, signal) {
       const sub = client.duplicate();
-      sub.on('error', onError); // before connect: a refused connection must not be unhandled
+      sub.on('error', onLost); // before connect: a refused connection must not be unhandled
+      sub.on('end', () => onLost(new Error('the wake-up connection ended')));
       const drop = () => sub.destroy();
       signal.addEventListener('abort', drop, { once: true });
       try {
@@ -144,9 +150,11 @@ function ioRedis(client: IoRedisLike): StoreClient {
   return {
     cluster: client.isCluster === true,
     command: ([name, ...args]) => client.call(name as string, ...args),
-    async subscribe(channel, onMessage, onError, signal) {
+    async subscribe(channel, onMessage, onLost, signal) {
       const sub = client.duplicate();
-      sub.on('error', onError);
+      sub.on('error', onLost);
+      sub.on('close', () => onLost(new Error('the wake-up connection closed')));
+      sub.on('end', () => onLost(new Error('the wake-up connection ended')));
       sub.on('message', (_channel, message) => onMessage(message));
       const drop = () => sub.disconnect();
       signal.addEventListener('abort', drop, { once: true });

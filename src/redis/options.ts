@@ -30,6 +30,13 @@ export const DEFAULT_COMMAND_TIMEOUT_MS = 1000;
  * of this length already adds 1.2 KB to each; a name is an identifier, not data.
  */
 export const MAX_GATE_NAME_BYTES = 200;
+/**
+ * While wake-ups cannot be pushed (the subscription is down, or the ACL user may not use
+ * pub/sub), waiters are polled every `heartbeatMs / 8` (250 ms at defaults, at least 5 ms):
+ * a grant is then noticed that much later, at one script per gate per poll while this process
+ * has tickets queued, none when it has none.
+ */
+export const POLL_DIVISOR = 8;
 /** Default key prefix. */
 export const DEFAULT_PREFIX = 'hostgate:';
 
@@ -71,6 +78,8 @@ export interface ResolvedStoreOptions {
   prefix: string;
   leaseMs: number;
   heartbeatMs: number;
+  /** How often queued tickets are re-checked while wake-ups are not pushed ({@link POLL_DIVISOR}). */
+  pollMs: number;
   commandTimeoutMs: number;
   onStoreError: StoreErrorPolicy;
   localLimit: number | undefined;
@@ -124,6 +133,7 @@ export function resolveStoreOptions(options: RedisStoreOptions): ResolvedStoreOp
     prefix,
     leaseMs,
     heartbeatMs,
+    pollMs: Math.max(5, Math.floor(heartbeatMs / POLL_DIVISOR)),
     commandTimeoutMs:
       options.commandTimeoutMs === undefined
         ? DEFAULT_COMMAND_TIMEOUT_MS

@@ -52,7 +52,8 @@ local function fill()
     local head = redis.call('ZPOPMIN', Q)[1]
     redis.call('ZREM', X, head)
     redis.call('ZADD', H, now + lease, head)
-    redis.call('PUBLISH', wake .. string.match(head, '^(.*):'), head)
+    -- pcall: an ACL user without channel permission polls instead (its waiters are told so).
+    redis.pcall('PUBLISH', wake .. string.match(head, '^(.*):'), head)
     held = held + 1
     queued = queued - 1
   end

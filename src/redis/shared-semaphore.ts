@@ -21,6 +21,7 @@ import {
   DONE,
   FALLBACK,
   LOCAL,
+  onRecheck,
   onTimer,
   QUEUED,
   SENDING,
@@ -165,7 +166,13 @@ export class SharedSemaphore extends Semaphore {
     const waiter = new SharedWaiter(this, store.nextId(), target, this.now());
     this.#waiters.add(waiter);
     this.#byTicket.set(waiter.id, waiter);
-    waiter.timer = setTimeout(onTimer, wait, waiter);
+    // A re-check shortly before the deadline (the heartbeat may be far later): a wake-up lost
+    // to a dropped subscription must not cost the waiter its permit.
+    const margin = Math.min(store.options.pollMs, Math.floor(wait / 4));
+    waiter.timer =
+      margin > 0
+        ? setTimeout(onRecheck, wait - margin, waiter, margin)
+        : setTimeout(onTimer, wait, waiter);
     if (store.degraded) {
       waiter.state = FALLBACK;
       this.#serveFallback();
@@ -226,6 +233,7 @@ export class SharedSemaphore extends Semaphore {
         queued: this.#clusterQueued,
         processes: this.#processes,
         mode: store.degraded ? store.options.onStoreError : 'redis',
+        wakeups: store.wakeups,
         leasesLost: this.#leasesLost,
         shedStoreUnavailable: this.#shed.storeUnavailable,
       },
@@ -245,6 +253,7 @@ export class SharedSemaphore extends Semaphore {
   #send(waiter: SharedWaiter): void {
     if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets++;
     waiter.state = SENDING;
+    waiter.epoch = this.#store.wakeupEpoch;
     this.#store.acquire(this, waiter.id).then(
       ({ granted, held, queued, processes }) => {
         this.cluster(held, queued);
@@ -310,6 +319,13 @@ export class SharedSemaphore extends Semaphore {
         },
         () => this.#sendFailed(waiter),
       );
+    }
+  }
+
+  /** A queued waiter near its deadline: Redis is asked if its wake-up may have been lost. */
+  beforeDeadline(waiter: SharedWaiter): void {
+    if (waiter.state === QUEUED && this.#store.wakeupsUnreliableSince(waiter.epoch)) {
+      this.#store.recheck(this);
     }
   }
 

@@ -11,6 +11,7 @@ import {
 } from './options.js';
 import { KEY_SUFFIXES, scripts } from './scripts.js';
 import { SharedSemaphore, type SharedSemaphoreOptions } from './shared-semaphore.js';
+import { NO_WAKEUPS, type WakeupMode } from './wakeups.js';
 import { OutageWarning } from './warnings.js';
 
 /** Ids per RELEASE script. */
@@ -62,6 +63,10 @@ export class RedisStore {
   #registered = new WeakSet<SharedSemaphore>();
   #degraded = false;
   readonly #outage: OutageWarning;
+  /** Re-checks queued tickets while wake-ups are not pushed. */
+  #poller: ReturnType<typeof setInterval> | undefined = undefined;
+  /** Gates with a re-check on its way. */
+  readonly #rechecks = new Set<SharedSemaphore>();
   #closed = false;
   #closing: Promise<void> | undefined = undefined;
 
@@ -80,9 +85,78 @@ export class RedisStore {
       client,
       this.options.commandTimeoutMs,
       `${this.options.prefix}wake:${this.processId}`,
-      (id) => this.#tickets.get(id)?.wake(id),
+      {
+        wake: (id) => this.#tickets.get(id)?.wake(id),
+        down: (error, forbidden) => this.#wakeupsDown(error, forbidden),
+        up: () => this.#wakeupsUp(),
+      },
       (error) => this.#failed(error),
     );
+  }
+
+  /** `'push'` while the wake-up subscription is up; `'poll'` while waiters are re-checked instead. */
+  get wakeups(): WakeupMode {
+    return this.#calls.wakeups.mode;
+  }
+
+  /** Wake-ups may have been lost since `epoch` (a {@link wakeupEpoch} reading), or are polled. */
+  wakeupsUnreliableSince(epoch: number): boolean {
+    const wakeups = this.#calls.wakeups;
+    return wakeups.mode === 'poll' || wakeups.epoch !== epoch;
+  }
+
+  /** Counts the losses of the wake-up subscription. */
+  get wakeupEpoch(): number {
+    return this.#calls.wakeups.epoch;
+  }
+
+  /**
+   * Looks up this process's tickets of `gate` in Redis now (a heartbeat of that gate), for
+   * wake-ups that may have been lost; one at a time per gate.
+   */
+  recheck(gate: SharedSemaphore): void {
+    if (this.#degraded || this.#closed || this.#rechecks.has(gate)) return;
+    const done = this.#beatGate(gate).then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#rechecks.add(gate);
+    void done.then(() => this.#rechecks.delete(gate));
+  }
+
+  #wakeupsDown(error: unknown, forbidden: boolean): void {
+    const { pollMs } = this.options;
+    if (storeChannels.wakeupsDown.hasSubscribers) {
+      storeChannels.wakeupsDown.publish({ store: this, error, forbidden, pollMs });
+    }
+    if (forbidden) {
+      process.emitWarning(
+        `hostgate: this Redis user may not subscribe to ${this.options.prefix}wake:* (ACL channel permissions): shared gates work, but a waiter learns of its grant by polling every ${pollMs} ms instead of at once; grant it with &${this.options.prefix}*`,
+        { code: NO_WAKEUPS },
+      );
+    }
+    if (this.#closed) return;
+    if (this.#poller === undefined) {
+      this.#poller = setInterval(() => this.#poll(), pollMs);
+      this.#poller.unref?.();
+    }
+    // A fresh connection at once; if that fails too, each heartbeat tries again.
+    if (!forbidden) void this.#calls.wakeups.ensure().catch(() => undefined);
+  }
+
+  #wakeupsUp(): void {
+    if (this.#poller !== undefined) clearInterval(this.#poller);
+    this.#poller = undefined;
+    if (storeChannels.wakeupsUp.hasSubscribers) storeChannels.wakeupsUp.publish({ store: this });
+    // Grants pushed while it was down are gone: looked up once, now that new ones arrive.
+    this.#poll();
+  }
+
+  /** Re-checks every gate with tickets queued in Redis. */
+  #poll(): void {
+    for (const gate of this.#gates.values()) {
+      if (gate.ticketIds().length > 0) this.recheck(gate);
+    }
   }
 
   /** Redis failed or timed out and has not answered a heartbeat since. */
@@ -311,6 +385,8 @@ export class RedisStore {
     try {
       await this.#calls.timed(this.#calls.whenReady());
       if (this.#closed) return; // close() gives back everything itself
+      // The wake-up connection's health check: subscribed again if it was lost.
+      void this.#calls.wakeups.ensure().catch(() => undefined);
       const wasDegraded = this.#degraded;
       const flushed = this.#flush();
       const beats = [...this.#gates.values()].map((gate) => this.#beatGate(gate));
@@ -427,6 +503,8 @@ export class RedisStore {
     this.#closed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
+    if (this.#poller !== undefined) clearInterval(this.#poller);
+    this.#poller = undefined;
     // No wake-up is needed now, and the releases below must not wait to subscribe again.
     const unsubscribed = this.#calls.closeSubscriber();
     for (const gate of this.#gates.values()) {
