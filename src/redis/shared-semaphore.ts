@@ -208,15 +208,20 @@ export class SharedSemaphore extends Semaphore {
   /**
    * When a caller arriving now could be served: its place in the whole queue, drained at the
    * shared cap (at the local share during an outage), each permit held as long as this process
-   * has seen its own permits held. Before any was released the wait deadline stands in.
+   * has seen its own permits held (before any was released, the wait deadline stands in). But
+   * no ticket waits past its deadline: however long the queue, the tickets ahead are served or
+   * gone within one deadline (this process's; replicas share options) and one hold from now.
    */
   override retryAfterMs(): number {
     const degraded = this.#store.degraded;
-    const position =
-      (degraded ? this.#waiters.size : Math.max(this.#waiters.size, this.#clusterQueued)) + 1;
+    const queued = degraded
+      ? this.#waiters.size
+      : Math.max(this.#waiters.size, this.#clusterQueued);
     const rate = degraded ? Math.max(1, this.#fallbackShare()) : this.sharedLimit;
     const hold = this.#holdEstimate ?? this.#queueTimeout;
-    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, Math.ceil((position / rate) * hold)));
+    const drain = ((queued + 1) / rate) * hold;
+    const ms = Math.ceil(Math.min(drain, this.#queueTimeout + hold));
+    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, ms));
   }
 
   override stats(): SharedSemaphoreStats {

@@ -57,10 +57,10 @@ async function userStore(kind: ClientKind, user: string): Promise<RedisStore> {
   return store;
 }
 
-/** Two processes on a cap of 1: one holds, one waits (1 s deadline), the holder releases. */
+/** Two processes on a cap of 1: one holds, one waits (3 s deadline), the holder releases. */
 async function handOver(a: RedisStore, b: RedisStore): Promise<void> {
   const ga = a.semaphore({ name: 'acl', limit: 1 });
-  const gb = b.semaphore({ name: 'acl', limit: 1, queueTimeout: 1000 });
+  const gb = b.semaphore({ name: 'acl', limit: 1, queueTimeout: 3000 });
   const held = await ga.acquire();
   const waiting = gb.acquire();
   await b.settled();

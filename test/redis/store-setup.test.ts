@@ -120,13 +120,13 @@ for (const kind of CLIENT_KINDS) {
         server.resume();
         await c.close();
       });
-      const heartbeatMs = 300;
+      const heartbeatMs = 600;
       const store = redisStore({
         client: c.client,
         prefix: 't:',
-        leaseMs: 3000,
+        leaseMs: 6000,
         heartbeatMs,
-        commandTimeoutMs: 150,
+        commandTimeoutMs: 300,
       });
       onTestFinished(() => store.close());
       const gate = store.semaphore({ name: 'g', limit: 2, queueTimeout: 5000 });

@@ -17,10 +17,12 @@ import {
 const redis = privateRedis();
 
 /**
- * Heartbeats far beyond every deadline here (5 s against the default 1 s queueTimeout): a
- * waiter is served by a wake-up, or by what replaces one, never by a heartbeat.
+ * Heartbeats far beyond every deadline here (5 s against 2.5 s; by default the deadline is 1 s
+ * and the heartbeat 2 s): a waiter is served by a wake-up, or by what replaces one, never by a
+ * heartbeat. Deadlines a little wider than the default hold on a busy machine.
  */
 const SLOW_HEARTBEAT = { leaseMs: 20_000, heartbeatMs: 5000, commandTimeoutMs: 2000 } as const;
+const DEADLINE_MS = 2500;
 
 /** A user's client, made to reconnect (the default) or not at all; its duplicate inherits that. */
 async function userClient(kind: ClientKind, reconnect: boolean): Promise<unknown> {
@@ -65,7 +67,7 @@ for (const kind of CLIENT_KINDS) {
       const client = reconnect
         ? 'a client that reconnects'
         : 'a client configured not to reconnect';
-      it(`CLIENT KILL TYPE pubsub on ${client}: default waiters are still granted, and the outage shows`, async () => {
+      it(`CLIENT KILL TYPE pubsub on ${client}: waiters are still granted before their deadline, and the outage shows`, async () => {
         const waiterStore = redisStore({
           client: await userClient(kind, reconnect),
           prefix: 'test:',
@@ -73,7 +75,11 @@ for (const kind of CLIENT_KINDS) {
         });
         onTestFinished(() => waiterStore.close());
         const holderStore = await fleet.store(SLOW_HEARTBEAT);
-        const waiterGate = waiterStore.semaphore({ name: 'wk', limit: 2 }); // queueTimeout 1 s
+        const waiterGate = waiterStore.semaphore({
+          name: 'wk',
+          limit: 2,
+          queueTimeout: DEADLINE_MS,
+        });
         const holderGate = holderStore.semaphore({ name: 'wk', limit: 2 });
         const held: Permit[] = [await holderGate.acquire(), await holderGate.acquire()];
         const waiting = [waiterGate.acquire(), waiterGate.acquire()];
@@ -90,7 +96,7 @@ for (const kind of CLIENT_KINDS) {
         expect(waiterStore.errors).toBeGreaterThan(errors);
         // Both grants are published while (or right after) the subscription is gone.
         for (const permit of held) permit.release();
-        const permits = await Promise.all(waiting); // before the fix: QueueTimeoutError at 1 s
+        const permits = await Promise.all(waiting); // before the fix: QueueTimeoutError
         expect(waiterGate.stats()).toMatchObject({ held: 2, shedQueueTimeout: 0 });
         expect(await zcard(redis(), 'wk', 'h')).toBe(2);
         for (const permit of permits) permit.release();
@@ -110,14 +116,16 @@ for (const kind of CLIENT_KINDS) {
     }
 
     it('a waiter re-checks Redis before its deadline, which is sooner than the next poll', async () => {
-      const waiterStore = await fleet.store(SLOW_HEARTBEAT);
-      const holderStore = await fleet.store(SLOW_HEARTBEAT);
+      // Polls every 2.5 s, heartbeats every 20 s.
+      const slower = { leaseMs: 60_000, heartbeatMs: 20_000, commandTimeoutMs: 3000 } as const;
+      const waiterStore = await fleet.store(slower);
+      const holderStore = await fleet.store(slower);
       const waiterGate = waiterStore.semaphore({ name: 'late', limit: 1 });
       const holderGate = holderStore.semaphore({ name: 'late', limit: 1 });
       (await waiterGate.acquire()).release(); // subscribed
       const held = await holderGate.acquire();
       // The subscription dies and cannot come back (channel permission revoked): polling, every
-      // 625 ms from this moment on.
+      // 2.5 s from this moment on.
       await redis().command('ACL', 'SETUSER', 'default', 'resetchannels');
       onTestFinished(async () => {
         await redis().command('ACL', 'SETUSER', 'default', 'allchannels');
@@ -125,9 +133,9 @@ for (const kind of CLIENT_KINDS) {
       const forbidden = next<WakeupsDownMessage>('hostgate:wakeups-down', waiterStore);
       await redis().command('CLIENT', 'KILL', 'TYPE', 'pubsub');
       await forbidden;
-      // Its deadline (600 ms) comes before the first poll (625 ms) and the heartbeat (5 s):
-      // only the re-check 150 ms before the deadline can find the grant.
-      const waiting = waiterGate.acquire({ timeout: 600 });
+      // Its deadline (2 s) comes before the first poll (2.5 s) and the heartbeat (20 s): only
+      // the re-check 500 ms before the deadline can find the grant.
+      const waiting = waiterGate.acquire({ timeout: 2000 });
       await waiterStore.settled();
       held.release();
       const permit = await waiting; // before the fix: QueueTimeoutError
