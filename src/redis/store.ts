@@ -11,7 +11,8 @@ import {
 } from './options.js';
 import { KEY_SUFFIXES, scripts } from './scripts.js';
 import { SharedSemaphore, type SharedSemaphoreOptions } from './shared-semaphore.js';
-import { NO_WAKEUPS, type WakeupMode } from './wakeups.js';
+import { WakeupPoll } from './wakeup-poll.js';
+import type { WakeupMode } from './wakeups.js';
 import { OutageWarning } from './warnings.js';
 
 /** Ids per RELEASE script. */
@@ -63,10 +64,8 @@ export class RedisStore {
   #registered = new WeakSet<SharedSemaphore>();
   #degraded = false;
   readonly #outage: OutageWarning;
-  /** Re-checks queued tickets while wake-ups are not pushed. */
-  #poller: ReturnType<typeof setInterval> | undefined = undefined;
-  /** Gates with a re-check on its way. */
-  readonly #rechecks = new Set<SharedSemaphore>();
+  /** Looks up queued tickets while wake-ups are not pushed. */
+  readonly #poll: WakeupPoll;
   #closed = false;
   #closing: Promise<void> | undefined = undefined;
 
@@ -81,14 +80,26 @@ export class RedisStore {
         `redisStore: replicas (strict mode, WAIT) needs a single-node client, got a Redis Cluster client`,
       );
     }
+    this.#poll = new WakeupPoll(
+      this,
+      this.options,
+      () => this.#gates.values(),
+      (gate) => this.#beatGate(gate),
+      () => this.#degraded || this.#closed,
+    );
     this.#calls = new RedisCalls(
       client,
       this.options.commandTimeoutMs,
       `${this.options.prefix}wake:${this.processId}`,
       {
         wake: (id) => this.#tickets.get(id)?.wake(id),
-        down: (error, forbidden) => this.#wakeupsDown(error, forbidden),
-        up: () => this.#wakeupsUp(),
+        down: (error, forbidden) => {
+          if (this.#closed) return;
+          this.#poll.down(error, forbidden);
+          // A fresh connection at once; if that fails too, each heartbeat tries again.
+          if (!forbidden) void this.#calls.wakeups.ensure().catch(() => undefined);
+        },
+        up: () => this.#poll.up(),
       },
       (error) => this.#failed(error),
     );
@@ -110,53 +121,9 @@ export class RedisStore {
     return this.#calls.wakeups.epoch;
   }
 
-  /**
-   * Looks up this process's tickets of `gate` in Redis now (a heartbeat of that gate), for
-   * wake-ups that may have been lost; one at a time per gate.
-   */
+  /** Looks up this process's tickets of `gate` in Redis now, for wake-ups that may be lost. */
   recheck(gate: SharedSemaphore): void {
-    if (this.#degraded || this.#closed || this.#rechecks.has(gate)) return;
-    const done = this.#beatGate(gate).then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#rechecks.add(gate);
-    void done.then(() => this.#rechecks.delete(gate));
-  }
-
-  #wakeupsDown(error: unknown, forbidden: boolean): void {
-    const { pollMs } = this.options;
-    if (storeChannels.wakeupsDown.hasSubscribers) {
-      storeChannels.wakeupsDown.publish({ store: this, error, forbidden, pollMs });
-    }
-    if (forbidden) {
-      process.emitWarning(
-        `hostgate: this Redis user may not subscribe to ${this.options.prefix}wake:* (ACL channel permissions): shared gates work, but a waiter learns of its grant by polling every ${pollMs} ms instead of at once; grant it with &${this.options.prefix}*`,
-        { code: NO_WAKEUPS },
-      );
-    }
-    if (this.#closed) return;
-    if (this.#poller === undefined) {
-      this.#poller = setInterval(() => this.#poll(), pollMs);
-      this.#poller.unref?.();
-    }
-    // A fresh connection at once; if that fails too, each heartbeat tries again.
-    if (!forbidden) void this.#calls.wakeups.ensure().catch(() => undefined);
-  }
-
-  #wakeupsUp(): void {
-    if (this.#poller !== undefined) clearInterval(this.#poller);
-    this.#poller = undefined;
-    if (storeChannels.wakeupsUp.hasSubscribers) storeChannels.wakeupsUp.publish({ store: this });
-    // Grants pushed while it was down are gone: looked up once, now that new ones arrive.
-    this.#poll();
-  }
-
-  /** Re-checks every gate with tickets queued in Redis. */
-  #poll(): void {
-    for (const gate of this.#gates.values()) {
-      if (gate.ticketIds().length > 0) this.recheck(gate);
-    }
+    this.#poll.recheck(gate);
   }
 
   /** Redis failed or timed out and has not answered a heartbeat since. */
@@ -503,8 +470,7 @@ export class RedisStore {
     this.#closed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    if (this.#poller !== undefined) clearInterval(this.#poller);
-    this.#poller = undefined;
+    this.#poll.close();
     // No wake-up is needed now, and the releases below must not wait to subscribe again.
     const unsubscribed = this.#calls.closeSubscriber();
     for (const gate of this.#gates.values()) {
