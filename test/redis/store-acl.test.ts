@@ -75,7 +75,8 @@ describeRedis('the documented ACL rule', () => {
     const allowed = new Set(DOCUMENTED.split(' ').filter((w) => w.startsWith('+')));
     const used = new Set<string>();
     for (const script of Object.values(scripts)) {
-      for (const [, name] of script.source.matchAll(/redis\.p?call\('([A-Z]+)'/g)) {
+      // redis.call('X', …), redis.pcall('X', …) and the chunked('X', …) helper.
+      for (const [, name] of script.source.matchAll(/(?:redis\.p?call|chunked)\('([A-Z]+)'/g)) {
         used.add(`+${name!.toLowerCase()}`);
       }
     }

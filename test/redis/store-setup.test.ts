@@ -120,31 +120,35 @@ for (const kind of CLIENT_KINDS) {
         server.resume();
         await c.close();
       });
-      const heartbeatMs = 600;
+      const heartbeatMs = 1000;
       const store = redisStore({
         client: c.client,
         prefix: 't:',
-        leaseMs: 6000,
+        leaseMs: 10_000,
         heartbeatMs,
-        commandTimeoutMs: 300,
+        commandTimeoutMs: 500,
       });
       onTestFinished(() => store.close());
       const gate = store.semaphore({ name: 'g', limit: 2, queueTimeout: 5000 });
       (await gate.acquire()).release();
       const warnings = storeWarnings();
       for (const outage of [1, 2]) {
+        // A loaded machine can time out a call of a healthy Redis: that outage ends first.
+        if (store.degraded) await nextOn('hostgate:store-up');
+        const before = warnings.seen.length;
         const down = nextOn('hostgate:store-error');
         const warned = warnings.next();
         server.pause();
         const downAt = await down;
-        expect(warnings.seen).toHaveLength(outage - 1); // one late reply is no warning yet
+        expect(warnings.seen).toHaveLength(before); // one late reply is no warning yet
         await warned;
-        expect(warnings.seen[outage - 1]!.at - downAt).toBeGreaterThanOrEqual(heartbeatMs - 20);
-        expect(warnings.seen[outage - 1]!.message).toMatch(/has not answered for \d+ ms/);
+        const warning = warnings.seen[before]!;
+        expect(warning.at - downAt).toBeGreaterThanOrEqual(heartbeatMs - 20);
+        expect(warning.message).toMatch(/has not answered for \d+ ms/);
         const up = nextOn('hostgate:store-up');
         server.resume();
         await up;
-        expect(warnings.seen).toHaveLength(outage);
+        expect(warnings.seen).toHaveLength(before + 1); // once for the whole outage
       }
     });
   });
