@@ -1,5 +1,6 @@
-import type { StoreClient, Subscriber } from './client.js';
+import type { StoreClient } from './client.js';
 import { type Script, scripts } from './scripts.js';
+import { type WakeupEvents, Wakeups } from './wakeups.js';
 
 /** A timer later than this fired after a stall of the process, not after Redis's silence. */
 const lateMs = (timeoutMs: number): number => Math.max(20, timeoutMs / 10);
@@ -13,42 +14,36 @@ const MAX_REARMS = 2;
 export class RedisCalls {
   /** Calls that failed or timed out, ever (and errors of the store's own connection). */
   errors = 0;
-  #subscriber: Promise<Subscriber> | undefined = undefined;
+  /** The wake-up subscription, on a connection of the store's own. */
+  readonly wakeups: Wakeups;
   #ready: Promise<void> | undefined = undefined;
-  /** Aborted by {@link closeSubscriber}: drops a subscription still connecting. */
-  readonly #closing = new AbortController();
   #evictionChecked = false;
 
   constructor(
     readonly client: StoreClient,
     readonly timeoutMs: number,
-    readonly wakeChannel: string,
-    readonly onWake: (id: string) => void,
+    wakeChannel: string,
+    wakeEvents: WakeupEvents,
     /** A call failed or timed out: the store degrades. */
     readonly onFailure: (error: unknown) => void,
-  ) {}
+  ) {
+    // The store's own connection: its errors are the store's (counted), never unhandled.
+    this.wakeups = new Wakeups(client, wakeChannel, wakeEvents, () => {
+      this.errors++;
+    });
+  }
 
-  /** Subscribed to our wake-up channel and scripts loaded: before the first script runs. */
+  /** Subscribed to our wake-up channel (or refused it) and scripts loaded: before the first script runs. */
   whenReady(): Promise<void> {
     if (this.#ready !== undefined) return this.#ready;
     this.#checkEviction();
-    // The store's own connection: its errors are the store's (counted), never unhandled.
-    this.#subscriber ??= this.client.subscribe(
-      this.wakeChannel,
-      this.onWake,
-      () => {
-        this.errors++;
-      },
-      this.#closing.signal,
-    );
-    const subscribing = this.#subscriber;
-    subscribing.catch(() => {
-      if (this.#subscriber === subscribing) this.#subscriber = undefined;
-    });
+    // A user without `script|load` (an ACL) still runs every script: EVALSHA, then EVAL.
     const loads = Object.values(scripts).map((s) =>
-      this.client.command(['SCRIPT', 'LOAD', s.source]),
+      Promise.resolve(this.client.command(['SCRIPT', 'LOAD', s.source])).catch((error: unknown) => {
+        if (!String((error as Error)?.message ?? error).startsWith('NOPERM')) throw error;
+      }),
     );
-    const ready = Promise.all([subscribing, ...loads]).then(() => undefined);
+    const ready = Promise.all([this.wakeups.ensure(), ...loads]).then(() => undefined);
     this.#ready = ready;
     ready.catch(() => {
       if (this.#ready === ready) this.#ready = undefined;
@@ -157,16 +152,8 @@ export class RedisCalls {
    * is still connecting: a paused or dead Redis must not keep it (or the process) alive.
    */
   async closeSubscriber(): Promise<void> {
-    const subscriber = this.#subscriber;
-    this.#subscriber = undefined;
     // Never subscribe again: a release that trails the close needs no wake-ups.
     this.#ready = Promise.resolve();
-    this.#closing.abort();
-    if (subscriber !== undefined) {
-      await subscriber.then(
-        (s) => s.close(),
-        () => undefined,
-      );
-    }
+    await this.wakeups.close();
   }
 }

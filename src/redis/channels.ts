@@ -6,6 +6,8 @@
  * | `hostgate:lease-lost`   | {@link LeaseLostMessage}: Redis no longer had a lease we held    |
  * | `hostgate:store-error`  | {@link StoreErrorMessage}: a Redis call failed or timed out      |
  * | `hostgate:store-up`     | `{ store }`: Redis answered again after an error; gating resumed |
+ * | `hostgate:wakeups-down` | {@link WakeupsDownMessage}: wake-ups are not pushed; waiters poll |
+ * | `hostgate:wakeups-up`   | `{ store }`: subscribed again; wake-ups are pushed               |
  */
 import { channel } from 'node:diagnostics_channel';
 import type { Semaphore } from '../gate/semaphore.js';
@@ -27,8 +29,20 @@ export interface StoreErrorMessage {
   policy: 'local' | 'reject';
 }
 
+export interface WakeupsDownMessage {
+  store: object;
+  /** Why: the connection dropped, or (`forbidden`) Redis refused the subscription (an ACL). */
+  error: unknown;
+  /** The Redis user may not subscribe: waiters poll for as long as the store lives. */
+  forbidden: boolean;
+  /** How often queued tickets are re-checked meanwhile (ms): the added latency of a grant. */
+  pollMs: number;
+}
+
 export const storeChannels = Object.freeze({
   leaseLost: channel('hostgate:lease-lost'),
   storeError: channel('hostgate:store-error'),
   storeUp: channel('hostgate:store-up'),
+  wakeupsDown: channel('hostgate:wakeups-down'),
+  wakeupsUp: channel('hostgate:wakeups-up'),
 });

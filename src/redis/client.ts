@@ -18,11 +18,14 @@ export interface StoreClient {
    * Opens a second connection (`client.duplicate()`), with its own error listener, subscribed to
    * `channel`. The store owns it and closes it with {@link Subscriber.close}; `signal` drops it
    * while it is still connecting or subscribing (the promise then rejects, or never settles).
+   * `onLost` hears of every error, close or end of that connection (more than once, and after
+   * `close()` too): a message published while it is down is lost, whatever the client's
+   * reconnect does.
    */
   subscribe(
     channel: string,
     onMessage: (message: string) => void,
-    onError: (error: unknown) => void,
+    onLost: (error: unknown) => void,
     signal: AbortSignal,
   ): Promise<Subscriber>;
 }
@@ -34,10 +37,13 @@ export interface Subscriber {
 /** node-redis 6 (`createClient()` from `redis` or `@redis/client`), the parts we use. */
 interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
+  /** False until `connect()`, and after `close()`/`destroy()` or a reconnect that gave up. */
+  readonly isOpen?: boolean;
   duplicate(): NodeRedisLike & {
     connect(): Promise<unknown>;
     subscribe(channel: string, listener: (message: string) => void): Promise<void>;
     on(event: 'error', listener: (error: unknown) => void): unknown;
+    on(event: 'end', listener: () => void): unknown;
     destroy(): void;
     close?(): Promise<void>;
   };
@@ -57,11 +63,14 @@ interface NodeRedisClusterLike {
 interface IoRedisLike {
   /** Set on ioredis' `Cluster`. */
   isCluster?: boolean;
+  /** `'wait'` (lazyConnect, not yet connected) … `'ready'` … `'end'` (closed for good). */
+  readonly status?: string;
   call(command: string, ...args: (string | number)[]): Promise<unknown>;
   duplicate(): IoRedisLike & {
     subscribe(channel: string): Promise<unknown>;
     on(event: 'message', listener: (channel: string, message: string) => void): unknown;
     on(event: 'error', listener: (error: unknown) => void): unknown;
+    on(event: 'close' | 'end', listener: () => void): unknown;
     disconnect(): void;
   };
 }
@@ -71,8 +80,22 @@ export function storeClient(client: unknown): StoreClient {
   const c = client as Partial<NodeRedisLike & IoRedisLike> | null;
   if (c !== null && typeof c === 'object' && typeof c.duplicate === 'function') {
     // ioredis has a sendCommand too (taking its own Command objects): look for call() first.
-    if (typeof c.call === 'function') return ioRedis(c as IoRedisLike);
+    if (typeof c.call === 'function') {
+      // 'wait' (lazyConnect) connects on the first command; 'end' never will again.
+      if (c.status === 'end') {
+        throw new TypeError(
+          'client must be a connected ioredis client, got one that was closed (status "end": disconnect() or quit() was called, or it gave up reconnecting)',
+        );
+      }
+      return ioRedis(c as IoRedisLike);
+    }
     if (typeof c.sendCommand === 'function') {
+      // node-redis queues nothing for a client never connected: every call would fail.
+      if (c.isOpen === false) {
+        throw new TypeError(
+          'client must be a connected node-redis client, got one that is not open: call `await client.connect()` before redisStore()',
+        );
+      }
       // createCluster(): the same duplicate/subscribe shape, commands routed by a key.
       const cluster = c as Partial<NodeRedisClusterLike>;
       const routed = typeof cluster.getSlotMaster === 'function';
@@ -98,9 +121,10 @@ function nodeRedis(client: NodeRedisLike, cluster?: NodeRedisClusterLike): Store
       if (cluster === undefined) return client.sendCommand(strings);
       return cluster.sendCommand(firstKeyOf(strings), false, strings);
     },
-    async subscribe(channel, onMessage, onError, signal) {
+    async subscribe(channel, onMessage, onLost, signal) {
       const sub = client.duplicate();
-      sub.on('error', onError); // before connect: a refused connection must not be unhandled
+      sub.on('error', onLost); // before connect: a refused connection must not be unhandled
+      sub.on('end', () => onLost(new Error('the wake-up connection ended')));
       const drop = () => sub.destroy();
       signal.addEventListener('abort', drop, { once: true });
       try {
@@ -126,9 +150,11 @@ function ioRedis(client: IoRedisLike): StoreClient {
   return {
     cluster: client.isCluster === true,
     command: ([name, ...args]) => client.call(name as string, ...args),
-    async subscribe(channel, onMessage, onError, signal) {
+    async subscribe(channel, onMessage, onLost, signal) {
       const sub = client.duplicate();
-      sub.on('error', onError);
+      sub.on('error', onLost);
+      sub.on('close', () => onLost(new Error('the wake-up connection closed')));
+      sub.on('end', () => onLost(new Error('the wake-up connection ended')));
       sub.on('message', (_channel, message) => onMessage(message));
       const drop = () => sub.disconnect();
       signal.addEventListener('abort', drop, { once: true });

@@ -11,6 +11,7 @@ export {
   type LeaseLostMessage,
   type StoreErrorMessage,
   storeChannels,
+  type WakeupsDownMessage,
 } from './channels.js';
 export type { StoreClient, Subscriber } from './client.js';
 export {
@@ -19,6 +20,8 @@ export {
   DEFAULT_LEASE_MS,
   DEFAULT_PREFIX,
   type LeaseLostPolicy,
+  MAX_GATE_NAME_BYTES,
+  POLL_DIVISOR,
   type RedisStoreOptions,
   type ResolvedStoreOptions,
   type StoreErrorPolicy,
@@ -30,3 +33,5 @@ export {
   type SharedSemaphoreStats,
 } from './shared-semaphore.js';
 export { type ClusterCounts, RedisStore, redisStore } from './store.js';
+export { NO_WAKEUPS, type WakeupMode } from './wakeups.js';
+export { STORE_UNAVAILABLE } from './warnings.js';

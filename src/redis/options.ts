@@ -25,6 +25,18 @@ export const DEFAULT_HEARTBEAT_DIVISOR = 5;
  * in well under a millisecond, so a second of silence means it is paused, gone, or swamped.
  */
 export const DEFAULT_COMMAND_TIMEOUT_MS = 1000;
+/**
+ * Longest gate name (UTF-8 bytes): the name is in all six keys of every script call, so a name
+ * of this length already adds 1.2 KB to each; a name is an identifier, not data.
+ */
+export const MAX_GATE_NAME_BYTES = 200;
+/**
+ * While wake-ups cannot be pushed (the subscription is down, or the ACL user may not use
+ * pub/sub), waiters are polled every `heartbeatMs / 8` (250 ms at defaults, at least 5 ms):
+ * a grant is then noticed that much later, at one script per gate per poll while this process
+ * has tickets queued, none when it has none.
+ */
+export const POLL_DIVISOR = 8;
 /** Default key prefix. */
 export const DEFAULT_PREFIX = 'hostgate:';
 
@@ -67,6 +79,8 @@ export interface ResolvedStoreOptions {
   prefix: string;
   leaseMs: number;
   heartbeatMs: number;
+  /** How often queued tickets are re-checked while wake-ups are not pushed ({@link POLL_DIVISOR}). */
+  pollMs: number;
   commandTimeoutMs: number;
   onStoreError: StoreErrorPolicy;
   localLimit: number | undefined;
@@ -93,6 +107,11 @@ export function resolveStoreOptions(options: RedisStoreOptions): ResolvedStoreOp
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
     throw new TypeError(`prefix must be a string without { or }, got ${describe(prefix)}`);
   }
+  if (Buffer.byteLength(prefix) > MAX_GATE_NAME_BYTES) {
+    throw new TypeError(
+      `prefix must be at most ${MAX_GATE_NAME_BYTES} bytes (it is sent in every Redis key of every call), got ${Buffer.byteLength(prefix)} bytes`,
+    );
+  }
   const leaseMs = options.leaseMs === undefined ? DEFAULT_LEASE_MS : ms('leaseMs', options.leaseMs);
   const heartbeatMs =
     options.heartbeatMs === undefined
@@ -115,6 +134,7 @@ export function resolveStoreOptions(options: RedisStoreOptions): ResolvedStoreOp
     prefix,
     leaseMs,
     heartbeatMs,
+    pollMs: Math.max(5, Math.floor(heartbeatMs / POLL_DIVISOR)),
     commandTimeoutMs:
       options.commandTimeoutMs === undefined
         ? DEFAULT_COMMAND_TIMEOUT_MS

@@ -83,7 +83,8 @@ local function fill()
     end
     if alive[owner] then
       redis.call('ZADD', H, now + claim, head)
-      redis.call('PUBLISH', wake .. owner, head)
+      -- pcall: an ACL user without channel permission polls instead (its waiters are told so).
+      redis.pcall('PUBLISH', wake .. owner, head)
       held = held + 1
     end
   end

@@ -22,12 +22,14 @@ import {
   DONE,
   FALLBACK,
   LOCAL,
+  onRecheck,
   onTimer,
   QUEUED,
   SENDING,
   SharedWaiter,
   waitTimeout,
 } from './shared-waiter.js';
+import type { WakeupMode } from './wakeups.js';
 
 /** A Redis reply of a gate's script: cluster-wide holders and tickets (and live processes). */
 export interface ClusterCounts {
@@ -56,6 +58,10 @@ export interface SharedGateStore {
   setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts>;
   release(gate: SharedSemaphore, ids: readonly string[]): void;
   forget(id: string): void;
+  readonly wakeups: WakeupMode;
+  readonly wakeupEpoch: number;
+  wakeupsUnreliableSince(epoch: number): boolean;
+  recheck(gate: SharedSemaphore): void;
 }
 
 export type {
@@ -63,6 +69,9 @@ export type {
   SharedSemaphoreOptions,
   SharedSemaphoreStats,
 } from './shared-stats.js';
+
+/** Weight of a new hold time in this process's moving estimate (as a local gate's observer). */
+const HOLD_ESTIMATE_WEIGHT = 0.1;
 
 interface Lease {
   id: string;
@@ -108,6 +117,8 @@ export class SharedSemaphore extends Semaphore {
   readonly #shed = new SharedShed(this);
   #leasesLost = 0;
   #known = false;
+  /** Moving average of how long this process held its permits (ms): Retry-After's unit. */
+  #holdEstimate: number | undefined = undefined;
   /** At the start of an outage: permits held here, and the cap's free part as last seen. */
   #outageHeld = 0;
   #outageFree = 0;
@@ -210,8 +221,9 @@ export class SharedSemaphore extends Semaphore {
       return undefined;
     }
     // Local bound first, in microseconds and without Redis: what a local gate would admit
-    // at once (limit − held) plus its queue.
-    if (this.#waiters.size >= this.#maxQueue + Math.max(0, this.limit - this.held)) {
+    // at once (limit − held, or the local share while Redis is unreachable) plus its queue.
+    const room = (store.degraded ? this.#fallbackShare() : this.limit) - this.held;
+    if (this.#waiters.size >= this.#maxQueue + Math.max(0, room)) {
       target.rejected(this.#queueFull());
       return undefined;
     }
@@ -223,7 +235,13 @@ export class SharedSemaphore extends Semaphore {
     const waiter = new SharedWaiter(this, store.nextId(), target, this.now());
     this.#waiters.add(waiter);
     this.#byTicket.set(waiter.id, waiter);
-    waiter.timer = setTimeout(onTimer, wait, waiter);
+    // A re-check shortly before the deadline (the heartbeat may be far later): a wake-up lost
+    // to a dropped subscription must not cost the waiter its permit.
+    const margin = Math.min(store.options.pollMs, Math.floor(wait / 4));
+    waiter.timer =
+      margin > 0
+        ? setTimeout(onRecheck, wait - margin, waiter, margin)
+        : setTimeout(onTimer, wait, waiter);
     if (store.degraded) {
       waiter.state = FALLBACK;
       this.#serveFallback();
@@ -256,9 +274,23 @@ export class SharedSemaphore extends Semaphore {
     }
   }
 
+  /**
+   * When a caller arriving now could be served: its place in the whole queue, drained at the
+   * shared cap (at the local share during an outage), each permit held as long as this process
+   * has seen its own permits held (before any was released, the wait deadline stands in). But
+   * no ticket waits past its deadline: however long the queue, the tickets ahead are served or
+   * gone within one deadline (this process's; replicas share options) and one hold from now.
+   */
   override retryAfterMs(): number {
-    const position = Math.max(this.#waiters.size, this.#clusterQueued) + 1;
-    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, super.retryAfterMs() * position));
+    const degraded = this.#store.degraded;
+    const queued = degraded
+      ? this.#waiters.size
+      : Math.max(this.#waiters.size, this.#clusterQueued);
+    const rate = degraded ? Math.max(1, this.#fallbackShare()) : this.sharedLimit;
+    const hold = this.#holdEstimate ?? this.#queueTimeout;
+    const drain = ((queued + 1) / rate) * hold;
+    const ms = Math.ceil(Math.min(drain, this.#queueTimeout + hold));
+    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, ms));
   }
 
   override stats(): SharedSemaphoreStats {
@@ -275,6 +307,7 @@ export class SharedSemaphore extends Semaphore {
         queued: this.#clusterQueued,
         processes: this.#processes,
         mode: store.degraded ? store.options.onStoreError : 'redis',
+        wakeups: store.wakeups,
         leasesLost: this.#leasesLost,
         shedStoreUnavailable: this.#shed.storeUnavailable,
       },
@@ -294,6 +327,7 @@ export class SharedSemaphore extends Semaphore {
   #send(waiter: SharedWaiter): void {
     if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets++;
     waiter.state = SENDING;
+    waiter.epoch = this.#store.wakeupEpoch;
     this.#store.acquire(this, waiter.id).then(
       ({ granted, held, queued, processes, cap }) => {
         this.cluster(held, queued, cap);
@@ -301,6 +335,8 @@ export class SharedSemaphore extends Semaphore {
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted) this.#grant(waiter, true);
         else if (waiter.grantedEarly) this.#claim(waiter);
+        else if (this.#maxQueue === 0)
+          this.#shedFull(waiter); // no waiting, in Redis either
         else waiter.state = QUEUED;
       },
       () => this.#sendFailed(waiter),
@@ -392,6 +428,13 @@ export class SharedSemaphore extends Semaphore {
     );
   }
 
+  /** A queued waiter near its deadline: Redis is asked if its wake-up may have been lost. */
+  beforeDeadline(waiter: SharedWaiter): void {
+    if (waiter.state === QUEUED && this.#store.wakeupsUnreliableSince(waiter.epoch)) {
+      this.#store.recheck(this);
+    }
+  }
+
   /** A waiter leaves: aborted by its caller, or its deadline passed. */
   leave(waiter: SharedWaiter, reason: unknown, how: 'aborted' | 'timeout'): void {
     if (waiter.state === DONE) return;
@@ -417,6 +460,10 @@ export class SharedSemaphore extends Semaphore {
   protected override released(permit: Permit, _reason: ReleaseReason): void {
     const lease = this.#leases.get(permit);
     if (lease === undefined) return;
+    const heldMs = this.now() - permit.acquiredAt;
+    const estimate = this.#holdEstimate;
+    this.#holdEstimate =
+      estimate === undefined ? heldMs : estimate + (heldMs - estimate) * HOLD_ESTIMATE_WEIGHT;
     this.#leases.delete(permit);
     this.#byId.delete(lease.id);
     this.#store.release(this, [lease.id]);
@@ -581,8 +628,20 @@ export class SharedSemaphore extends Semaphore {
    * most `limit + processes − 1`.
    */
   #serveFallback(): void {
-    const { localLimit, onStoreError } = this.#store.options;
-    if (!this.#store.degraded || onStoreError !== 'local') return;
+    if (!this.#store.degraded || this.#store.options.onStoreError !== 'local') return;
+    const share = this.#fallbackShare();
+    let waiting = 0;
+    for (const waiter of [...this.#waiters]) {
+      if (waiter.state !== FALLBACK) continue;
+      if (this.held < share) this.#grant(waiter, false);
+      // Past the local queue bound (the newest): shed now, as a local gate would, not at the deadline.
+      else if (++waiting > this.#maxQueue) this.#shedFull(waiter);
+    }
+  }
+
+  /** This process's share of the cap while Redis is unreachable (see {@link #serveFallback}). */
+  #fallbackShare(): number {
+    const { localLimit } = this.#store.options;
     // A process that never heard from Redis knows no fleet size: one permit until it does.
     const fleetShare = this.#known
       ? Math.min(
@@ -590,11 +649,16 @@ export class SharedSemaphore extends Semaphore {
           Math.max(this.#outageHeld, Math.ceil(this.#cap / this.#processes)),
         )
       : 1;
-    const share = Math.min(this.limit, localLimit ?? fleetShare);
-    for (const waiter of [...this.#waiters]) {
-      if (this.held >= share) return;
-      if (waiter.state === FALLBACK) this.#grant(waiter, false);
-    }
+    return Math.min(this.limit, localLimit ?? fleetShare);
+  }
+
+  /** A waiter past the queue bound leaves with `QueueFullError` (its ticket, if any, withdrawn). */
+  #shedFull(waiter: SharedWaiter): void {
+    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
+    this.#finish(waiter);
+    if (ticketed) this.#store.release(this, [waiter.id]);
+    waiter.target.rejected(this.#queueFull());
+    if (ticketed) this.#pump();
   }
 
   #queueFull(): QueueFullError {

@@ -29,6 +29,11 @@ export interface SharedGateView {
   processes: number;
   /** `'redis'`, or while Redis is unreachable `'local'` (a local share) or `'reject'`. */
   mode: 'redis' | 'local' | 'reject';
+  /**
+   * `'push'`: grants reach waiters at once on this process's wake-up subscription; `'poll'`: it
+   * is down (or forbidden by an ACL) and queued tickets are re-checked every `heartbeatMs / 8`.
+   */
+  wakeups: 'push' | 'poll';
   /** Leases Redis lost while this process held them (stalls, a Redis restart). */
   leasesLost: number;
   /** Callers shed with `StoreUnavailableError`. */

@@ -33,6 +33,7 @@ export const LOCAL = 4;
  */
 export interface WaiterGate {
   leave(waiter: SharedWaiter, reason: unknown, how: 'aborted' | 'timeout'): void;
+  beforeDeadline(waiter: SharedWaiter): void;
 }
 
 /** A waiter of this process: its ticket in Redis (or its place in the local fallback). */
@@ -40,6 +41,8 @@ export class SharedWaiter implements WaitTicket {
   state = SENDING;
   /** A wake-up arrived before the acquire's own reply (two connections, any order). */
   grantedEarly = false;
+  /** The store's wake-up epoch when its acquire was sent: a later loss may have eaten its wake-up. */
+  epoch = 0;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   constructor(
     readonly gate: WaiterGate,
@@ -54,4 +57,10 @@ export class SharedWaiter implements WaitTicket {
 
 export function onTimer(waiter: SharedWaiter): void {
   waiter.gate.leave(waiter, undefined, 'timeout');
+}
+
+/** Shortly before the deadline: the last chance to find a grant whose wake-up was lost. */
+export function onRecheck(waiter: SharedWaiter, marginMs: number): void {
+  waiter.timer = setTimeout(onTimer, marginMs, waiter);
+  waiter.gate.beforeDeadline(waiter);
 }

@@ -4,6 +4,7 @@ import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
 import { storeClient } from './client.js';
 import {
+  MAX_GATE_NAME_BYTES,
   type RedisStoreOptions,
   type ResolvedStoreOptions,
   resolveStoreOptions,
@@ -14,6 +15,9 @@ import {
   SharedSemaphore,
   type SharedSemaphoreOptions,
 } from './shared-semaphore.js';
+import { WakeupPoll } from './wakeup-poll.js';
+import type { WakeupMode } from './wakeups.js';
+import { OutageWarning } from './warnings.js';
 
 export type { ClusterCounts } from './shared-semaphore.js';
 
@@ -59,11 +63,15 @@ export class RedisStore {
    */
   #registered = new WeakSet<SharedSemaphore>();
   #degraded = false;
+  readonly #outage: OutageWarning;
+  /** Looks up queued tickets while wake-ups are not pushed. */
+  readonly #poll: WakeupPoll;
   #closed = false;
   #closing: Promise<void> | undefined = undefined;
 
   constructor(options: RedisStoreOptions) {
     this.options = resolveStoreOptions(options);
+    this.#outage = new OutageWarning(this.options.heartbeatMs, this.options.onStoreError);
     const client = storeClient(options.client);
     if (client.cluster && this.options.replicas > 0) {
       // WAIT counts the replicas of the node and connection the grant was written on; a cluster
@@ -72,13 +80,50 @@ export class RedisStore {
         `redisStore: replicas (strict mode, WAIT) needs a single-node client, got a Redis Cluster client`,
       );
     }
+    this.#poll = new WakeupPoll(
+      this,
+      this.options,
+      () => this.#gates.values(),
+      (gate) => this.#beatGate(gate),
+      () => this.#degraded || this.#closed,
+    );
     this.#calls = new RedisCalls(
       client,
       this.options.commandTimeoutMs,
       `${this.options.prefix}wake:${this.processId}`,
-      (id) => this.#tickets.get(id)?.wake(id),
+      {
+        wake: (id) => this.#tickets.get(id)?.wake(id),
+        down: (error, forbidden) => {
+          if (this.#closed) return;
+          this.#poll.down(error, forbidden);
+          // A fresh connection at once; if that fails too, each heartbeat tries again.
+          if (!forbidden) void this.#calls.wakeups.ensure().catch(() => undefined);
+        },
+        up: () => this.#poll.up(),
+      },
       (error) => this.#failed(error),
     );
+  }
+
+  /** `'push'` while the wake-up subscription is up; `'poll'` while waiters are re-checked instead. */
+  get wakeups(): WakeupMode {
+    return this.#calls.wakeups.mode;
+  }
+
+  /** Wake-ups may have been lost since `epoch` (a {@link wakeupEpoch} reading), or are polled. */
+  wakeupsUnreliableSince(epoch: number): boolean {
+    const wakeups = this.#calls.wakeups;
+    return wakeups.mode === 'poll' || wakeups.epoch !== epoch;
+  }
+
+  /** Counts the losses of the wake-up subscription. */
+  get wakeupEpoch(): number {
+    return this.#calls.wakeups.epoch;
+  }
+
+  /** Looks up this process's tickets of `gate` in Redis now, for wake-ups that may be lost. */
+  recheck(gate: SharedSemaphore): void {
+    this.#poll.recheck(gate);
   }
 
   /** Redis failed or timed out and has not answered a heartbeat since. */
@@ -107,6 +152,11 @@ export class RedisStore {
     if (typeof name !== 'string' || name === '' || /[{}]/.test(name)) {
       throw new TypeError(
         `name must be a non-empty string without { or } (it is the gate's Redis hash tag), got ${describe(name)}`,
+      );
+    }
+    if (Buffer.byteLength(name) > MAX_GATE_NAME_BYTES) {
+      throw new TypeError(
+        `name of a shared gate must be at most ${MAX_GATE_NAME_BYTES} bytes (it is sent in every Redis key of every call), got ${Buffer.byteLength(name)} bytes: ${describe(name.slice(0, 40))}…`,
       );
     }
     if (this.#gates.has(name)) {
@@ -174,6 +224,7 @@ export class RedisStore {
     this.#inflight.set(id, settled);
     void settled.then(() => this.#inflight.delete(id));
     return this.#calls.timed(raw).then(async (reply) => {
+      this.#outage.reached();
       const [granted, held, queued, processes, cap] = reply as number[];
       if (granted === 1 && this.options.replicas > 0)
         await this.#calls.replicate(this.options.replicas);
@@ -356,6 +407,8 @@ export class RedisStore {
     try {
       await this.#calls.timed(this.#calls.whenReady());
       if (this.#closed) return; // close() gives back everything itself
+      // The wake-up connection's health check: subscribed again if it was lost.
+      void this.#calls.wakeups.ensure().catch(() => undefined);
       const wasDegraded = this.#degraded;
       const flushed = this.#flush();
       const beats = [...this.#gates.values()].map((gate) => this.#beatGate(gate));
@@ -403,6 +456,7 @@ export class RedisStore {
         gate.cluster(Number(held), Number(queued), Number(cap));
         gate.heartbeat(lost, granted, Number(processes), requeued);
         this.#registered.add(gate);
+        this.#outage.reached();
       },
       () => undefined,
     );
@@ -414,6 +468,7 @@ export class RedisStore {
   #recovered(): void {
     if (!this.#degraded) return;
     this.#degraded = false;
+    this.#outage.recovered();
     // What the fallback released meanwhile goes ahead of the acquires storeUp() sends.
     if (this.#toRelease.size > 0) void this.#flush();
     if (storeChannels.storeUp.hasSubscribers) storeChannels.storeUp.publish({ store: this });
@@ -421,7 +476,9 @@ export class RedisStore {
   }
 
   #failed(error: unknown): void {
-    if (this.#degraded || this.#closed) return;
+    if (this.#closed) return;
+    this.#outage.failed(error);
+    if (this.#degraded) return;
     this.#degraded = true;
     this.#registered = new WeakSet();
     if (storeChannels.storeError.hasSubscribers) {
@@ -449,6 +506,7 @@ export class RedisStore {
     this.#closed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#poll.close();
     // No wake-up is needed now, and the releases below must not wait to subscribe again.
     const unsubscribed = this.#calls.closeSubscriber();
     for (const gate of this.#gates.values()) {

@@ -20,7 +20,8 @@ for (const kind of CLIENT_KINDS) {
 
     it("serves through a shared gate, and answers 503 + Retry-After while Redis is paused under 'reject'", async () => {
       partner = await startPartner();
-      const store = await fleet.store({ onStoreError: 'reject', commandTimeoutMs: 200 });
+      // 500 ms: the first call (subscribe, load the scripts, acquire) can take 200 ms at load 30.
+      const store = await fleet.store({ onStoreError: 'reject', commandTimeoutMs: 500 });
       const limiter = new HostLimiter({
         store,
         partners: [{ name: 'billing', hosts: [partner.origin], limit: 2, shared: true }],

@@ -13,6 +13,7 @@ describe('redisStore options', () => {
 
   it.each([
     [{ prefix: 'a{b' }, /prefix must be a string without/],
+    [{ prefix: 'p'.repeat(201) }, /prefix must be at most 200 bytes/],
     [{ leaseMs: 0 }, /leaseMs must be a duration/],
     [{ heartbeatMs: 6000 }, /heartbeatMs must be at most half of leaseMs/],
     [{ commandTimeoutMs: -1 }, /commandTimeoutMs must be a duration/],
@@ -41,6 +42,12 @@ describe('redisStore options', () => {
   it('checks gate names: no hash-tag braces, no duplicates, validated limits', () => {
     const store = redisStore({ client });
     expect(() => store.semaphore({ name: 'a}b', limit: 1 })).toThrow(/without \{ or \}/);
+    // A name is in every key of every script call: bounded, and the error says so.
+    expect(() => store.semaphore({ name: 'n'.repeat(600_000), limit: 1 })).toThrow(
+      /name of a shared gate must be at most 200 bytes .* got 600000 bytes/,
+    );
+    expect(() => store.semaphore({ name: 'é'.repeat(101), limit: 1 })).toThrow(/got 202 bytes/);
+    store.semaphore({ name: 'n'.repeat(200), limit: 1 });
     expect(() => store.semaphore({ name: 'x', limit: 0 })).toThrow(/limit must be a positive/);
     const gate = store.semaphore({ name: 'billing', limit: 2 });
     expect(() => gate.acquire({ weight: 2 })).toThrow(/weight must be 1 on a shared gate/);
