@@ -24,7 +24,11 @@ for (const kind of CLIENT_KINDS) {
       const store = await fleet.store({ onStoreError: 'reject', commandTimeoutMs: 500 });
       const limiter = new HostLimiter({
         store,
-        partners: [{ name: 'billing', hosts: [partner.origin], limit: 2, shared: true }],
+        // A wait deadline past the store's (three command timeouts at most, when its timers
+        // fire late on a loaded machine), so the paused Redis is what the caller hears of.
+        partners: [
+          { name: 'billing', hosts: [partner.origin], limit: 2, shared: true, queueTimeout: 5000 },
+        ],
       });
       const app = express();
       app.use(outbound({ limiter }));

@@ -132,7 +132,7 @@ for (const kind of CLIENT_KINDS) {
       const gate = store.semaphore({ name: 'g', limit: 2, queueTimeout: 5000 });
       (await gate.acquire()).release();
       const warnings = storeWarnings();
-      for (const outage of [1, 2]) {
+      for (const _outage of [1, 2]) {
         // A loaded machine can time out a call of a healthy Redis: that outage ends first.
         if (store.degraded) await nextOn('hostgate:store-up');
         const before = warnings.seen.length;
