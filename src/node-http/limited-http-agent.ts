@@ -1,4 +1,5 @@
 import http from 'node:http';
+import type https from 'node:https';
 import { describe } from '../common/options.js';
 import { HostLimiter, type HostLimiterOptions } from '../partners/host-limiter.js';
 import { type AddRequest, failUnsent, GatedNodeRequest, originOf } from './gated-node-request.js';
@@ -57,6 +58,8 @@ export class LimitedHttpAgent extends http.Agent {
   declare readonly protocol: string;
   /** The wrapped agent's keep-alive. */
   declare readonly keepAlive: boolean;
+  /** The wrapped agent's options (TLS ones for an https.Agent): typed so it fits where an `https.Agent` goes. */
+  declare options: https.AgentOptions;
   readonly #addRequest: AddRequest;
 
   constructor(agent: http.Agent, limiterOrOptions: HostLimiter | HostLimiterOptions) {
