@@ -58,6 +58,7 @@ declare module 'fastify' {
 }
 
 const PLUGIN_KEYS = ['shed', 'status'] as const;
+const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers'] as const;
 const SHED_KEYS = ['status', 'problem', 'onDisconnect'] as const;
 
 type Resolved = ReturnType<typeof internal.resolve>;
@@ -136,9 +137,14 @@ function plugin(
 
 function setUp(fastify: FastifyInstance, options: HostgateFastifyOptions): void {
   checkObject('hostgate/fastify options', options);
-  const { shed, status, ...outboundOptions } = options;
-  // Fastify adds no keys of its own to a plugin's options; anything unknown is a typo.
-  checkKnownKeys('hostgate/fastify', options, [...PLUGIN_KEYS, ...OUTBOUND_KEY_NAMES]);
+  // register()'s own options (prefix, logLevel, …) reach the plugin too: Fastify's, not ours.
+  const { shed, status, prefix, logLevel, logSerializers, ...outboundOptions } =
+    options as HostgateFastifyOptions & Record<(typeof REGISTER_KEYS)[number], unknown>;
+  checkKnownKeys('hostgate/fastify', options, [
+    ...PLUGIN_KEYS,
+    ...REGISTER_KEYS,
+    ...OUTBOUND_KEY_NAMES,
+  ]);
   const middleware = outbound(outboundOptions);
   const shedOptions =
     shed === false ? undefined : internal.resolve('hostgate/fastify shed', shed, SHED_KEYS);

@@ -138,6 +138,10 @@ describe('hostgate/fastify: the Fastify 5 plugin', () => {
       /status must be a route path starting with "\/".*"no-slash"/,
     );
     await third.close();
+    // register()'s own options are Fastify's: not refused.
+    const fourth = Fastify();
+    await fourth.register(hostgate, { limiter, prefix: '/api', logLevel: 'warn' } as never);
+    await fourth.close();
   });
 
   it('a real client disconnect cancels the outbound calls: the partner sees them closed, permits back', async () => {
