@@ -57,6 +57,7 @@ export class GatedNodeRequest implements WaitTarget {
   #aborted = false;
   #responded = false;
   #failed = false;
+  #destroyError: Error | undefined = undefined;
   #heldAtGrant = 0;
 
   constructor(req: ClientRequest, options: RequestOptions, addRequest: AddRequest) {
@@ -135,7 +136,10 @@ export class GatedNodeRequest implements WaitTarget {
   destroyed(error: Error | undefined): void {
     const req = this.#req;
     const phase = this.#phase;
-    if (phase === SENT) this.#aborted = true;
+    if (phase === SENT) {
+      this.#aborted = true;
+      this.#destroyError ??= error;
+    }
     this.#destroy.call(req, error);
     if (phase !== QUEUED && phase !== GRANTED) return;
     this.#aborted = true;
@@ -188,6 +192,12 @@ export class GatedNodeRequest implements WaitTarget {
     this.#detach();
     const permit = this.#takePermit();
     if (permit === undefined) return;
+    if (!this.#failed) {
+      // No socket error: a response cut short (the partner closed mid-body), or our destroy.
+      const res = (this.#req as ClientRequest & { res?: IncomingMessage | null }).res;
+      const error = res?.errored ?? (res?.complete === false ? cutShort() : this.#destroyError);
+      if (error != null) publishRequestError(permit, error);
+    }
     if (!this.#aborted) {
       queueMicrotask(() => permit.release('released'));
       return;
@@ -274,6 +284,12 @@ function onSocketData(this: Socket & Gated): void {
 
 function onSocketError(this: Socket & Gated, error: Error): void {
   this[kGated]?.socketFailed(error);
+}
+
+function cutShort(): Error {
+  return Object.assign(new Error('the response ended before its body was complete'), {
+    code: 'ECONNRESET',
+  });
 }
 
 function releaseAborted(permit: Permit): void {
