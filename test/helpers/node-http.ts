@@ -1,8 +1,11 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import http from 'node:http';
 import https from 'node:https';
+import { afterEach, beforeEach } from 'vitest';
 import type { ReleaseMessage, ReleaseReason } from '../../src/gate/diagnostics.js';
 import type { Semaphore } from '../../src/gate/semaphore.js';
+import { type GateOptions, HostLimiter, LimitedHttpAgent } from '../../src/index.js';
+import { type Partner, startPartner } from './partner.js';
 
 /** How a node:http request ended, as its caller sees it. */
 export type Outcome =
@@ -57,4 +60,50 @@ export function watchReleases(
   };
   subscribe('hostgate:release', onRelease);
   return { seen, stop: () => unsubscribe('hostgate:release', onRelease) };
+}
+
+/** What {@link useGatedAgent} gives each test. */
+export interface GatedAgentSetup {
+  readonly partner: Partner;
+  /** A keep-alive `http.Agent` inside a LimitedHttpAgent whose partner `p` is the partner. */
+  readonly agent: LimitedHttpAgent;
+  readonly gate: Semaphore;
+}
+
+/**
+ * A counting partner and a LimitedHttpAgent for it (partner `p`, `rule`), new for each test and
+ * closed after it (the agent's sockets first).
+ */
+export function useGatedAgent(
+  rule: Omit<GateOptions, 'limit'> & { limit: number },
+): GatedAgentSetup {
+  let current: { partner: Partner; inner: http.Agent; agent: LimitedHttpAgent } | undefined;
+  beforeEach(async () => {
+    const partner = await startPartner();
+    const inner = new http.Agent({ keepAlive: true });
+    const limiter = new HostLimiter({
+      partners: [{ name: 'p', hosts: [partner.origin], ...rule }],
+    });
+    current = { partner, inner, agent: new LimitedHttpAgent(inner, limiter) };
+  });
+  afterEach(async () => {
+    current?.inner.destroy();
+    await current?.partner.close();
+    current = undefined;
+  });
+  const now = () => {
+    if (current === undefined) throw new Error('useGatedAgent: no test is running');
+    return current;
+  };
+  return {
+    get partner() {
+      return now().partner;
+    },
+    get agent() {
+      return now().agent;
+    },
+    get gate() {
+      return now().agent.limiter.gate('p')!;
+    },
+  };
 }

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,10 +9,11 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
 import axios, { isCancel } from 'axios';
 import axiosRetry from 'axios-retry';
 import got, { CancelError } from 'got';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HostLimiter, LimitedHttpAgent, QueueFullError } from '../../src/index.js';
 import { whenIdle } from '../helpers/gate-events.js';
 import { expectInvariant } from '../helpers/invariant.js';
+import { useGatedAgent } from '../helpers/node-http.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { until } from '../helpers/until.js';
 
@@ -25,19 +26,15 @@ const rule = (partner: Partner, limit: number) =>
   });
 
 describe('axios, axios-retry, got and the AWS SDK through LimitedHttpAgent', () => {
+  const setup = useGatedAgent({ limit: 2, maxQueue: 20, queueTimeout: 10_000 });
+  const gate = () => setup.gate;
   let partner: Partner;
-  let inner: http.Agent;
   let agent: LimitedHttpAgent;
-  beforeEach(async () => {
-    partner = await startPartner();
-    inner = new http.Agent({ keepAlive: true });
-    agent = new LimitedHttpAgent(inner, rule(partner, 2));
+  let inner: http.Agent;
+  beforeEach(() => {
+    ({ partner, agent } = setup);
+    inner = agent.agent;
   });
-  afterEach(async () => {
-    inner.destroy();
-    await partner.close();
-  });
-  const gate = () => agent.limiter.gate('p')!;
 
   it('axios: the cap holds at the partner (with and without follow-redirects)', async () => {
     const client = axios.create({ baseURL: partner.url, httpAgent: agent });

@@ -1,37 +1,25 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import http from 'node:http';
 import axios from 'axios';
 import express from 'express';
 import got from 'got';
 import request from 'supertest';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { outbound, shed } from '../../middleware/index.js';
 import type { RequestErrorMessage, ResponseMessage } from '../../src/gate/diagnostics.js';
-import { ClientDisconnectedError, HostLimiter, LimitedHttpAgent } from '../../src/index.js';
+import { ClientDisconnectedError, type LimitedHttpAgent } from '../../src/index.js';
 import { whenIdle } from '../helpers/gate-events.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { get } from '../helpers/node-http.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { get, useGatedAgent } from '../helpers/node-http.js';
+import type { Partner } from '../helpers/partner.js';
 
 describe('LimitedHttpAgent: diagnostics, adaptive signals and the inbound disconnect signal', () => {
+  const setup = useGatedAgent({ limit: 2, maxQueue: 5 });
+  const gate = () => setup.gate;
   let partner: Partner;
-  let inner: http.Agent;
   let agent: LimitedHttpAgent;
-  beforeEach(async () => {
-    partner = await startPartner();
-    inner = new http.Agent({ keepAlive: true });
-    agent = new LimitedHttpAgent(
-      inner,
-      new HostLimiter({
-        partners: [{ name: 'p', hosts: [partner.origin], limit: 2, maxQueue: 5 }],
-      }),
-    );
+  beforeEach(() => {
+    ({ partner, agent } = setup);
   });
-  afterEach(async () => {
-    inner.destroy();
-    await partner.close();
-  });
-  const gate = () => agent.limiter.gate('p')!;
 
   it('publishes hostgate:response with the status (adaptive limits learn from it) and hostgate:request-error on a reset', async () => {
     const responses: ResponseMessage[] = [];
