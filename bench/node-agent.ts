@@ -57,8 +57,8 @@ try {
           [name, String(port), from, ...(smoke ? ['smoke'] : [])],
           { cpus: CLIENT_CPU, timeoutMs: 120_000 },
         );
-        (reqPerSec[name] ??= []).push(result.reqPerSec);
-        (cpu[name] ??= []).push(result.cpuUsPerRequest);
+        reqPerSec[name] = [...(reqPerSec[name] ?? []), result.reqPerSec];
+        cpu[name] = [...(cpu[name] ?? []), result.cpuUsPerRequest];
       }
     }
   }
