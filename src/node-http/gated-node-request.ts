@@ -126,8 +126,7 @@ export class GatedNodeRequest implements WaitTarget {
       // The wrapped agent threw instead of failing the request: fail it as Node would.
       req.off('socket', onRequestSocket);
       req.off('close', onRequestClose);
-      this.#permit?.release();
-      this.#permit = undefined;
+      this.#takePermit()?.release();
       this.#fail(error as Error);
     }
   }

@@ -110,6 +110,24 @@ describe('LimitedHttpAgent: a gated node:http agent', () => {
     expect(partner.arrived).toBe(0);
   });
 
+  it('fails the request and returns the permit when the wrapped agent throws', async () => {
+    class Broken extends http.Agent {
+      addRequest(): void {
+        throw new Error('no sockets today');
+      }
+    }
+    const broken = new Broken();
+    const agent = new LimitedHttpAgent(
+      broken,
+      new HostLimiter({ partners: [{ name: 'p', hosts: [partner.origin], limit: 1 }] }),
+    );
+    const outcome = await get(`${partner.url}/ok`, agent).outcome;
+    expect(outcome.ok === false && outcome.error.message).toBe('no sockets today');
+    expect(agent.limiter.gate('p')!.held).toBe(0);
+    expectInvariant(agent.limiter.gate('p')!);
+    broken.destroy();
+  });
+
   it('passes hosts of an unlimited limiter straight through', async () => {
     const agent = new LimitedHttpAgent(inner, new HostLimiter({ unknownHosts: 'unlimited' }));
     expect((await get(`${partner.url}/ok`, agent).outcome).ok).toBe(true);
