@@ -80,6 +80,24 @@ describe('hostgate/fastify: the Fastify 5 plugin', () => {
     agent.destroy();
   });
 
+  it('answers 504 when the request deadline passes during an outbound call', async () => {
+    await app.register(hostgate, { limiter, deadline: 100 });
+    app.get('/slow', async (request) => {
+      const res = await request.outbound.fetch(`${partner.url}/held`);
+      return res.text();
+    });
+    const res = await app.inject({ method: 'GET', url: '/slow' });
+    expect(res.statusCode).toBe(504);
+    expect(res.headers['retry-after']).toBeUndefined();
+    expect(res.json()).toMatchObject({
+      type: 'urn:hostgate:problem:deadline-exceeded',
+      budgetMs: 100,
+    });
+    await partner.waitForClosedEarly(1);
+    await whenIdle(gate());
+    expectInvariant(gate());
+  });
+
   it('leaves other errors to Fastify, and with shed: false to your own handler via replyShed', async () => {
     await app.register(hostgate, { limiter, shed: false });
     app.setErrorHandler((error, request, reply) => {
