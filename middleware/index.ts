@@ -11,6 +11,8 @@
  * hostgate declares it a peer dependency (`^7 || ^8`), so the import resolves, as Node resolves
  * any bare import from `node_modules/hostgate`, to the `undici` your project installed.
  */
+// req.outbound on Express's Request (types only; hostgate/fastify does not load it).
+
 export { type AdmitMiddleware, type AdmitOptions, admit } from './admit.js';
 export type {
   BudgetFunction,
@@ -19,6 +21,7 @@ export type {
   DeadlineOption,
   DeadlineOptions,
 } from './deadline.js';
+export * from './express-request.js';
 export {
   DEFAULT_PER_REQUEST_MAX_QUEUE,
   DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS,

@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type {} from 'express-serve-static-core';
 import {
   Agent,
   type Dispatcher,
@@ -62,13 +61,6 @@ export interface Outbound {
     url: string | URL,
     options?: OutboundRequestOptions,
   ) => Promise<Dispatcher.ResponseData>;
-}
-
-declare module 'express-serve-static-core' {
-  interface Request {
-    /** Set by `outbound()` from `hostgate/express`. */
-    outbound: Outbound;
-  }
 }
 
 export interface PerRequestOptions {
