@@ -242,6 +242,25 @@ describe('LimitedHttpAgent: a gated node:http agent', () => {
     });
   });
 
+  it('a request that sits on an unread body shows in limiter.leaks(), without its query', async () => {
+    const { agent, gate } = limited({ limit: 1, maxHold: 10_000 });
+    gate.leakWarnAfter = 50;
+    const req = http.get(`${partner.url}/stall?token=secret`, { agent }, () => {});
+    req.on('error', () => {});
+    await until(() => agent.limiter.leaks().length === 1, 'reported');
+    const [suspect] = agent.limiter.leaks();
+    expect(suspect).toMatchObject({
+      partner: 'p',
+      method: 'GET',
+      origin: partner.origin,
+      path: '/stall',
+    });
+    expect(JSON.stringify(suspect)).not.toContain('secret');
+    req.destroy();
+    await whenIdle(gate);
+    expectInvariant(gate);
+  });
+
   it('leak reports name method, origin and path, never the query', () => {
     const { agent, gate } = limited({ limit: 1 });
     const req = http.get(`${partner.url}/held?token=secret`, { agent });
