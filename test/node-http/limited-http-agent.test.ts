@@ -190,6 +190,30 @@ describe('LimitedHttpAgent: a gated node:http agent', () => {
       expectInvariant(gate);
     });
 
+    it("holdAfterAbort keeps an aborted request's permit that long after its socket closed", async () => {
+      const agent = new LimitedHttpAgent(
+        inner,
+        new HostLimiter({
+          partners: [{ name: 'p', hosts: [partner.origin], limit: 1, holdAfterAbort: 150 }],
+        }),
+      );
+      const gate = agent.limiter.gate('p')!;
+      const call = get(`${partner.url}/held`, agent);
+      await partner.waitForActive(1);
+      let closedAt = Number.NaN;
+      call.req.once('close', () => {
+        closedAt = performance.now();
+      });
+      call.req.destroy();
+      await call.outcome;
+      expect(gate.held).toBe(1);
+      await whenIdle(gate);
+      // A lower bound only: a timer never fires early, a busy machine only makes it later.
+      expect(performance.now() - closedAt).toBeGreaterThanOrEqual(145);
+      expect(gate.stats().released).toBe(1);
+      expectInvariant(gate);
+    });
+
     it('res.destroy() while the body streams returns the permit after the socket closes', async () => {
       const { agent, gate } = limited({ limit: 1, maxQueue: 5, queueTimeout: 10_000 });
       let socket: { destroyed: boolean } | undefined;
