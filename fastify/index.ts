@@ -32,7 +32,13 @@ import { DeadlineExceededError, findShedError } from '../src/index.js';
 
 export type { Outbound, OutboundOptions, ShedOptions, StatusOptions };
 
-export interface HostgateFastifyOptions extends OutboundOptions {
+export interface HostgateFastifyOptions extends Omit<OutboundOptions, 'priority'> {
+  /**
+   * The priority class of a request's outbound calls at partner gates with `priorities`: a
+   * class name, or a function of the raw Node request (`request.raw`); `undefined`: the gate's
+   * first class. A call's own `priorityClass` option wins.
+   */
+  priority?: string | ((req: IncomingMessage) => string | undefined);
   /**
    * Turn shed errors into `503` + `Retry-After` problem responses (default: on, with
    * {@link ShedOptions}). `false` leaves errors to your own handler, which can call
@@ -145,7 +151,8 @@ function setUp(fastify: FastifyInstance, options: HostgateFastifyOptions): void 
     ...REGISTER_KEYS,
     ...OUTBOUND_KEY_NAMES,
   ]);
-  const middleware = outbound(outboundOptions);
+  // outbound() calls priority with the raw request it is given: Fastify's request.raw.
+  const middleware = outbound(outboundOptions as OutboundOptions);
   const shedOptions =
     shed === false ? undefined : internal.resolve('hostgate/fastify shed', shed, SHED_KEYS);
   const statusRoute = parseStatus(status, middleware);

@@ -80,6 +80,20 @@ describe('hostgate/fastify: the Fastify 5 plugin', () => {
     agent.destroy();
   });
 
+  it('calls a priority function with the raw request', async () => {
+    const seen: unknown[] = [];
+    await app.register(hostgate, {
+      limiter,
+      priority: (req) => {
+        seen.push(req.headers['x-batch']);
+        return undefined;
+      },
+    });
+    app.get('/', async () => 'ok');
+    await app.inject({ method: 'GET', url: '/', headers: { 'x-batch': '1' } });
+    expect(seen).toEqual(['1']);
+  });
+
   it('answers 504 when the request deadline passes during an outbound call', async () => {
     await app.register(hostgate, { limiter, deadline: 100 });
     app.get('/slow', async (request) => {
