@@ -14,6 +14,8 @@
  * @packageDocumentation
  * @module hostgate/express
  */
+// req.outbound on Express's Request (types only; hostgate/fastify does not load it).
+
 export { type AdmitMiddleware, type AdmitOptions, admit } from './admit.js';
 export type {
   BudgetFunction,
@@ -22,6 +24,7 @@ export type {
   DeadlineOption,
   DeadlineOptions,
 } from './deadline.js';
+export * from './express-request.js';
 export {
   DEFAULT_PER_REQUEST_MAX_QUEUE,
   DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS,

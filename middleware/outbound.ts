@@ -27,13 +27,6 @@ export const DEFAULT_PER_REQUEST_MAX_QUEUE = 1000;
  */
 export const DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS = 30_000;
 
-declare module 'express-serve-static-core' {
-  interface Request {
-    /** Set by `outbound()` from `hostgate/express`. */
-    outbound: Outbound;
-  }
-}
-
 export interface OutboundOptions {
   /** The partner gates: a `HostLimiter`, or its options. Mutually exclusive with `dispatcher`. */
   limiter?: HostLimiter | HostLimiterOptions;

@@ -89,13 +89,17 @@ function findCause<T>(err: unknown, type: abstract new (...args: never[]) => T):
 
 /** The request's own deadline passed: the upstream did not answer in time (504, no Retry-After). */
 function writeDeadlineExceeded(error: DeadlineExceededError, res: ServerResponse): void {
-  writeProblem(res, 504, {
+  writeProblem(res, 504, deadlineProblem(error));
+}
+
+function deadlineProblem(error: DeadlineExceededError): ProblemDetails {
+  return {
     type: 'urn:hostgate:problem:deadline-exceeded',
     title: 'Deadline exceeded',
     status: 504,
     detail: error.message,
     budgetMs: error.budgetMs,
-  });
+  };
 }
 
 /** Ends `res` with `status` and `problem` as `application/problem+json`, never cached. */
@@ -195,5 +199,5 @@ export function shed(options?: ShedOptions): ErrorMiddleware {
   };
 }
 
-/** @internal shared with admit() */
-export const internal = { resolve, writeShed, writeProblem, isGone };
+/** @internal shared with admit() and hostgate/fastify */
+export const internal = { resolve, writeShed, writeProblem, isGone, findCause, deadlineProblem };

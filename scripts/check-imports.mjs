@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The import rules of src/ and middleware/, checked by `npm test` (scripts/test.mjs):
+ * The import rules of src/, middleware/ and fastify/, checked by `npm test` (scripts/test.mjs):
  *
  * 1. No import circles: no file reaches itself through relative imports, `import type` and
  *    `export … from` included (a type-only circle still ties the files' meaning together).
@@ -23,9 +23,11 @@ const LAYERS = [
   'src/redis', // shared gates
   'src/partners', // HostLimiter, origins
   'src/http', // undici interceptor, LimitedAgent, limitFetch, teardown
+  'src/node-http', // LimitedHttpAgent for node:http clients (beside src/http: neither imports the other)
   'src/retry', // retries with a fresh permit per attempt
   'src/index.ts', // the package's entry: re-exports every layer
   'middleware', // Express (hostgate/express)
+  'fastify', // Fastify (hostgate/fastify): reuses middleware's Express-free parts
 ];
 
 /**
@@ -44,7 +46,8 @@ const walk = (dir) => {
     else if (/\.tsx?$/.test(name) && !name.endsWith('.d.ts')) files.push(path);
   }
 };
-for (const dir of ['src', 'middleware']) if (existsSync(join(root, dir))) walk(join(root, dir));
+for (const dir of ['src', 'middleware', 'fastify'])
+  if (existsSync(join(root, dir))) walk(join(root, dir));
 
 const rel = (file) => relative(root, file).split(sep).join('/');
 const layerOf = (file) => {

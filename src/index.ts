@@ -82,6 +82,7 @@ export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './http/int
 export { limitGate, limitHosts } from './http/limit-hosts.js';
 export { LimitedAgent, type WrappedDispatcher } from './http/limited-agent.js';
 export { type PriorityClassOption, withPriority } from './http/priority.js';
+export { LimitedHttpAgent, type WrappedHttpAgent } from './node-http/limited-http-agent.js';
 export {
   type BucketCounts,
   DEFAULT_MAX_ORIGIN_LABELS,

@@ -14,6 +14,7 @@ test.each([
   ['bench/overload.ts', 'smoke: OK'],
   ['bench/dispatcher.ts', 'smoke: OK'],
   ['bench/dispatcher/handler-cost.ts', 'smoke: OK'],
+  ['bench/node-agent.ts', 'smoke: OK'],
   ['bench/adaptive.ts', 'smoke: OK'],
   ['bench/semaphore.ts', '| hostgate'],
   // Without redis-server (and outside CI) it prints why and exits 0: nothing to compare.

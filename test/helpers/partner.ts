@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -43,7 +44,12 @@ export interface Partner {
   close(): Promise<void>;
 }
 
-export async function startPartner(): Promise<Partner> {
+/** `tls`: serve HTTPS with this key and certificate (`url` is then `https://…`). */
+export interface PartnerOptions {
+  tls?: { key: string | Buffer; cert: string | Buffer };
+}
+
+export async function startPartner(options: PartnerOptions = {}): Promise<Partner> {
   let active = 0;
   let peak = 0;
   let arrived = 0;
@@ -62,7 +68,7 @@ export async function startPartner(): Promise<Partner> {
   const waitFor = (check: () => boolean) =>
     check() ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ check, resolve }));
 
-  const server = http.createServer((req, res) => {
+  const handler: http.RequestListener = (req, res) => {
     active++;
     arrived++;
     if (active > peak) peak = active;
@@ -91,7 +97,8 @@ export async function startPartner(): Promise<Partner> {
       res.writeHead(200, { 'content-type': 'text/plain', 'content-length': size });
       res.end('x'.repeat(size));
     };
-    switch (url.pathname) {
+    // Routed by the first path segment: `/held/bucket/key` (an SDK's path-style URL) is `/held`.
+    switch (url.pathname.replace(/^(\/[^/]*).*$/, '$1')) {
       case '/ok': {
         const delay = Number(q.get('delay') ?? 0);
         if (delay > 0) setTimeout(answer, delay);
@@ -160,7 +167,11 @@ export async function startPartner(): Promise<Partner> {
         res.writeHead(404);
         res.end();
     }
-  });
+  };
+  const server =
+    options.tls === undefined
+      ? http.createServer(handler)
+      : https.createServer(options.tls, handler);
   let sockets = 0;
   let peakSockets = 0;
   server.on('connection', (socket) => {
@@ -172,7 +183,7 @@ export async function startPartner(): Promise<Partner> {
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  const origin = `http://127.0.0.1:${port}`;
+  const origin = `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}`;
 
   return {
     url: origin,
