@@ -10,12 +10,13 @@ import {
 } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import {
-  HostLimiter,
+  type HostLimiter,
   type HostLimiterOptions,
   limitHosts,
   type PriorityClassOption,
   Semaphore,
 } from '../src/index.js';
+import { limiterFrom } from '../src/partners/host-limiter.js';
 import { type DeadlineOption, InvalidHeader, parseDeadline } from './deadline.js';
 import { OutboundContext, type Shared } from './outbound-context.js';
 import { internal } from './shed.js';
@@ -169,8 +170,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     }
     dispatcher = options.dispatcher;
   } else if (options.limiter !== undefined) {
-    limiter =
-      options.limiter instanceof HostLimiter ? options.limiter : new HostLimiter(options.limiter);
+    limiter = limiterFrom('outbound: limiter', options.limiter);
     owned = new Agent();
     dispatcher = owned.compose(limitHosts(limiter));
   } else {

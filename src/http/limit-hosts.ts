@@ -2,7 +2,11 @@ import { type Dispatcher, errors } from 'undici';
 import { describe } from '../common/options.js';
 import { Semaphore } from '../gate/semaphore.js';
 import { holdsPermitOf, markDispatcherLayer } from '../partners/gate-layers.js';
-import { HostLimiter, type HostLimiterOptions } from '../partners/host-limiter.js';
+import {
+  type HostLimiter,
+  type HostLimiterOptions,
+  limiterFrom,
+} from '../partners/host-limiter.js';
 import type { DispatchInterceptor } from './interceptor.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
@@ -33,8 +37,7 @@ import { LimitHandler } from './limit-handler.js';
 export function limitHosts(
   limiterOrOptions: HostLimiter | HostLimiterOptions,
 ): DispatchInterceptor {
-  const limiter =
-    limiterOrOptions instanceof HostLimiter ? limiterOrOptions : new HostLimiter(limiterOrOptions);
+  const limiter = limiterFrom('limitHosts', limiterOrOptions);
   markDispatcherLayer(limiter);
   const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function limitedDispatch(opts, handler) {

@@ -1,6 +1,10 @@
 import { Dispatcher } from 'undici';
 import { describe } from '../common/options.js';
-import { HostLimiter, type HostLimiterOptions } from '../partners/host-limiter.js';
+import {
+  type HostLimiter,
+  type HostLimiterOptions,
+  limiterFrom,
+} from '../partners/host-limiter.js';
 import type { AnyDispatcher } from './interceptor.js';
 import { limitHosts } from './limit-hosts.js';
 
@@ -44,10 +48,7 @@ export class LimitedAgent extends Dispatcher {
       );
     }
     this.#inner = dispatcher;
-    this.limiter =
-      limiterOrOptions instanceof HostLimiter
-        ? limiterOrOptions
-        : new HostLimiter(limiterOrOptions);
+    this.limiter = limiterFrom('LimitedAgent', limiterOrOptions);
     const inner = dispatcher.dispatch.bind(dispatcher) as unknown as Dispatcher.Dispatch;
     this.#dispatch = limitHosts(this.limiter)(inner);
   }
