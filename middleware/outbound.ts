@@ -46,8 +46,9 @@ export type OutboundRequestOptions = Omit<
 export interface Outbound {
   /**
    * Aborts with `ClientDisconnectedError` when the client goes away before the response has
-   * finished, or with `DeadlineExceededError` when the request's deadline passes. Pass it to
-   * any other work the request starts (database queries, timers).
+   * finished, with `DeadlineExceededError` when the request's deadline passes, or with
+   * `ResponseSentError` once the response has been sent (unless `afterResponse: 'continue'`).
+   * Pass it to any other work the request starts (database queries, timers).
    */
   readonly signal: AbortSignal;
   /** This request's whole deadline budget in ms (`outbound({ deadline })`); `undefined`: none. */
@@ -63,6 +64,18 @@ export interface Outbound {
     url: string | URL,
     options?: OutboundRequestOptions,
   ) => Promise<Dispatcher.ResponseData>;
+  /**
+   * `fetch` and `request` for work meant to outlive the response (a cache refresh, an audit
+   * write): same partner gates and `perRequest` cap, but not cancelled when the response has
+   * been sent, the client leaves or the deadline passes — only by the call's own `signal`.
+   */
+  readonly background: OutboundBackground;
+}
+
+/** `req.outbound.background`: calls that are not cancelled with their request. */
+export interface OutboundBackground {
+  readonly fetch: Outbound['fetch'];
+  readonly request: Outbound['request'];
 }
 
 declare module 'express-serve-static-core' {
@@ -109,6 +122,14 @@ export interface OutboundOptions {
    * own `priorityClass` option wins. Gates without classes ignore it.
    */
   priority?: string | ((req: IncomingMessage) => string | undefined);
+  /**
+   * What becomes of a request's outbound calls still running once its response has been sent
+   * (a fan-out whose sibling was shed and answered 503): `'abort'` (default) cancels them with
+   * `ResponseSentError` — nobody will read them, so their permits come back and the partner
+   * sees them closed; `'continue'` lets them run. For single calls meant to outlive the
+   * response, use `req.outbound.background` instead.
+   */
+  afterResponse?: 'abort' | 'continue';
 }
 
 export interface OutboundMiddleware {
@@ -121,7 +142,14 @@ export interface OutboundMiddleware {
   close(): Promise<void>;
 }
 
-const OUTBOUND_KEYS = ['limiter', 'dispatcher', 'perRequest', 'deadline', 'priority'] as const;
+const OUTBOUND_KEYS = [
+  'limiter',
+  'dispatcher',
+  'perRequest',
+  'deadline',
+  'priority',
+  'afterResponse',
+] as const;
 const PER_REQUEST_KEYS = ['limit', 'maxQueue', 'queueTimeout'] as const;
 
 /**
@@ -179,12 +207,19 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
   const perRequest = parsePerRequest(options.perRequest);
   const deadline = parseDeadline(options.deadline);
   const priorityOf = parsePriority(options.priority);
+  const afterResponse = options.afterResponse ?? 'abort';
+  if (afterResponse !== 'abort' && afterResponse !== 'continue') {
+    throw new TypeError(
+      `outbound: afterResponse must be 'abort' or 'continue', got ${describe(afterResponse)}`,
+    );
+  }
   const shared: Shared = {
     dispatcher,
     perRequest,
     limiter,
     shedEarly: deadline?.shedEarly ?? false,
     propagate: deadline?.propagate,
+    afterResponse,
   };
 
   const middleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => {

@@ -16,6 +16,7 @@ export {
   PermitHoldTimeoutError,
   QueueFullError,
   QueueTimeoutError,
+  ResponseSentError,
   ShedError,
   StoreUnavailableError,
   TooManyHostsError,
