@@ -5,7 +5,7 @@ import { type OutboundOptions, outbound, shed } from '../../middleware/index.js'
 import { ResponseSentError } from '../../src/common/errors.js';
 import { HostLimiter } from '../../src/partners/host-limiter.js';
 import { expectInvariant } from '../helpers/invariant.js';
-import { type Partner, startPartner } from '../helpers/partner.js';
+import { startPartner } from '../helpers/partner.js';
 import { deferred, expressVersions, listen, released, until, watchProcess } from './helpers.js';
 
 /**
