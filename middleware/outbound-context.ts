@@ -1,12 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import {
-  type Dispatcher,
-  type RequestInfo,
-  type Response,
-  fetch as undiciFetch,
-  request as undiciRequest,
-} from 'undici';
+import type { Dispatcher, RequestInfo, Response } from 'undici';
+import { loadUndici } from '../src/http/undici.js';
 import {
   ClientDisconnectedError,
   DeadlineExceededError,
@@ -188,7 +183,7 @@ export class OutboundContext implements Outbound {
     const combined: { signal: AbortSignal | undefined; detach?: () => void } = detached
       ? { signal: own ?? undefined }
       : this.#combine(own);
-    const call = undiciFetch(input, {
+    const call = loadUndici().fetch(input, {
       ...init,
       ...fetchHeaders(detached ? undefined : this.#budgetHeader(), init, input),
       dispatcher: this.#dispatcherFor(init?.priorityClass),
@@ -209,7 +204,7 @@ export class OutboundContext implements Outbound {
     const combined: { signal: AbortSignal | undefined; detach?: () => void } = detached
       ? { signal: options?.signal ?? undefined }
       : this.#combine(options?.signal ?? undefined);
-    const call = undiciRequest(url, {
+    const call = loadUndici().request(url, {
       ...options,
       ...requestHeaders(detached ? undefined : this.#budgetHeader(), options?.headers),
       dispatcher: this.#dispatcherFor(options?.priorityClass),

@@ -1,14 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type {} from 'express-serve-static-core';
-import {
+import type {
   Agent,
-  type Dispatcher,
-  type RequestInfo,
-  type RequestInit,
-  type Response,
-  type request as undiciRequest,
+  Dispatcher,
+  RequestInfo,
+  RequestInit,
+  Response,
+  request as undiciRequest,
 } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
+import { loadUndici } from '../src/http/undici.js';
 import {
   type HostLimiter,
   type HostLimiterOptions,
@@ -199,7 +200,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     dispatcher = options.dispatcher;
   } else if (options.limiter !== undefined) {
     limiter = limiterFrom('outbound: limiter', options.limiter);
-    owned = new Agent();
+    owned = new (loadUndici().Agent)();
     dispatcher = owned.compose(limitHosts(limiter));
   } else {
     throw new TypeError('outbound needs { limiter } (partner gates) or { dispatcher }');

@@ -1,4 +1,4 @@
-import { type Dispatcher, errors } from 'undici';
+import type { Dispatcher } from 'undici';
 import { describe } from '../common/options.js';
 import { Semaphore } from '../gate/semaphore.js';
 import { holdsPermitOf, markDispatcherLayer } from '../partners/gate-layers.js';
@@ -10,6 +10,7 @@ import {
 import type { DispatchInterceptor } from './interceptor.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
+import { loadUndici } from './undici.js';
 
 /**
  * An undici interceptor that gives every request a permit of its partner's gate, held from
@@ -71,7 +72,7 @@ export function limitHosts(
 function gateOf(limiter: HostLimiter, opts: Dispatcher.DispatchOptions): Semaphore | undefined {
   const origin = opts.origin;
   if (origin == null || origin === '') {
-    throw new errors.InvalidArgumentError(
+    throw new (loadUndici().errors.InvalidArgumentError)(
       'opts.origin must be a non-empty string or URL. limitHosts picks the gate by origin: on a Client or Pool (whose requests carry none) use limitGate(limiter.gateFor(origin)).',
     );
   }
@@ -79,7 +80,7 @@ function gateOf(limiter: HostLimiter, opts: Dispatcher.DispatchOptions): Semapho
     return limiter.gateFor(origin as string | URL);
   } catch (error) {
     if ((error as Error).constructor !== TypeError) throw error;
-    throw new errors.InvalidArgumentError((error as Error).message);
+    throw new (loadUndici().errors.InvalidArgumentError)((error as Error).message);
   }
 }
 
