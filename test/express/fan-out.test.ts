@@ -156,6 +156,51 @@ describe('req.outbound.background', () => {
     }
   });
 
+  test('shed() takes a ResponseSentError passed to next() after the response quietly: the connection stays open for the next request', async () => {
+    const partner = await startPartner();
+    const limiter = new HostLimiter({
+      partners: [{ name: 'p', hosts: [partner.origin], limit: 4 }],
+    });
+    const middleware = outbound({ limiter });
+    const app = expressVersions[0]![1]();
+    const passedOn = deferred<unknown>();
+    app.use(middleware);
+    app.get('/late', async (req, res, next) => {
+      const late = req.outbound.fetch(`${partner.url}/held`);
+      await partner.waitForActive(1);
+      res.status(202).end();
+      try {
+        await late;
+      } catch (error) {
+        passedOn.resolve(error);
+        next(error);
+      }
+    });
+    app.get('/next', (_req, res) => {
+      res.send('ok');
+    });
+    app.use(shed());
+    const service = await listen(app);
+    const connections: number[] = [];
+    service.server.on('connection', () => connections.push(connections.length));
+    const client = new Agent({ connections: 1, keepAliveTimeout: 10_000 });
+    try {
+      const first = await fetch(`${service.url}/late`, { dispatcher: client });
+      expect(first.status).toBe(202);
+      await first.text();
+      expect(await passedOn.promise).toBeInstanceOf(ResponseSentError);
+      const second = await fetch(`${service.url}/next`, { dispatcher: client });
+      expect(await second.text()).toBe('ok');
+      expect(connections).toHaveLength(1); // Express's final handler would have closed it
+      await released(limiter.gate('p')!);
+    } finally {
+      await client.destroy();
+      await service.close();
+      await middleware.close();
+      await partner.close();
+    }
+  });
+
   test('rejects a bad afterResponse', () => {
     expect(() =>
       outbound({ limiter: { partners: [] }, afterResponse: 'later' as 'abort' }),
