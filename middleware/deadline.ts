@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Request as ExpressRequest } from 'express-serve-static-core';
 import type { Dispatcher, Headers, RequestInit } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import {
@@ -24,8 +25,8 @@ export interface DeadlineHeader {
   format?: DeadlineHeaderFormat;
 }
 
-/** A budget in ms from the request, or `undefined` for none. */
-export type BudgetFunction = (req: IncomingMessage) => number | undefined;
+/** A budget in ms from the request (Express's: `req.path`, `req.query`, ...), or `undefined` for none. */
+export type BudgetFunction = (req: ExpressRequest) => number | undefined;
 
 /**
  * Where a request's deadline budget comes from, and the rule for bad values.
@@ -92,7 +93,9 @@ export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadli
     return { budgetFor: () => ms, shedEarly: true, propagate: undefined };
   }
   if (typeof value === 'function') {
-    return { budgetFor: (req) => checkedBudget(value(req)), shedEarly: true, propagate: undefined };
+    // Under Express the request is Express's (the type the user's function is given).
+    const budgetFor = (req: IncomingMessage) => checkedBudget(value(req as ExpressRequest));
+    return { budgetFor, shedEarly: true, propagate: undefined };
   }
   checkObject('outbound deadline', value);
   checkKnownKeys('outbound deadline', value, DEADLINE_KEYS);
@@ -134,7 +137,8 @@ export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadli
         if (ms !== undefined) return cap(ms);
         if (invalid === 'reject') return new InvalidHeader(rule.name);
       }
-      const ms = typeof fallback === 'function' ? checkedBudget(fallback(req)) : fallback;
+      const ms =
+        typeof fallback === 'function' ? checkedBudget(fallback(req as ExpressRequest)) : fallback;
       return cap(ms) ?? max;
     },
   };

@@ -10,6 +10,9 @@
  * Needs undici at run time (`outbound()` creates an `Agent` and calls its `fetch`/`request`):
  * hostgate declares it a peer dependency (`^7 || ^8`), so the import resolves, as Node resolves
  * any bare import from `node_modules/hostgate`, to the `undici` your project installed.
+ *
+ * @packageDocumentation
+ * @module hostgate/express
  */
 export { type AdmitMiddleware, type AdmitOptions, admit } from './admit.js';
 export type {

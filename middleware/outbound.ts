@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type {} from 'express-serve-static-core';
+import type { Request as ExpressRequest } from 'express-serve-static-core';
 import type {
   Agent,
   Dispatcher,
@@ -120,9 +120,10 @@ export interface OutboundOptions {
   /**
    * The priority class of a request's outbound calls at partner gates with `priorities`: a
    * class name, or a function of the request (`undefined`: the gate's first class). A call's
-   * own `priorityClass` option wins. Gates without classes ignore it.
+   * own `priorityClass` option wins. Gates without classes ignore it. The function gets
+   * Express's request (`req.path`, `req.query`, ...).
    */
-  priority?: string | ((req: IncomingMessage) => string | undefined);
+  priority?: string | ((req: ExpressRequest) => string | undefined);
   /**
    * What becomes of a request's outbound calls still running once its response has been sent
    * (a fan-out whose sibling was shed and answered 503): `'abort'` (default) cancels them with
@@ -237,7 +238,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     }
     let priorityClass: string | undefined;
     try {
-      priorityClass = priorityOf(req);
+      priorityClass = priorityOf(req as ExpressRequest);
     } catch (error) {
       next(error);
       return;
@@ -261,7 +262,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
 
 function parsePriority(
   value: OutboundOptions['priority'],
-): (req: IncomingMessage) => string | undefined {
+): (req: ExpressRequest) => string | undefined {
   if (value === undefined) return () => undefined;
   if (typeof value === 'string' && value !== '') return () => value;
   if (typeof value !== 'function') {

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 /**
- * `npm test`: lint (Biome, under a second), then the typecheck (`tsc --noEmit`) beside the suite
- * (`vitest run`). Much of the suite waits on sockets, timers and child processes, so the
- * typecheck's ~8 s of one core fits into its idle time instead of running before it. The
- * typecheck's output is held back and printed after vitest's; the exit code is non-zero if
- * either failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts`.
+ * `npm test`: lint (Biome, under a second), then the typecheck (`tsc --noEmit`) and the
+ * doc-tests (scripts/doc-tests.mjs: build, type-check every ts block of the docs, run the
+ * runnable ones) beside the suite (`vitest run`). Much of the suite waits on sockets, timers and
+ * child processes, so their ~8 s and ~10 s of one core fit into its idle time instead of running
+ * before it. Their output is held back and printed after vitest's; the exit code is non-zero if
+ * any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts` (the typecheck and
+ * the doc-tests run all the same).
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -36,10 +38,13 @@ const lint = await run(bin('@biomejs/biome', 'bin/biome'), ['check', '.'], false
 if (lint.code !== 0) process.exit(lint.code);
 
 const typecheck = run(bin('typescript', 'bin/tsc'), ['-p', 'tsconfig.json', '--noEmit'], true);
+const docTests = run(fileURLToPath(new URL('doc-tests.mjs', import.meta.url)), [], true);
 const suite = await run(bin('vitest', 'vitest.mjs'), ['run', ...process.argv.slice(2)], false);
 const types = await typecheck;
 process.stdout.write(
   types.code === 0 ? '\ntypecheck (tsc --noEmit): OK\n' : `\ntypecheck (tsc --noEmit) FAILED:\n`,
 );
 if (types.code !== 0) process.stdout.write(types.output);
-process.exit(suite.code !== 0 ? suite.code : types.code);
+const docs = await docTests;
+process.stdout.write(docs.output);
+process.exit(suite.code || types.code || docs.code);

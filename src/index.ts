@@ -1,3 +1,12 @@
+/**
+ * `hostgate`: per-partner concurrency caps for outbound HTTP from Node.js. Gates
+ * (`Semaphore`), partner rules (`HostLimiter`), undici interceptors (`limitHosts`, `limitGate`,
+ * `LimitedAgent`), fetch wrappers (`limitFetch`, `withDispatcher`), retries (`Retrier`), errors
+ * and observability. Guides: README.md and docs/.
+ *
+ * @packageDocumentation
+ * @module hostgate
+ */
 export { AimdLimit, type AimdOptions } from './adaptive/aimd.js';
 export type { LimitAlgorithm, LimitBounds, LimitSample } from './adaptive/algorithm.js';
 export type { AdaptiveStats } from './adaptive/controller.js';
@@ -22,7 +31,7 @@ export {
   TooManyHostsError,
   UnknownHostError,
 } from './common/errors.js';
-export type { DurationSummary } from './common/histogram.js';
+export type { DurationHistogram, DurationSummary } from './common/histogram.js';
 export {
   deadlineShedCount,
   expectedWaitMs,
@@ -68,7 +77,7 @@ export {
   type WaitTarget,
   type WaitTicket,
 } from './gate/semaphore.js';
-export { type FetchFunction, limitFetch } from './http/fetch.js';
+export { type FetchFunction, type LimitedFetch, limitFetch } from './http/fetch.js';
 export { withDispatcher } from './http/global-fetch.js';
 export type { AnyDispatch, AnyDispatcher, DispatchInterceptor } from './http/interceptor.js';
 export { limitGate, limitHosts } from './http/limit-hosts.js';
@@ -83,6 +92,7 @@ export {
   type MetricsCollectorOptions,
   OTHER_ORIGINS,
   type PartnerMetrics,
+  type PriorityClassMetrics,
   type RetryStatsSource,
   type SharedPartnerMetrics,
   WAIT_BUCKETS_SECONDS,

@@ -7,13 +7,25 @@ import {
 } from '../partners/host-limiter.js';
 import { FetchCall } from './fetch-call.js';
 import type { CallableFetch, InitLike } from './fetch-response.js';
-import { priorityFor } from './priority.js';
+import { type PriorityClassOption, priorityFor } from './priority.js';
 
 /**
  * Any WHATWG-style fetch: the global `fetch`, `undici.fetch`, an SDK's `fetch` option. Its
  * `Response.body` must be a WHATWG `ReadableStream` (or `null`).
  */
 export type FetchFunction = (input: never, init?: never) => Promise<unknown>;
+
+/**
+ * What {@link limitFetch} returns: `fetchFn`'s signature, whose `init` also takes
+ * `priorityClass` ({@link PriorityClassOption}), so that
+ * `limitFetch(fetch, limiter)(url, { priorityClass: 'batch' })` type-checks without a cast.
+ */
+export type LimitedFetch<F extends FetchFunction> = F extends (
+  input: infer I,
+  init?: infer N,
+) => infer R
+  ? (input: I, init?: N & PriorityClassOption) => R
+  : F;
 
 /**
  * Wraps a fetch function so that every call holds one permit of its partner's gate, from
@@ -84,7 +96,7 @@ export type FetchFunction = (input: never, init?: never) => Promise<unknown>;
 export function limitFetch<F extends FetchFunction>(
   fetchFn: F,
   limiterOrOptions: HostLimiter | HostLimiterOptions,
-): F {
+): LimitedFetch<F> {
   if (typeof fetchFn !== 'function') {
     throw new TypeError(
       `limitFetch: fetchFn must be a fetch function (fetch, undici.fetch, ...), got ${describe(fetchFn)}`,
@@ -106,7 +118,7 @@ export function limitFetch<F extends FetchFunction>(
     if (waiting !== undefined) await waiting;
     return call.run(inner, input, init, limiter);
   }
-  return limitedFetch as unknown as F;
+  return limitedFetch as unknown as LimitedFetch<F>;
 }
 
 /** The URL a fetch input names: a string, a URL, a Request's `url`, or anything stringified. */

@@ -18,6 +18,17 @@ export interface PriorityClassOption {
   priorityClass?: string | undefined;
 }
 
+/**
+ * `priorityClass` is a request option of undici's own `request`, `stream` and `dispatch` too, so
+ * that `request(url, { dispatcher, priorityClass: 'batch' })` type-checks without a cast: the
+ * interceptors read it from the dispatch options, where undici passes unknown keys through.
+ */
+declare module 'undici' {
+  namespace Dispatcher {
+    interface DispatchOptions extends PriorityClassOption {}
+  }
+}
+
 const classed = new WeakMap<Semaphore, boolean>();
 
 /** Whether `gate` was built with `priorities` (fixed at construction, so read once per gate). */

@@ -8,6 +8,9 @@
  * `.request_lease.duration`, `.request.time_in_queue`, `.queued_requests`, `.requests` with a
  * `result` attribute), with `hostgate.` for `aspnetcore.rate_limiting.` and a partner for a
  * policy; the other instruments carry what hostgate/prometheus carries.
+ *
+ * @packageDocumentation
+ * @module hostgate/otel
  */
 
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';

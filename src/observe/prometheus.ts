@@ -2,6 +2,9 @@
  * `hostgate/prometheus`: the per-partner metrics in a prom-client registry. prom-client is an
  * optional peer dependency, imported only here: users who never import this path need not
  * install it.
+ *
+ * @packageDocumentation
+ * @module hostgate/prometheus
  */
 
 import { Counter, Gauge, register as globalRegistry, type Registry } from 'prom-client';

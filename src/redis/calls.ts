@@ -1,6 +1,11 @@
 import type { StoreClient, Subscriber } from './client.js';
 import { type Script, scripts } from './scripts.js';
 
+/** A timer later than this fired after a stall of the process, not after Redis's silence. */
+const lateMs = (timeoutMs: number): number => Math.max(20, timeoutMs / 10);
+/** Re-arms per call after a late timer: each needs another stall, a dead Redis still fails. */
+const MAX_REARMS = 2;
+
 /**
  * The store's Redis calls: scripts by SHA with an EVAL fallback, a timeout on every call, the
  * wake-up subscription on a connection of the store's own, and WAIT for strict mode.
@@ -12,6 +17,7 @@ export class RedisCalls {
   #ready: Promise<void> | undefined = undefined;
   /** Aborted by {@link closeSubscriber}: drops a subscription still connecting. */
   readonly #closing = new AbortController();
+  #evictionChecked = false;
 
   constructor(
     readonly client: StoreClient,
@@ -25,6 +31,7 @@ export class RedisCalls {
   /** Subscribed to our wake-up channel and scripts loaded: before the first script runs. */
   whenReady(): Promise<void> {
     if (this.#ready !== undefined) return this.#ready;
+    this.#checkEviction();
     // The store's own connection: its errors are the store's (counted), never unhandled.
     this.#subscriber ??= this.client.subscribe(
       this.wakeChannel,
@@ -72,29 +79,77 @@ export class RedisCalls {
     }
   }
 
-  /** Every Redis call has its own timeout; a failure or a timeout degrades the store. */
+  /**
+   * Every Redis call has its own timeout; a failure or a timeout degrades the store. A stall of
+   * this process is not an outage of Redis: after a synchronous stall Node runs expired timers
+   * before it reads sockets, so an expired timer first lets the poll phase read a reply that
+   * may already be buffered (`setImmediate`), and a timer that fired late (the event loop was
+   * blocked, Redis had no fair chance to answer) is armed again for a full timeout, up to twice.
+   */
   timed<T>(call: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      let rearms = 0;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const fail = (error: unknown) => {
+        settled = true;
         this.errors++;
         this.onFailure(error);
         reject(error);
       };
-      const timer = setTimeout(
-        () => fail(new Error(`Redis did not answer within ${this.timeoutMs} ms`)),
-        this.timeoutMs,
-      );
+      const arm = () => {
+        const due = performance.now() + this.timeoutMs;
+        timer = setTimeout(() => {
+          const late = performance.now() - due > lateMs(this.timeoutMs);
+          setImmediate(() => {
+            if (settled) return;
+            if (late && rearms < MAX_REARMS) {
+              rearms++;
+              arm();
+            } else fail(new Error(`Redis did not answer within ${this.timeoutMs} ms`));
+          });
+        }, this.timeoutMs);
+      };
+      arm();
       call.then(
         (value) => {
+          settled = true;
           clearTimeout(timer);
           resolve(value);
         },
         (error: unknown) => {
+          if (settled) return;
           clearTimeout(timer);
           fail(error);
         },
       );
     });
+  }
+
+  /**
+   * Warns once when Redis's eviction policy can drop the gate's keys (`INFO memory` carries it;
+   * no CONFIG permission needed). Never delays or fails the store: a user without INFO
+   * permission simply gets no check.
+   */
+  #checkEviction(): void {
+    if (this.#evictionChecked) return;
+    this.#evictionChecked = true;
+    Promise.resolve()
+      .then(() => this.client.command(['INFO', 'memory']))
+      .then(
+        (reply) => {
+          const policy = /maxmemory_policy:(\S+)/.exec(String(reply))?.[1];
+          if (policy === undefined || policy === 'noeviction') return;
+          const what = policy.startsWith('allkeys')
+            ? 'any key, leases included: evicted leases let the gate grant past its cap'
+            : "the keys with a TTL: the gate's meta, process and sequence keys (a recovery window without grants, or tickets re-queued), never its leases or tickets";
+          process.emitWarning(
+            `Redis maxmemory-policy is ${policy}, which can evict ${what}; use noeviction (or a Redis of its own) for shared gates`,
+            { code: 'HOSTGATE_REDIS_EVICTION' },
+          );
+        },
+        () => undefined,
+      );
   }
 
   /**

@@ -1,6 +1,9 @@
 /**
  * `hostgate/redis`: gates whose cap is shared by every process on one Redis (node-redis 6 or
  * ioredis 6), with leases, fair FIFO waiting across processes and pushed wake-ups.
+ *
+ * @packageDocumentation
+ * @module hostgate/redis
  */
 
 export { LeaseLostError, StoreUnavailableError } from '../common/errors.js';
@@ -17,6 +20,7 @@ export {
   DEFAULT_PREFIX,
   type LeaseLostPolicy,
   type RedisStoreOptions,
+  type ResolvedStoreOptions,
   type StoreErrorPolicy,
 } from './options.js';
 export {

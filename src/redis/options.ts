@@ -46,8 +46,9 @@ export interface RedisStoreOptions {
   commandTimeoutMs?: number;
   /**
    * Redis unreachable or too slow: `'local'` (default) admits up to a local share of each cap,
-   * `localLimit`, else `ceil(limit / processes last seen)` (1 for a process that never reached
-   * Redis); `'reject'` sheds with
+   * `localLimit`, else what the process held plus its part of the cap that was free, never more
+   * than the larger of its holdings and `ceil(limit / processes last seen)` (1 for a process
+   * that never reached Redis); `'reject'` sheds with
    * `StoreUnavailableError` (503 through `shed()`).
    */
   onStoreError?: StoreErrorPolicy;

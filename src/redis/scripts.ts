@@ -3,157 +3,228 @@
  * on Redis `TIME` (never a client clock), touching only the gate's keys (one hash slot).
  *
  * Keys of a gate, all under one `{...}` hash tag:
- * - `H` holders: ZSET lease id -> expiry (ms, Redis time)
+ * - `H` holders: ZSET lease id -> expiry (ms, Redis time). A ticket granted by a release gets
+ *   a short claim window; its owner's claim (or heartbeat) turns it into a full lease.
  * - `Q` tickets: ZSET ticket id -> arrival sequence (FIFO)
- * - `X` ticket expiries: ZSET ticket id -> expiry
  * - `S` arrival sequence counter
- * - `P` live processes: ZSET process id -> expiry
- * - `E` epoch: the end of a recovery window (ms), or 0. Missing while a process that used the
- *   gate before calls means Redis lost the gate's state (a restart, a flush): for one window
- *   nobody is granted, so every live holder can register its lease again first.
+ * - `P` processes: ZSET process id -> end of its liveness window (renewed by its heartbeat): a
+ *   ticket lives while its owner does, so a heartbeat never renews tickets one by one, and a
+ *   dead process's tickets are skipped, never granted. An entry stays a lease past its window,
+ *   so `ZCARD P` (the fleet size behind the local share) forgives a late heartbeat.
+ * - `M` meta, a hash: `c` the cap (the first process's, changed only by SETCAP), `r` the end of
+ *   a recovery window (ms) or 0. Missing while a process that used the gate before calls means
+ *   Redis lost the gate's state (a restart, a flush, an eviction): for one lease nobody is
+ *   granted, so every live holder can register its lease again first.
  * A ticket and the lease it becomes share one id, `<process id>:<n>`: the owner is in the id.
+ *
+ * `H` and `Q` have no TTL (an empty sorted set is deleted by Redis itself), so a `volatile-*`
+ * eviction policy can never drop a lease or a ticket; `S`, `P` and `M` live 30 days past the
+ * last heartbeat, and losing `M` to eviction opens a recovery window rather than a gap.
  */
 import { createHash } from 'node:crypto';
 
 // Counts are kept in Lua variables rather than asked again: every call inside a script is
-// Redis work that all processes wait behind.
+// Redis work that all processes wait behind. Lists of ids go to Redis in one variadic call
+// (ZMSCORE, ZADD), in chunks that Lua's unpack() takes: a heartbeat's cost does not grow in
+// calls with the number of leases and tickets it carries.
 const PRELUDE = `
-local H, Q, X, S, P, E = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local limit, lease, ttl, wake = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local H, Q, S, P, M = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lease, live, wake = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local claim = tonumber(ARGV[7])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local EPOCH_TTL = 2592000000
-local epoch = redis.call('GET', E)
+local META_TTL = 2592000000
+local CHUNK = 1000
+local meta = redis.call('HMGET', M, 'c', 'r')
+local limit = tonumber(meta[1])
 local recovering = false
-if not epoch then
+if not limit then
+  limit = tonumber(ARGV[1])
+  local ends = 0
   if ARGV[5] == '1' then
-    redis.call('SET', E, now + tonumber(ARGV[6]), 'PX', EPOCH_TTL)
+    ends = now + tonumber(ARGV[6])
     recovering = true
-  else
-    redis.call('SET', E, 0, 'PX', EPOCH_TTL)
   end
+  redis.call('HSET', M, 'c', limit, 'r', ends)
+  redis.call('PEXPIRE', M, META_TTL)
 else
-  recovering = tonumber(epoch) > now
-end
--- Dead tickets (their process stopped renewing them) and expired leases go first.
-local dead = redis.call('ZRANGEBYSCORE', X, '-inf', now, 'LIMIT', 0, 256)
-if #dead > 0 then
-  redis.call('ZREM', Q, unpack(dead))
-  redis.call('ZREM', X, unpack(dead))
+  recovering = tonumber(meta[2] or 0) > now
 end
 redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
 local held = redis.call('ZCARD', H)
 local queued = redis.call('ZCARD', Q)
--- Free permits go to the oldest live tickets, here, in the script: no barging, and the owner
--- is told on its wake-up channel (a lost message is found by its next heartbeat).
+-- Variadic calls in chunks: fn(key, chunk of list) for each chunk, results concatenated.
+local function chunked(cmd, key, list, stride)
+  local out = {}
+  local step = CHUNK * (stride or 1)
+  for i = 1, #list, step do
+    local part = redis.call(cmd, key, unpack(list, i, math.min(#list, i + step - 1)))
+    if type(part) == 'table' then
+      for _, v in ipairs(part) do out[#out + 1] = v end
+    end
+  end
+  return out
+end
+-- Free permits go to the oldest tickets of live processes, here, in the script: no barging.
+-- The owner is told on its wake-up channel, a hint it confirms with CLAIM (a lost message is
+-- found by its next heartbeat); an unclaimed grant lapses after the claim window.
 local function fill()
   if recovering then return end
-  while held < limit and queued > 0 do
+  local alive = {}
+  local budget = 1000
+  while held < limit and queued > 0 and budget > 0 do
+    budget = budget - 1
     local head = redis.call('ZPOPMIN', Q)[1]
-    redis.call('ZREM', X, head)
-    redis.call('ZADD', H, now + lease, head)
-    redis.call('PUBLISH', wake .. string.match(head, '^(.*):'), head)
-    held = held + 1
     queued = queued - 1
+    local owner = string.match(head, '^(.*):')
+    if alive[owner] == nil then
+      local ends = redis.call('ZSCORE', P, owner)
+      alive[owner] = ends ~= false and tonumber(ends) > now
+    end
+    if alive[owner] then
+      redis.call('ZADD', H, now + claim, head)
+      redis.call('PUBLISH', wake .. owner, head)
+      held = held + 1
+    end
   end
 end
--- A key lives 2 leases past its creation or the last heartbeat (the epoch 30 days: it is how a
--- restart is told from a first use). The heartbeat refreshes every key while anyone uses the
--- gate, every lease / 5, so a script that adds to a key that exists leaves its expiry alone:
--- only a key it creates gets one (PEXPIRE is Redis work every process waits behind).
-local function expire(...)
-  for _, key in ipairs({...}) do redis.call('PEXPIRE', key, 2 * lease) end
+local function enqueue(ids)
+  local last = redis.call('INCRBY', S, #ids)
+  local args = {}
+  for i, id in ipairs(ids) do
+    args[#args + 1] = last - #ids + i
+    args[#args + 1] = id
+  end
+  chunked('ZADD', Q, args, 2)
+  queued = queued + #ids
 end
-local function enqueue(id)
-  local seq = redis.call('INCR', S)
-  if seq == 1 then expire(S) end
-  redis.call('ZADD', Q, seq, id)
-  redis.call('ZADD', X, now + ttl, id)
-  -- Q and X hold the same ids: both were empty (missing) when the queue was.
-  if queued == 0 then expire(Q, X) end
-  queued = queued + 1
+local function alive(proc)
+  redis.call('ZADD', P, now + live, proc)
 end
 `;
 
 /**
- * Every script's ARGV starts: limit, leaseMs, ttlMs, wakePrefix, known (1 when this process
- * used the gate before), recoverMs. ACQUIRE(..., processId, id, register): a lease now if a
- * permit is free and nobody waits, else a ticket at the tail; `register` 1 also records the
- * process as live (its heartbeat does that once it runs for the gate). Returns `{granted 0|1,
- * held, queued, processes}`, processes -1 when not registering.
+ * Every script's ARGV starts: cap (the caller's, used only if Redis has none), leaseMs, liveMs
+ * (a process's liveness window), wakePrefix, known (1 when this process used the gate before),
+ * recoverMs, claimMs. Every reply ends with the cap Redis holds.
+ *
+ * ACQUIRE(..., processId, id, register): a lease now if a permit is free and nobody waits, else
+ * a ticket at the tail (its owner is then recorded as live: that is what keeps the ticket);
+ * `register` 1 also records the process and asks for the fleet size. Returns `{granted 0|1,
+ * held, queued, processes, cap}`, processes -1 when not asked.
  */
 const ACQUIRE = `${PRELUDE}
-local proc, id, register = ARGV[7], ARGV[8], ARGV[9]
+local proc, id, register = ARGV[8], ARGV[9], ARGV[10]
 fill()
 local granted = 0
 if not recovering and queued == 0 and held < limit then
   redis.call('ZADD', H, now + lease, id)
-  if held == 0 then expire(H) end
   held = held + 1
   granted = 1
 else
-  enqueue(id)
+  enqueue({id})
+  alive(proc)
 end
 local processes = -1
 if register == '1' then
-  redis.call('ZADD', P, now + ttl, proc)
-  expire(P)
+  if granted == 1 then alive(proc) end
   processes = redis.call('ZCARD', P)
 end
-return {granted, held, queued, processes}
+return {granted, held, queued, processes, limit}
 `;
 
 /**
  * RELEASE(..., id...): gives back leases and withdraws tickets (a cancelled waiter), then
- * hands freed permits on. Returns `{held, queued}`.
+ * hands freed permits on. Returns `{held, queued, cap}`.
  */
 const RELEASE = `${PRELUDE}
 local ids = {}
-for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
-held = held - redis.call('ZREM', H, unpack(ids))
-queued = queued - redis.call('ZREM', Q, unpack(ids))
-redis.call('ZREM', X, unpack(ids))
+for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
+for i = 1, #ids, CHUNK do
+  local part = {unpack(ids, i, math.min(#ids, i + CHUNK - 1))}
+  held = held - redis.call('ZREM', H, unpack(part))
+  queued = queued - redis.call('ZREM', Q, unpack(part))
+end
 fill()
-return {held, queued}
+return {held, queued, limit}
 `;
 
 /**
  * HEARTBEAT(..., processId, nLeases, lease id..., ticket id...): renews this process's leases
- * and tickets. A lease Redis no longer has (expired during a stall, or Redis restarted empty)
- * is registered again — its request is still running, so it counts against the cap — and
- * reported as lost. A ticket already granted is reported (its wake-up was lost); a vanished
- * ticket joins the tail again and is reported (its waiter may have left while this heartbeat
- * was on its way: then the process withdraws it again). Returns `{lost ids, granted ids, held,
- * queued, processes, requeued ids}`.
+ * and its liveness (which keeps its tickets). A lease Redis no longer has (expired during a
+ * stall, or Redis restarted empty) is registered again — its request is still running, so it
+ * counts against the cap — and reported as lost. A ticket already granted is claimed and
+ * reported (its wake-up was lost); a vanished ticket joins the tail again and is reported (its
+ * waiter may have left while this heartbeat was on its way: then the process withdraws it
+ * again). A fixed number of calls however many ids it carries. Returns `{lost ids, granted
+ * ids, held, queued, processes, requeued ids, cap}`.
  */
 const HEARTBEAT = `${PRELUDE}
-local proc, n = ARGV[7], tonumber(ARGV[8])
+local proc, n = ARGV[8], tonumber(ARGV[9])
 local lost, granted, requeued = {}, {}, {}
-for i = 9, 8 + n do
-  local id = ARGV[i]
-  if redis.call('ZADD', H, now + lease, id) == 1 then
-    lost[#lost + 1] = id
-    held = held + 1
+local leases, tickets = {}, {}
+for i = 10, 9 + n do leases[#leases + 1] = ARGV[i] end
+for i = 10 + n, #ARGV do tickets[#tickets + 1] = ARGV[i] end
+local renew = {}
+if #leases > 0 then
+  local scores = chunked('ZMSCORE', H, leases)
+  for i, id in ipairs(leases) do
+    if not scores[i] then
+      lost[#lost + 1] = id
+      held = held + 1
+    end
+    renew[#renew + 1] = now + lease
+    renew[#renew + 1] = id
   end
 end
-for i = 9 + n, #ARGV do
-  local id = ARGV[i]
-  if redis.call('ZSCORE', H, id) then
-    granted[#granted + 1] = id
-    redis.call('ZADD', H, now + lease, id)
-  elseif redis.call('ZSCORE', Q, id) then
-    redis.call('ZADD', X, now + ttl, id)
-  else
-    enqueue(id)
-    requeued[#requeued + 1] = id
+if #tickets > 0 then
+  local inH = chunked('ZMSCORE', H, tickets)
+  local inQ = chunked('ZMSCORE', Q, tickets)
+  for i, id in ipairs(tickets) do
+    if inH[i] then
+      granted[#granted + 1] = id
+      renew[#renew + 1] = now + lease
+      renew[#renew + 1] = id
+    elseif not inQ[i] then
+      requeued[#requeued + 1] = id
+    end
   end
+  if #requeued > 0 then enqueue(requeued) end
 end
-redis.call('ZADD', P, now + ttl, proc)
-redis.call('ZREMRANGEBYSCORE', P, '-inf', now)
+if #renew > 0 then chunked('ZADD', H, renew, 2) end
+alive(proc)
+redis.call('ZREMRANGEBYSCORE', P, '-inf', now - lease)
 fill()
-expire(H, Q, X, S, P)
-redis.call('PEXPIRE', E, EPOCH_TTL)
-return {lost, granted, held, queued, redis.call('ZCARD', P), requeued}
+redis.call('PEXPIRE', S, META_TTL)
+redis.call('PEXPIRE', P, META_TTL)
+redis.call('PEXPIRE', M, META_TTL)
+return {lost, granted, held, queued, redis.call('ZCARD', P), requeued, limit}
+`;
+
+/**
+ * CLAIM(..., id): a wake-up is a hint, never a grant: the owner asks Redis whether its ticket
+ * was granted and, if so, turns the claim window into a full lease. Returns `{granted 0|1,
+ * held, queued, cap}`.
+ */
+const CLAIM = `${PRELUDE}
+local id = ARGV[8]
+local granted = 0
+if redis.call('ZSCORE', H, id) then
+  redis.call('ZADD', H, now + lease, id)
+  granted = 1
+end
+return {granted, held, queued, limit}
+`;
+
+/**
+ * SETCAP(..., cap): the explicit change of a gate's cap (a rolling deploy's), then hands any
+ * permits it freed on. Returns `{held, queued, cap}`.
+ */
+const SETCAP = `${PRELUDE}
+limit = tonumber(ARGV[8])
+redis.call('HSET', M, 'c', limit)
+fill()
+return {held, queued, limit}
 `;
 
 export interface Script {
@@ -171,7 +242,9 @@ export const scripts = {
   acquire: script('acquire', ACQUIRE),
   release: script('release', RELEASE),
   heartbeat: script('heartbeat', HEARTBEAT),
+  claim: script('claim', CLAIM),
+  setCap: script('setCap', SETCAP),
 } as const;
 
 /** The key suffixes, in the order every script declares them. */
-export const KEY_SUFFIXES = ['h', 'q', 'x', 's', 'p', 'e'] as const;
+export const KEY_SUFFIXES = ['h', 'q', 's', 'p', 'm'] as const;

@@ -54,8 +54,11 @@ interface Lease {
  */
 export class SharedSemaphore extends Semaphore {
   readonly keys: readonly string[];
-  /** The cap every process shares, as given to `store.semaphore()`. */
-  readonly sharedLimit: number;
+  /** The cap this process asked for (`store.semaphore()`'s `limit`, or its `setSharedLimit`). */
+  #requested: number;
+  /** The cap every process shares: Redis's, as of its last answer (the first process set it). */
+  #cap: number;
+  #warnedCap: number | undefined = undefined;
   readonly #store: RedisStore;
   readonly #maxQueue: number;
   readonly #queueTimeout: number;
@@ -69,11 +72,16 @@ export class SharedSemaphore extends Semaphore {
   readonly #leases = new Map<Permit, Lease>();
   readonly #byId = new Map<string, Permit>();
   #clusterHeld = 0;
+  /** This process's leases when Redis last answered: the rest of `#clusterHeld` is others'. */
+  #ownHeld = 0;
   #clusterQueued = 0;
   #processes = 1;
   readonly #shed = new SharedShed(this);
   #leasesLost = 0;
   #known = false;
+  /** At the start of an outage: permits held here, and the cap's free part as last seen. */
+  #outageHeld = 0;
+  #outageFree = 0;
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: RedisStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -87,7 +95,8 @@ export class SharedSemaphore extends Semaphore {
     });
     this.#store = store;
     this.keys = keys;
-    this.sharedLimit = this.limit;
+    this.#requested = this.limit;
+    this.#cap = this.limit;
     this.#maxQueue =
       options.maxQueue === undefined
         ? positiveInteger('limit', options.limit) * DEFAULT_QUEUE_PER_PERMIT
@@ -96,6 +105,32 @@ export class SharedSemaphore extends Semaphore {
       options.queueTimeout === undefined
         ? DEFAULT_QUEUE_TIMEOUT_MS
         : durationMs('queueTimeout', options.queueTimeout);
+  }
+
+  /** The cap every process shares: the one in Redis, as of its last answer. */
+  get sharedLimit(): number {
+    return this.#cap;
+  }
+
+  /** @internal The cap this process asks for when Redis holds none (a first use, a loss). */
+  get requestedLimit(): number {
+    return this.#requested;
+  }
+
+  /**
+   * Changes the cap of this gate in Redis, for every process (the explicit call a rolling
+   * deploy makes: a process that merely asks for another `limit` gets the stored cap and a
+   * warning). Permits it frees are granted at once, in FIFO order. Rejects while Redis is
+   * unreachable.
+   *
+   * @example
+   * await billing.setSharedLimit(40); // the partner raised our contract from 20 to 40
+   */
+  async setSharedLimit(limit: number): Promise<void> {
+    const value = positiveInteger('limit', limit);
+    this.#requested = value;
+    const { held, queued, cap } = await this.#store.setCap(this, value);
+    this.cluster(held, queued, cap);
   }
 
   /** Redis has answered this process about this gate before (so a missing state means a loss). */
@@ -231,11 +266,30 @@ export class SharedSemaphore extends Semaphore {
     if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets++;
     waiter.state = SENDING;
     this.#store.acquire(this, waiter.id).then(
-      ({ granted, held, queued, processes }) => {
-        this.cluster(held, queued);
+      ({ granted, held, queued, processes, cap }) => {
+        this.cluster(held, queued, cap);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted || waiter.grantedEarly) this.#grant(waiter, true);
+        if (granted) this.#grant(waiter, true);
+        else if (waiter.grantedEarly) this.#claim(waiter);
+        else waiter.state = QUEUED;
+      },
+      () => this.#sendFailed(waiter),
+    );
+  }
+
+  /** A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). */
+  #claim(waiter: SharedWaiter): void {
+    waiter.state = SENDING;
+    waiter.grantedEarly = false;
+    this.#store.claim(this, waiter.id).then(
+      ({ granted, held, queued, cap }) => {
+        this.cluster(held, queued, cap);
+        if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
+        if (granted) {
+          this.#store.forget(waiter.id);
+          this.#grant(waiter, true);
+        } else if (waiter.grantedEarly) this.#claim(waiter);
         else waiter.state = QUEUED;
       },
       () => this.#sendFailed(waiter),
@@ -275,25 +329,38 @@ export class SharedSemaphore extends Semaphore {
     waiter.timer = undefined;
   }
 
-  /** Our ticket was granted in Redis (a wake-up message or a heartbeat found it). */
+  /**
+   * A wake-up message named our ticket: a hint, never a grant (anyone who can PUBLISH can send
+   * one). The waiter claims it in Redis, which answers whether it was granted.
+   */
   wake(id: string): void {
     const waiter = this.#byTicket.get(id);
     if (waiter === undefined) return;
     if (waiter.state === SENDING) waiter.grantedEarly = true;
-    else if (waiter.state === QUEUED) {
-      this.#store.forget(id);
-      if (this.#store.options.replicas === 0) {
-        this.#grant(waiter, true);
-        return;
-      }
-      waiter.state = SENDING; // strict mode: granted only once the replicas have the grant
-      this.#store.confirm(this, id).then(
-        () => {
-          if (waiter.state === SENDING) this.#grant(waiter, true);
-        },
-        () => this.#sendFailed(waiter),
-      );
+    else if (waiter.state === QUEUED) this.#claim(waiter);
+  }
+
+  /** A heartbeat found our ticket granted and claimed it: the grant is Redis's own answer. */
+  #confirmed(id: string): void {
+    const waiter = this.#byTicket.get(id);
+    if (waiter === undefined) return;
+    if (waiter.state === SENDING) {
+      waiter.grantedEarly = true; // a claim or acquire on the wire answers it
+      return;
     }
+    if (waiter.state !== QUEUED) return;
+    this.#store.forget(id);
+    if (this.#store.options.replicas === 0) {
+      this.#grant(waiter, true);
+      return;
+    }
+    waiter.state = SENDING; // strict mode: granted only once the replicas have the grant
+    this.#store.replicate().then(
+      () => {
+        if (waiter.state === SENDING) this.#grant(waiter, true);
+      },
+      () => this.#sendFailed(waiter),
+    );
   }
 
   /** A waiter leaves: aborted by its caller, or its deadline passed. */
@@ -342,21 +409,40 @@ export class SharedSemaphore extends Semaphore {
     return ids;
   }
 
-  cluster(held: number, queued: number): void {
+  /** A Redis answer: the cluster's holders and tickets, and the cap Redis holds. */
+  cluster(held: number, queued: number, cap: number): void {
     this.#known = true;
     this.#clusterHeld = held;
     this.#clusterQueued = queued;
+    this.#ownHeld = this.#leases.size;
+    if (cap !== this.#cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
+  }
+
+  /**
+   * The cap lives in Redis: a process that asked for another one gates by Redis's and says so
+   * once per value (a rolling deploy changes it with `setSharedLimit`). This process's own
+   * bound follows unless `setLimit` lowered it.
+   */
+  #adoptCap(cap: number): void {
+    const previous = this.#cap;
+    this.#cap = cap;
+    if (cap !== this.#requested && this.#warnedCap !== cap) {
+      this.#warnedCap = cap;
+      process.emitWarning(
+        `shared gate ${JSON.stringify(this.name ?? '')}: Redis holds cap ${cap} for it, this process asked for ${this.#requested}; gating by ${cap} (change it for every process with setSharedLimit(n))`,
+        { code: 'HOSTGATE_SHARED_CAP_MISMATCH' },
+      );
+    }
+    super.setLimit(this.limit >= previous ? cap : Math.min(this.limit, cap));
+    this.#pump();
   }
 
   heartbeat(
     lost: string[],
     granted: string[],
-    held: number,
-    queued: number,
     processes: number,
     requeued: readonly string[],
   ): void {
-    this.cluster(held, queued);
     this.#processes = Math.max(1, processes);
     for (const id of lost) {
       const permit = this.#byId.get(id);
@@ -372,7 +458,7 @@ export class SharedSemaphore extends Semaphore {
       }
       this.#leaseLost(permit);
     }
-    for (const id of granted) this.wake(id);
+    for (const id of granted) this.#confirmed(id);
     for (const id of requeued) {
       // Queued again by a heartbeat that reached Redis after its waiter left (the withdrawal
       // ran first): withdrawn again, or a later grant would hold a permit for nobody until
@@ -401,6 +487,10 @@ export class SharedSemaphore extends Semaphore {
   /** Redis went away: under 'local', queued waiters move to the local share. */
   storeDown(): void {
     const reject = this.#store.options.onStoreError === 'reject';
+    // The cap's free part as this process last saw it: what the others held stays theirs.
+    const others = Math.max(0, this.#clusterHeld - this.#ownHeld);
+    this.#outageHeld = this.held;
+    this.#outageFree = Math.max(0, this.#cap - others - this.held);
     for (const waiter of [...this.#waiters]) {
       if (waiter.state === LOCAL) {
         // Never sent: no ticket to give back.
@@ -455,14 +545,22 @@ export class SharedSemaphore extends Semaphore {
 
   /**
    * While Redis is unreachable under 'local': grant in arrival order up to this process's share,
-   * `localLimit` or `ceil(limit / processes last seen)` (1 if it never reached Redis), counting
-   * permits still held from Redis.
+   * `localLimit`, or what it held when the outage began plus its part of the cap that was free
+   * then, `ceil(free / processes last seen)`, but never more than the larger of its holdings and
+   * `ceil(limit / processes)` (1 if it never reached Redis), counting permits still held from
+   * Redis. What the others held stays theirs: with every process cut off, the partner sees at
+   * most `limit + processes − 1`.
    */
   #serveFallback(): void {
     const { localLimit, onStoreError } = this.#store.options;
     if (!this.#store.degraded || onStoreError !== 'local') return;
     // A process that never heard from Redis knows no fleet size: one permit until it does.
-    const fleetShare = this.#known ? Math.ceil(this.sharedLimit / this.#processes) : 1;
+    const fleetShare = this.#known
+      ? Math.min(
+          this.#outageHeld + Math.ceil(this.#outageFree / this.#processes),
+          Math.max(this.#outageHeld, Math.ceil(this.#cap / this.#processes)),
+        )
+      : 1;
     const share = Math.min(this.limit, localLimit ?? fleetShare);
     for (const waiter of [...this.#waiters]) {
       if (this.held >= share) return;

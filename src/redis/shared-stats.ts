@@ -4,7 +4,11 @@ import type { SemaphoreStats } from '../gate/semaphore.js';
 export interface SharedSemaphoreOptions {
   /** The gate's name: every process using this name on the same Redis and prefix shares it. */
   name: string;
-  /** The cap, shared by every process. Give every process the same number. */
+  /**
+   * The cap, shared by every process. The first process's number is stored in Redis; a process
+   * asking for another one gates by the stored cap (warning `HOSTGATE_SHARED_CAP_MISMATCH`);
+   * `setSharedLimit(n)` changes it for all.
+   */
   limit: number;
   /** Waiters in this process beyond its immediate grants (default 10 × limit); local, no Redis call. */
   maxQueue?: number;

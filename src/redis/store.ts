@@ -128,17 +128,23 @@ export class RedisStore {
 
   /** Script arguments every script starts with. */
   #common(gate: SharedSemaphore): (string | number)[] {
-    const { leaseMs, heartbeatMs } = this.options;
-    // Recovery window after Redis lost a gate's state: two heartbeats, time for every live
-    // holder to register its leases again before anyone else is granted.
+    const { leaseMs, heartbeatMs, commandTimeoutMs } = this.options;
     const known = gate.known ? 1 : 0;
     return [
-      gate.sharedLimit,
+      gate.requestedLimit,
       leaseMs,
-      leaseMs,
+      // Liveness: a process that missed one heartbeat keeps its tickets, one that missed two
+      // (and a command timeout) is taken for dead, and its tickets are never granted.
+      2 * heartbeatMs + commandTimeoutMs,
       `${this.options.prefix}wake:`,
       known,
-      2 * heartbeatMs,
+      // Recovery window after Redis lost a gate's state: a whole lease, so every holder that
+      // can still be alive (stalled for up to lease − heartbeat) registers its leases again
+      // before anyone else is granted.
+      leaseMs,
+      // Claim window of a grant made by a release: a live owner claims it on its wake-up, or
+      // its next heartbeat finds it; an owner that died hands it back this soon.
+      heartbeatMs + commandTimeoutMs,
     ];
   }
 
@@ -149,7 +155,7 @@ export class RedisStore {
   acquire(
     gate: SharedSemaphore,
     id: string,
-  ): Promise<{ granted: boolean; processes: number } & ClusterCounts> {
+  ): Promise<{ granted: boolean; processes: number; cap: number } & ClusterCounts> {
     this.#tickets.set(id, gate);
     const raw = this.#calls
       .whenReady()
@@ -168,7 +174,7 @@ export class RedisStore {
     this.#inflight.set(id, settled);
     void settled.then(() => this.#inflight.delete(id));
     return this.#calls.timed(raw).then(async (reply) => {
-      const [granted, held, queued, processes] = reply as number[];
+      const [granted, held, queued, processes, cap] = reply as number[];
       if (granted === 1 && this.options.replicas > 0)
         await this.#calls.replicate(this.options.replicas);
       return {
@@ -176,7 +182,56 @@ export class RedisStore {
         held: Number(held),
         queued: Number(queued),
         processes: Number(processes),
+        cap: Number(cap),
       };
+    });
+  }
+
+  /**
+   * A wake-up is a hint: asks Redis whether ticket `id` was granted, and turns the grant's
+   * claim window into a full lease. Strict mode waits for the replicas too. A release of the
+   * same id waits for the answer.
+   */
+  claim(
+    gate: SharedSemaphore,
+    id: string,
+  ): Promise<{ granted: boolean; cap: number } & ClusterCounts> {
+    const raw = this.#calls
+      .whenReady()
+      .then(() => this.#calls.eval(scripts.claim, gate.keys, [...this.#common(gate), id]));
+    const settled = raw.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#inflight.set(id, settled);
+    void settled.then(() => {
+      if (this.#inflight.get(id) === settled) this.#inflight.delete(id);
+    });
+    return this.#calls.timed(raw).then(async (reply) => {
+      const [granted, held, queued, cap] = reply as number[];
+      if (granted === 1 && this.options.replicas > 0) await this.replicate();
+      return {
+        granted: granted === 1,
+        held: Number(held),
+        queued: Number(queued),
+        cap: Number(cap),
+      };
+    });
+  }
+
+  /** Strict mode: resolves once the replicas have every write of ours so far (`WAIT`). */
+  replicate(): Promise<void> {
+    return this.#calls.replicate(this.options.replicas);
+  }
+
+  /** Sets the cap in Redis for every process of the gate. */
+  setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts> {
+    const raw = this.#calls
+      .whenReady()
+      .then(() => this.#calls.eval(scripts.setCap, gate.keys, [...this.#common(gate), cap]));
+    return this.#calls.timed(raw).then((reply) => {
+      const [held, queued, stored] = reply as number[];
+      return { held: Number(held), queued: Number(queued), cap: Number(stored) };
     });
   }
 
@@ -237,8 +292,8 @@ export class RedisStore {
       .timed(this.#calls.whenReady().then(() => this.#calls.eval(scripts.release, gate.keys, args)))
       .then(
         (reply) => {
-          const [held, queued] = reply as number[];
-          gate.cluster(Number(held), Number(queued));
+          const [held, queued, cap] = reply as number[];
+          gate.cluster(Number(held), Number(queued), Number(cap));
         },
         () => {
           // Kept for the next try: the heartbeat that ends the outage sends them first.
@@ -336,15 +391,17 @@ export class RedisStore {
     // registers lost leases there, and only that answer says they were lost.
     const handled = raw.then(
       (reply) => {
-        const [lost, granted, held, queued, processes, requeued] = reply as [
+        const [lost, granted, held, queued, processes, requeued, cap] = reply as [
           string[],
           string[],
           number,
           number,
           number,
           string[],
+          number,
         ];
-        gate.heartbeat(lost, granted, Number(held), Number(queued), Number(processes), requeued);
+        gate.cluster(Number(held), Number(queued), Number(cap));
+        gate.heartbeat(lost, granted, Number(processes), requeued);
         this.#registered.add(gate);
       },
       () => undefined,
@@ -371,27 +428,6 @@ export class RedisStore {
       storeChannels.storeError.publish({ store: this, error, policy: this.options.onStoreError });
     }
     for (const gate of this.#gates.values()) gate.storeDown();
-  }
-
-  /**
-   * Strict mode, a ticket granted by another process's release: that grant is in the
-   * replication stream before a write of ours, so renewing the lease and then WAIT proves
-   * that the replicas have the grant too.
-   */
-  confirm(gate: SharedSemaphore, id: string): Promise<void> {
-    const raw = this.#calls.eval(scripts.heartbeat, gate.keys, [
-      ...this.#common(gate),
-      this.processId,
-      1,
-      id,
-    ]);
-    const settled = raw.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#inflight.set(id, settled);
-    void settled.then(() => this.#inflight.delete(id));
-    return this.#calls.timed(raw).then(() => this.#calls.replicate(this.options.replicas));
   }
 
   /**
