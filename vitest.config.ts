@@ -16,6 +16,8 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    // hostgate requires undici lazily (src/http/undici.ts), past vite's alias: a resolve hook.
+    setupFiles: undiciMajor === '8' ? ['test/helpers/undici8-require.ts'] : [],
     // Type tests (test/types/*.test-d.ts, expectTypeOf) are checked by `npm run typecheck`:
     // tsc covers test/ already, and vitest's typecheck mode would run it a second time (~30 s).
     // Three workers on a 2-core machine: most files wait on sockets, timers and child

@@ -4,8 +4,9 @@
  * cap. Ends with what every partner saw and whether every invariant held; exits non-zero if
  * any partner saw more than its cap or any permit leaked. Then the deadline act
  * (`deadline-act.ts`): a 300 ms budget fanning out to a slow partner; and the replicas act
- * (`replicas-act.ts`): three replicas share billing's cap through a private Redis (skipped,
- * in one line, without redis-server on the PATH). Loopback only, a few seconds.
+ * (`replicas-act.ts`): three replicas share billing's cap through Redis: yours when `REDIS_URL`
+ * is set, else a private `redis-server` from the PATH (skipped, in one line, without one).
+ * Loopback only (unless your `REDIS_URL` points elsewhere), a few seconds.
  */
 import { once } from 'node:events';
 import http from 'node:http';

@@ -14,6 +14,8 @@ import { redisStore } from '../src/redis/index.js';
 
 interface ReplicaConfig {
   redisUrl: string;
+  /** Key prefix of this run's shared gates. */
+  prefix: string;
   cap: number;
   callers: number;
   requests: number;
@@ -28,7 +30,9 @@ async function run(mode: 'per-process' | 'shared', partnerUrl: string) {
   // A generous Redis timeout: on a loaded machine a 1 s stall would switch the store to its
   // local fallback (a share of the cap per process), which is not what this act shows.
   const store =
-    mode === 'shared' ? redisStore({ client, prefix: 'demo:', commandTimeoutMs: 5000 }) : undefined;
+    mode === 'shared'
+      ? redisStore({ client, prefix: config.prefix, commandTimeoutMs: 5000 })
+      : undefined;
   const billing = { name: 'billing', hosts: [partnerUrl], limit: config.cap, queueTimeout: 10_000 };
   const limiter = new HostLimiter({
     partners: [store ? { ...billing, shared: true } : billing],

@@ -1,9 +1,12 @@
 /**
  * The demo's second act: three replicas of a service call billing (cap 20). With a limit of 20
  * in each process, billing sees up to three times its cap; with the cap shared through Redis,
- * at most 20. Needs `redis-server` on the
- * PATH (a private one is started on a free port); skips with one line without it.
+ * at most 20. Uses the Redis at `REDIS_URL` when it is set (keys under a prefix of this run's
+ * own, `hostgate-demo:<pid>-<time>:`); else starts a private `redis-server` from the PATH on a
+ * free port, and skips with one line without one.
  */
+
+import { createClient } from 'redis';
 import { forkWorker, killAllWorkers, type Worker } from '../bench/lib/fleet.js';
 import { redisMissing, startRedis } from '../bench/lib/redis-server.js';
 import { type PartnerCounts, startSimulatedPartner } from './partners.js';
@@ -42,19 +45,65 @@ async function round(workers: readonly Worker[], mode: Mode) {
   }
 }
 
+/** A Redis URL fit for a report: its password (and user) replaced. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    if (parsed.username !== '' && parsed.username !== 'default') parsed.username = '***';
+    return parsed.toString();
+  } catch {
+    return '(an unparsable REDIS_URL)';
+  }
+}
+
+/** The user's Redis (`REDIS_URL`) or a private one; `undefined` with the reason it has none. */
+async function redisForAct(
+  write: (line: string) => void,
+): Promise<{ url: string; close: () => Promise<unknown> } | string | undefined> {
+  const userUrl = process.env.REDIS_URL;
+  if (userUrl !== undefined && userUrl !== '') {
+    // Reached before any replica starts, so a wrong URL is one clear line, not three crashes.
+    const client = createClient({
+      url: userUrl,
+      socket: { connectTimeout: 3000, reconnectStrategy: false },
+    });
+    client.on('error', () => {}); // the connect() rejection below reports it
+    try {
+      await client.connect();
+      await client.ping();
+    } catch (error) {
+      return `REDIS_URL (${redactUrl(userUrl)}) did not answer: ${(error as Error).message}`;
+    } finally {
+      if (client.isOpen) await client.close();
+    }
+    write(`  using your Redis at REDIS_URL (${redactUrl(userUrl)})`);
+    return { url: userUrl, close: async () => {} };
+  }
+  if (redisMissing !== undefined) {
+    write(
+      `  skipped: ${redisMissing} (install redis-server, or set REDIS_URL, to see replicas share one cap)`,
+    );
+    return undefined;
+  }
+  return startRedis();
+}
+
 /** Runs the act, writing its report; resolves with the invariants it found broken. */
 export async function replicasAct(write: (line: string) => void): Promise<string[]> {
   write(`\nact: ${REPLICAS} replicas of a service call billing (cap ${CAP})`);
-  if (redisMissing !== undefined) {
-    write(`  skipped: ${redisMissing} (install redis-server to see replicas share one cap)`);
-    return [];
-  }
-  const redis = await startRedis();
+  const redis = await redisForAct(write);
+  if (redis === undefined) return [];
+  if (typeof redis === 'string') return [`replicas: ${redis}`];
   const failures: string[] = [];
+  // A prefix of this run's own: on a Redis you already run, nothing of yours is touched, and
+  // two demos at once do not share a gate.
+  const prefix = `hostgate-demo:${process.pid}-${Date.now()}:`;
   try {
     const workers = Array.from({ length: REPLICAS }, () =>
       forkWorker(new URL('./replica.ts', import.meta.url), {
         redisUrl: redis.url,
+        prefix,
         cap: CAP,
         callers: CALLERS,
         requests: REQUESTS,

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Request as ExpressRequest } from 'express-serve-static-core';
-import { type Dispatcher, Headers, type RequestInit } from 'undici';
+import type { Dispatcher, Headers, RequestInit } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import {
   formatDuration,
@@ -9,6 +9,7 @@ import {
   parseDuration,
   parseGrpcTimeout,
 } from '../src/gate/deadline.js';
+import { loadUndici } from '../src/http/undici.js';
 
 /** How a deadline header's value is written. */
 export type DeadlineHeaderFormat =
@@ -195,7 +196,7 @@ export function fetchHeaders(
     (typeof input === 'object' && input !== null && 'headers' in input
       ? (input.headers as Headers) // a Request: init.headers would replace its own
       : undefined);
-  const headers = new Headers(own);
+  const headers = new (loadUndici().Headers)(own);
   if (headers.has(header[0])) return {};
   headers.set(header[0], header[1]);
   return { headers };

@@ -29,6 +29,7 @@ export {
   DEFAULT_PER_REQUEST_MAX_QUEUE,
   DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS,
   type Outbound,
+  type OutboundBackground,
   type OutboundFetchInit,
   type OutboundMiddleware,
   type OutboundOptions,

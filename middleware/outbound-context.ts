@@ -1,18 +1,14 @@
 import { setMaxListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import {
-  type Dispatcher,
-  type RequestInfo,
-  type Response,
-  fetch as undiciFetch,
-  request as undiciRequest,
-} from 'undici';
+import type { Dispatcher, RequestInfo, Response } from 'undici';
+import { loadUndici } from '../src/http/undici.js';
 import {
   ClientDisconnectedError,
   DeadlineExceededError,
   expectedWaitMs,
   type HostLimiter,
   limitGate,
+  ResponseSentError,
   Semaphore,
   shedForDeadline,
   withPriority,
@@ -20,6 +16,7 @@ import {
 import { fetchHeaders, type Propagation, requestHeaders } from './deadline.js';
 import type {
   Outbound,
+  OutboundBackground,
   OutboundFetchInit,
   OutboundRequestOptions,
   PerRequestOptions,
@@ -40,6 +37,8 @@ export interface Shared {
   shedEarly: boolean;
   /** Header that carries the budget left to partners, if any. */
   propagate: Propagation | undefined;
+  /** `'abort'`: calls still running when the response has been sent are cancelled. */
+  afterResponse: 'abort' | 'continue';
 }
 
 /** One inbound request's outbound client. Everything in it is released with the request. */
@@ -51,6 +50,7 @@ export class OutboundContext implements Outbound {
   #controller: AbortController | undefined = undefined;
   #disconnected: ClientDisconnectedError | undefined = undefined;
   #expired: DeadlineExceededError | undefined = undefined;
+  #sent: ResponseSentError | undefined = undefined;
   #timer: ReturnType<typeof setTimeout> | undefined = undefined;
   #closed = false;
   #dispatcher: Dispatcher | undefined = undefined;
@@ -94,7 +94,7 @@ export class OutboundContext implements Outbound {
       // getMaxListeners() throws for an EventTarget set to 0, and undici's fetch calls it.
       setMaxListeners(SIGNAL_MAX_LISTENERS, controller.signal);
       this.#controller = controller;
-      const reason = this.#disconnected ?? this.#expired;
+      const reason = this.#disconnected ?? this.#expired ?? this.#sent;
       if (reason !== undefined) controller.abort(reason);
       else if (this.deadline !== undefined && !this.#closed) this.#armDeadline();
     }
@@ -127,10 +127,22 @@ export class OutboundContext implements Outbound {
       this.#timer = undefined;
     }
     if (!this.#res.writableFinished) this.disconnect();
+    else if (this.#shared.afterResponse === 'abort') this.#responseSent();
     const detach = this.#detach;
     this.#detach = undefined;
     if (detach !== undefined) for (const fn of detach) fn();
   };
+
+  /**
+   * The response has been sent: calls still running (siblings of a call that was shed and
+   * answered 503, say) would be read by nobody. They are cancelled, their permits come back and
+   * the partner sees them closed; `background` calls are not.
+   */
+  #responseSent(): void {
+    if (this.#disconnected !== undefined || this.#expired !== undefined) return;
+    this.#sent = new ResponseSentError();
+    this.#controller?.abort(this.#sent);
+  }
 
   disconnect(): void {
     if (this.#disconnected !== undefined) return;
@@ -138,35 +150,63 @@ export class OutboundContext implements Outbound {
     if (this.#expired === undefined) this.#controller?.abort(this.#disconnected);
   }
 
-  readonly fetch = (input: RequestInfo, init?: OutboundFetchInit): Promise<Response> => {
-    const refused = this.#admit(input);
+  readonly fetch = (input: RequestInfo, init?: OutboundFetchInit): Promise<Response> =>
+    this.#fetch(input, init, false);
+
+  readonly request = (
+    url: string | URL,
+    options?: OutboundRequestOptions,
+  ): Promise<Dispatcher.ResponseData> => this.#request(url, options, false);
+
+  #background: OutboundBackground | undefined = undefined;
+
+  /**
+   * `fetch` and `request` for work meant to outlive the response (a cache warm-up, an audit
+   * write): the same partner gates and per-request cap, but cancelled by neither the response
+   * ending, the client leaving nor the deadline — only by the call's own `signal`.
+   */
+  get background(): OutboundBackground {
+    this.#background ??= {
+      fetch: (input, init) => this.#fetch(input, init, true),
+      request: (url, options) => this.#request(url, options, true),
+    };
+    return this.#background;
+  }
+
+  #fetch(input: RequestInfo, init: OutboundFetchInit | undefined, detached: boolean) {
+    const refused = detached ? undefined : this.#admit(input);
     if (refused !== undefined) return Promise.reject(refused);
     // `init.signal` replaces a Request's own signal in fetch; keep the caller's either way.
     const own =
       init?.signal ??
       (typeof input === 'object' && 'signal' in input ? (input.signal as AbortSignal) : undefined);
-    const combined = this.#combine(own);
-    const call = undiciFetch(input, {
+    const combined: { signal: AbortSignal | undefined; detach?: () => void } = detached
+      ? { signal: own ?? undefined }
+      : this.#combine(own);
+    const call = loadUndici().fetch(input, {
       ...init,
-      ...fetchHeaders(this.#budgetHeader(), init, input),
+      ...fetchHeaders(detached ? undefined : this.#budgetHeader(), init, input),
       dispatcher: this.#dispatcherFor(init?.priorityClass),
       signal: combined.signal,
     });
     // A body still streaming needs the caller's abort: kept until the request closes.
     if (combined.detach !== undefined) call.catch(combined.detach);
     return call;
-  };
+  }
 
-  readonly request = (
+  #request(
     url: string | URL,
-    options?: OutboundRequestOptions,
-  ): Promise<Dispatcher.ResponseData> => {
-    const refused = this.#admit(url);
+    options: OutboundRequestOptions | undefined,
+    detached: boolean,
+  ): Promise<Dispatcher.ResponseData> {
+    const refused = detached ? undefined : this.#admit(url);
     if (refused !== undefined) return Promise.reject(refused);
-    const combined = this.#combine(options?.signal ?? undefined);
-    const call = undiciRequest(url, {
+    const combined: { signal: AbortSignal | undefined; detach?: () => void } = detached
+      ? { signal: options?.signal ?? undefined }
+      : this.#combine(options?.signal ?? undefined);
+    const call = loadUndici().request(url, {
       ...options,
-      ...requestHeaders(this.#budgetHeader(), options?.headers),
+      ...requestHeaders(detached ? undefined : this.#budgetHeader(), options?.headers),
       dispatcher: this.#dispatcherFor(options?.priorityClass),
       signal: combined.signal,
     }) as Promise<Dispatcher.ResponseData>;
@@ -175,7 +215,7 @@ export class OutboundContext implements Outbound {
       call.then((data) => data.body.once('close', detach), detach);
     }
     return call;
-  };
+  }
 
   /**
    * The deadline's say on a call about to start: a `DeadlineShedError` when it cannot finish

@@ -24,8 +24,9 @@ export type OutboundRequestOptions = Omit<
 export interface Outbound {
   /**
    * Aborts with `ClientDisconnectedError` when the client goes away before the response has
-   * finished, or with `DeadlineExceededError` when the request's deadline passes. Pass it to
-   * any other work the request starts (database queries, timers).
+   * finished, with `DeadlineExceededError` when the request's deadline passes, or with
+   * `ResponseSentError` once the response has been sent (unless `afterResponse: 'continue'`).
+   * Pass it to any other work the request starts (database queries, timers).
    */
   readonly signal: AbortSignal;
   /** This request's whole deadline budget in ms (`outbound({ deadline })`); `undefined`: none. */
@@ -41,6 +42,18 @@ export interface Outbound {
     url: string | URL,
     options?: OutboundRequestOptions,
   ) => Promise<Dispatcher.ResponseData>;
+  /**
+   * `fetch` and `request` for work meant to outlive the response (a cache refresh, an audit
+   * write): same partner gates and `perRequest` cap, but not cancelled when the response has
+   * been sent, the client leaves or the deadline passes — only by the call's own `signal`.
+   */
+  readonly background: OutboundBackground;
+}
+
+/** `req.outbound.background`: calls that are not cancelled with their request. */
+export interface OutboundBackground {
+  readonly fetch: Outbound['fetch'];
+  readonly request: Outbound['request'];
 }
 
 export interface PerRequestOptions {

@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request as ExpressRequest } from 'express-serve-static-core';
-import { Agent, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
-import { HostLimiter, type HostLimiterOptions, limitHosts, Semaphore } from '../src/index.js';
+import { loadUndici } from '../src/http/undici.js';
+import { type HostLimiter, type HostLimiterOptions, limitHosts, Semaphore } from '../src/index.js';
+import { limiterFrom } from '../src/partners/host-limiter.js';
 import { type DeadlineOption, InvalidHeader, parseDeadline } from './deadline.js';
 import { OutboundContext, type Shared } from './outbound-context.js';
 import type { Outbound, PerRequestOptions } from './outbound-types.js';
@@ -10,6 +12,7 @@ import { internal } from './shed.js';
 
 export type {
   Outbound,
+  OutboundBackground,
   OutboundFetchInit,
   OutboundRequestOptions,
   PerRequestOptions,
@@ -56,6 +59,14 @@ export interface OutboundOptions {
    * Express's request (`req.path`, `req.query`, ...).
    */
   priority?: string | ((req: ExpressRequest) => string | undefined);
+  /**
+   * What becomes of a request's outbound calls still running once its response has been sent
+   * (a fan-out whose sibling was shed and answered 503): `'abort'` (default) cancels them with
+   * `ResponseSentError` — nobody will read them, so their permits come back and the partner
+   * sees them closed; `'continue'` lets them run. For single calls meant to outlive the
+   * response, use `req.outbound.background` instead.
+   */
+  afterResponse?: 'abort' | 'continue';
 }
 
 export interface OutboundMiddleware {
@@ -68,7 +79,14 @@ export interface OutboundMiddleware {
   close(): Promise<void>;
 }
 
-const OUTBOUND_KEYS = ['limiter', 'dispatcher', 'perRequest', 'deadline', 'priority'] as const;
+const OUTBOUND_KEYS = [
+  'limiter',
+  'dispatcher',
+  'perRequest',
+  'deadline',
+  'priority',
+  'afterResponse',
+] as const;
 const PER_REQUEST_KEYS = ['limit', 'maxQueue', 'queueTimeout'] as const;
 
 /**
@@ -117,9 +135,8 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     }
     dispatcher = options.dispatcher;
   } else if (options.limiter !== undefined) {
-    limiter =
-      options.limiter instanceof HostLimiter ? options.limiter : new HostLimiter(options.limiter);
-    owned = new Agent();
+    limiter = limiterFrom('outbound: limiter', options.limiter);
+    owned = new (loadUndici().Agent)();
     dispatcher = owned.compose(limitHosts(limiter));
   } else {
     throw new TypeError('outbound needs { limiter } (partner gates) or { dispatcher }');
@@ -127,12 +144,19 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
   const perRequest = parsePerRequest(options.perRequest);
   const deadline = parseDeadline(options.deadline);
   const priorityOf = parsePriority(options.priority);
+  const afterResponse = options.afterResponse ?? 'abort';
+  if (afterResponse !== 'abort' && afterResponse !== 'continue') {
+    throw new TypeError(
+      `outbound: afterResponse must be 'abort' or 'continue', got ${describe(afterResponse)}`,
+    );
+  }
   const shared: Shared = {
     dispatcher,
     perRequest,
     limiter,
     shedEarly: deadline?.shedEarly ?? false,
     propagate: deadline?.propagate,
+    afterResponse,
   };
 
   const middleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => {

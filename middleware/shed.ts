@@ -4,6 +4,7 @@ import {
   ClientDisconnectedError,
   DeadlineExceededError,
   findShedError,
+  ResponseSentError,
   type ShedError,
 } from '../src/index.js';
 
@@ -168,7 +169,7 @@ function isGone(res: ServerResponse): boolean {
  * fetch's `TypeError`) becomes `503` + `Retry-After` + an RFC 9457 `application/problem+json`
  * body. A `DeadlineExceededError` (the request's own deadline passed) becomes `504` with a
  * problem body and no `Retry-After`. A `ClientDisconnectedError` ends quietly: nothing is written to the gone socket and nothing is
- * passed on as a server error. Everything else goes to `next(err)` untouched.
+ * passed on as a server error; so does a `ResponseSentError` after the response was sent. Everything else goes to `next(err)` untouched.
  *
  * @example
  * app.use(shed());
@@ -184,6 +185,9 @@ export function shed(options?: ShedOptions): ErrorMiddleware {
       if (!res.writableEnded && !isGone(res)) res.destroy();
       return;
     }
+    // A call of a request whose response was already sent, cancelled since nothing would read
+    // it: nothing to write, and no reason to have Express close the connection.
+    if (res.writableEnded && findCause(err, ResponseSentError) !== undefined) return;
     const shedError = findShedError(err);
     const expired = shedError === undefined ? findCause(err, DeadlineExceededError) : undefined;
     if (expired !== undefined && !res.headersSent) {

@@ -26,6 +26,7 @@ export {
   QueueClearedError,
   QueueFullError,
   QueueTimeoutError,
+  ResponseSentError,
   ShedError,
   StoreUnavailableError,
   TooManyHostsError,

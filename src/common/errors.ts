@@ -11,6 +11,7 @@ export type HostgateErrorCode =
   | 'HOSTGATE_QUEUE_CLEARED'
   | 'HOSTGATE_HOLD_TIMEOUT'
   | 'HOSTGATE_CLIENT_DISCONNECTED'
+  | 'HOSTGATE_RESPONSE_SENT'
   | 'HOSTGATE_UNKNOWN_HOST'
   | 'HOSTGATE_TOO_MANY_HOSTS'
   | 'HOSTGATE_PARTNER_COOLDOWN'
@@ -267,6 +268,21 @@ export class ClientDisconnectedError extends HostgateError {
   static readonly CODE = 'HOSTGATE_CLIENT_DISCONNECTED';
   constructor() {
     super('HOSTGATE_CLIENT_DISCONNECTED', 'the client disconnected before the response finished');
+  }
+}
+
+/**
+ * The inbound response was already sent (a 503 for a shed sibling, say): an outbound call of
+ * that request still running was cancelled, since nothing would read its answer. Not a server
+ * error; work meant to outlive the response goes through `req.outbound.background`.
+ */
+export class ResponseSentError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_RESPONSE_SENT';
+  constructor() {
+    super(
+      'HOSTGATE_RESPONSE_SENT',
+      "the response was already sent, so this outbound call was cancelled; use req.outbound.background (or outbound({ afterResponse: 'continue' })) for work meant to outlive the response",
+    );
   }
 }
 

@@ -1,6 +1,10 @@
 import { describe, optionalSignal } from '../common/options.js';
 import type { Semaphore } from '../gate/semaphore.js';
-import { HostLimiter, type HostLimiterOptions } from '../partners/host-limiter.js';
+import {
+  type HostLimiter,
+  type HostLimiterOptions,
+  limiterFrom,
+} from '../partners/host-limiter.js';
 import { FetchCall } from './fetch-call.js';
 import type { CallableFetch, InitLike } from './fetch-response.js';
 import { type PriorityClassOption, priorityFor } from './priority.js';
@@ -98,8 +102,7 @@ export function limitFetch<F extends FetchFunction>(
       `limitFetch: fetchFn must be a fetch function (fetch, undici.fetch, ...), got ${describe(fetchFn)}`,
     );
   }
-  const limiter =
-    limiterOrOptions instanceof HostLimiter ? limiterOrOptions : new HostLimiter(limiterOrOptions);
+  const limiter = limiterFrom('limitFetch', limiterOrOptions);
   const inner = fetchFn as unknown as CallableFetch;
 
   async function limitedFetch(input: unknown, init?: InitLike): Promise<unknown> {

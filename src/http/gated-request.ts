@@ -1,10 +1,11 @@
 import { AsyncResource } from 'node:async_hooks';
-import { type Dispatcher, errors } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { PermitHoldTimeoutError } from '../common/errors.js';
 import { publishRequestError } from '../gate/diagnostics.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { type PriorityClassOption, priorityFor } from './priority.js';
 import { releaseAfterTeardown } from './teardown.js';
+import { loadUndici } from './undici.js';
 
 /*
  * A request's journey through its gate, one phase at a time (it only moves forward):
@@ -132,7 +133,7 @@ export abstract class GatedRequest implements WaitTarget {
 
   /** The caller's abort, through the controller it was handed. */
   callerAbort(reason?: Error): void {
-    this.#abort(reason ?? new errors.RequestAbortedError());
+    this.#abort(reason ?? requestAborted());
   }
 
   /**
@@ -141,7 +142,7 @@ export abstract class GatedRequest implements WaitTarget {
    * construction (and, under tsx/esbuild's keepNames, a `defineProperty` naming it).
    */
   protected callerAbortFunction(): (reason?: Error) => void {
-    return (reason) => this.#abort(reason ?? new errors.RequestAbortedError());
+    return (reason) => this.#abort(reason ?? requestAborted());
   }
 
   #abort(reason: Error): void {
@@ -169,7 +170,7 @@ export abstract class GatedRequest implements WaitTarget {
    */
   protected innerStarted(): boolean {
     if (this.#phase === SETTLED) {
-      this.abortInner(this.#abortReason ?? new errors.RequestAbortedError());
+      this.abortInner(this.#abortReason ?? requestAborted());
       return false;
     }
     this.#phase = STARTED;
@@ -267,4 +268,9 @@ function holdTimeoutOf(request: GatedRequest): (error: PermitHoldTimeoutError) =
 
 function dispatchGranted(request: GatedRequest): void {
   request.dispatchGranted();
+}
+
+/** undici's own error for an abort without a reason, as undici itself would report it. */
+function requestAborted(): Error {
+  return new (loadUndici().errors.RequestAbortedError)();
 }

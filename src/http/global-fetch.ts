@@ -9,8 +9,9 @@ import type { AnyDispatcher } from './interceptor.js';
  * it is typed with the undici-types that Node bundles (6), which a newer undici's `Agent` does
  * not fit. This returns `init` with the dispatcher added, typed as the global `RequestInit`.
  *
- * Node 20–24 bundle undici 6–7, whose fetch refuses an undici 8 dispatcher at run time
- * ("invalid onRequestStart method"); pass an undici 7 one there, or use undici 8's own `fetch`.
+ * Node 20–24 bundle undici 6–7, whose fetch hands dispatchers callback-API handlers, which a
+ * plain undici 8 dispatcher refuses ("invalid onRequestStart method"); hostgate's dispatchers
+ * (limitHosts-composed, LimitedAgent) translate them for the undici 8 below, so they work here.
  *
  * @example
  * const dispatcher = new Agent().compose(limitHosts(limiter));

@@ -1,11 +1,17 @@
-import { type Dispatcher, errors } from 'undici';
+import type { Dispatcher } from 'undici';
 import { describe } from '../common/options.js';
 import { Semaphore } from '../gate/semaphore.js';
 import { holdsPermitOf, markDispatcherLayer } from '../partners/gate-layers.js';
-import { HostLimiter, type HostLimiterOptions } from '../partners/host-limiter.js';
+import {
+  type HostLimiter,
+  type HostLimiterOptions,
+  limiterFrom,
+} from '../partners/host-limiter.js';
 import type { DispatchInterceptor } from './interceptor.js';
+import { LegacyHandlerAdapter } from './legacy-handler-adapter.js';
 import { type LegacyHandler, LegacyLimitHandler } from './legacy-limit-handler.js';
 import { LimitHandler } from './limit-handler.js';
+import { loadUndici } from './undici.js';
 
 /**
  * An undici interceptor that gives every request a permit of its partner's gate, held from
@@ -33,8 +39,7 @@ import { LimitHandler } from './limit-handler.js';
 export function limitHosts(
   limiterOrOptions: HostLimiter | HostLimiterOptions,
 ): DispatchInterceptor {
-  const limiter =
-    limiterOrOptions instanceof HostLimiter ? limiterOrOptions : new HostLimiter(limiterOrOptions);
+  const limiter = limiterFrom('limitHosts', limiterOrOptions);
   markDispatcherLayer(limiter);
   const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) =>
     function limitedDispatch(opts, handler) {
@@ -68,7 +73,7 @@ export function limitHosts(
 function gateOf(limiter: HostLimiter, opts: Dispatcher.DispatchOptions): Semaphore | undefined {
   const origin = opts.origin;
   if (origin == null || origin === '') {
-    throw new errors.InvalidArgumentError(
+    throw new (loadUndici().errors.InvalidArgumentError)(
       'opts.origin must be a non-empty string or URL. limitHosts picks the gate by origin: on a Client or Pool (whose requests carry none) use limitGate(limiter.gateFor(origin)).',
     );
   }
@@ -76,7 +81,7 @@ function gateOf(limiter: HostLimiter, opts: Dispatcher.DispatchOptions): Semapho
     return limiter.gateFor(origin as string | URL);
   } catch (error) {
     if ((error as Error).constructor !== TypeError) throw error;
-    throw new errors.InvalidArgumentError((error as Error).message);
+    throw new (loadUndici().errors.InvalidArgumentError)((error as Error).message);
   }
 }
 
@@ -112,12 +117,36 @@ export function dispatchThrough(
   opts: Dispatcher.DispatchOptions,
   handler: Dispatcher.DispatchHandler,
 ): boolean {
-  // undici hands interceptors a handler with both APIs when its caller spoke the callback
+  // undici 7 hands interceptors a handler with both APIs when its caller spoke the callback
   // one (request, stream, fetch do): keep to that API and undici converts nothing.
   const legacy = handler as LegacyHandler;
-  const request =
-    typeof legacy.onHeaders === 'function' && typeof legacy.onConnect === 'function'
-      ? new LegacyLimitHandler(dispatch, opts, legacy)
-      : new LimitHandler(dispatch, opts, handler);
-  return request.start(gate);
+  if (typeof legacy.onHeaders !== 'function' || typeof legacy.onConnect !== 'function') {
+    return new LimitHandler(dispatch, opts, handler).start(gate);
+  }
+  if (!innerTakesCallbacks()) {
+    // undici 8 below, and a caller that speaks only the callback API: Node's global fetch
+    // (its bundled undici 6 or 7). Translate, and keep to HTTP/1.1 as undici 8's own
+    // Dispatcher1Wrapper does for such callers (they do not read HTTP/2 responses).
+    const callbacksOnly =
+      typeof (handler as { onRequestStart?: unknown }).onRequestStart !== 'function';
+    const adapted = callbacksOnly
+      ? (new LegacyHandlerAdapter(legacy) as unknown as Dispatcher.DispatchHandler)
+      : handler;
+    const h2 = (opts as { allowH2?: boolean }).allowH2;
+    const options = callbacksOnly && h2 !== false ? { ...opts, allowH2: false } : opts;
+    return new LimitHandler(dispatch, options, adapted).start(gate);
+  }
+  return new LegacyLimitHandler(dispatch, opts, legacy).start(gate);
+}
+
+let takesCallbacks: boolean | undefined;
+
+/**
+ * Whether the undici below takes callback-API handlers: 7 does, 8 refuses them ("invalid
+ * onRequestStart method"; `Dispatcher1Wrapper`, its adapter for them, is new in 8). Asked only
+ * for a caller that speaks the callback API, so it loads undici only where undici is in use.
+ */
+function innerTakesCallbacks(): boolean {
+  takesCallbacks ??= !('Dispatcher1Wrapper' in loadUndici());
+  return takesCallbacks;
 }

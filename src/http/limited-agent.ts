@@ -1,14 +1,26 @@
-import { Dispatcher } from 'undici';
+import { EventEmitter } from 'node:events';
+import type { Dispatcher } from 'undici';
 import { describe } from '../common/options.js';
-import { HostLimiter, type HostLimiterOptions } from '../partners/host-limiter.js';
+import {
+  type HostLimiter,
+  type HostLimiterOptions,
+  limiterFrom,
+} from '../partners/host-limiter.js';
 import type { AnyDispatcher } from './interceptor.js';
 import { limitHosts } from './limit-hosts.js';
+import { loadUndici } from './undici.js';
 
 /** What LimitedAgent needs of the dispatcher it wraps: undici's `Agent`, `Pool`, `Client`, …. */
 export interface WrappedDispatcher extends AnyDispatcher {
   close(): Promise<void>;
   destroy(error?: Error | null): Promise<void>;
 }
+
+/**
+ * LimitedAgent's base until undici is loaded: an EventEmitter (undici's Dispatcher is one, with
+ * methods only), typed as the Dispatcher it becomes on the first construction.
+ */
+const DispatcherUntilLoaded = EventEmitter as unknown as typeof Dispatcher;
 
 /**
  * A `Dispatcher` that gives every request a permit of its partner's gate and dispatches it
@@ -25,11 +37,15 @@ export interface WrappedDispatcher extends AnyDispatcher {
  * that each attempt and each hop takes its own permit:
  * `new LimitedAgent(new Agent(), limiter).compose(interceptors.retry(), interceptors.redirect())`.
  *
+ * A real undici `Dispatcher` (`instanceof Dispatcher`, `compose`, events), although importing
+ * hostgate loads no undici: the first construction loads it and puts undici's `Dispatcher`
+ * under this class (an undici that cannot run on this Node fails there, with the fix named).
+ *
  * @example
  * const dispatcher = new LimitedAgent(new Agent(), limiter);
  * await request('https://api.billing.example/invoices', { dispatcher });
  */
-export class LimitedAgent extends Dispatcher {
+export class LimitedAgent extends DispatcherUntilLoaded {
   readonly #inner: WrappedDispatcher;
   /** The limiter whose gates this dispatcher takes permits from. */
   readonly limiter: HostLimiter;
@@ -37,6 +53,7 @@ export class LimitedAgent extends Dispatcher {
   readonly #dispatch: Dispatcher.Dispatch;
 
   constructor(dispatcher: WrappedDispatcher, limiterOrOptions: HostLimiter | HostLimiterOptions) {
+    extendDispatcher();
     super();
     if (typeof (dispatcher as Partial<WrappedDispatcher> | null)?.dispatch !== 'function') {
       throw new TypeError(
@@ -44,10 +61,7 @@ export class LimitedAgent extends Dispatcher {
       );
     }
     this.#inner = dispatcher;
-    this.limiter =
-      limiterOrOptions instanceof HostLimiter
-        ? limiterOrOptions
-        : new HostLimiter(limiterOrOptions);
+    this.limiter = limiterFrom('LimitedAgent', limiterOrOptions);
     const inner = dispatcher.dispatch.bind(dispatcher) as unknown as Dispatcher.Dispatch;
     this.#dispatch = limitHosts(this.limiter)(inner);
   }
@@ -81,4 +95,20 @@ export class LimitedAgent extends Dispatcher {
     if (done === undefined) return destroyed;
     destroyed.then(done, done);
   }
+}
+
+let extended = false;
+
+/**
+ * Makes undici's `Dispatcher` the base of LimitedAgent, once, before the first instance exists:
+ * instances get `compose` and `instanceof Dispatcher`, and `super()` runs Dispatcher's
+ * constructor. Dispatcher is an EventEmitter with methods only, so the chain stays
+ * LimitedAgent → Dispatcher → EventEmitter.
+ */
+function extendDispatcher(): void {
+  if (extended) return;
+  const { Dispatcher: Base } = loadUndici();
+  Object.setPrototypeOf(LimitedAgent.prototype, Base.prototype);
+  Object.setPrototypeOf(LimitedAgent, Base);
+  extended = true;
 }

@@ -16,13 +16,16 @@ import { type HostPattern, originKey, parseHostPattern, parseTarget } from './or
  */
 export const DEFAULT_MAX_HOLD_MS = 60_000;
 /**
- * Default gate for hosts no partner rule names: 10 concurrent requests, 100 waiting, 1 s.
- * Conservative on purpose: an unnamed partner is still protected, and shows up in stats
- * under its origin so the missing rule is visible.
+ * Default gate for hosts no partner rule names: Envoy's default circuit breaker per cluster,
+ * 1,024 concurrent requests and 1,024 waiting (1 s). A limiter guards the partners it is told
+ * about: adding a partner rule must not start failing traffic to other hosts (an internal
+ * service, a metadata endpoint), so this is a ceiling for runaways, not a partner's cap. Each
+ * unnamed origin still gets its own gate, listed by origin in stats, metrics and the status
+ * page, so the missing rule is visible. To cap unnamed hosts, pass `unknownHosts: { limit }`.
  */
 export const DEFAULT_UNKNOWN_HOST_GATE = Object.freeze({
-  limit: 10,
-  maxQueue: 100,
+  limit: 1024,
+  maxQueue: 1024,
   queueTimeout: 1000,
 });
 /**
@@ -107,7 +110,9 @@ export interface HostLimiterOptions {
   partners?: PartnerRule[];
   /**
    * Hosts that match no rule: a per-origin gate with these options (default
-   * {@link DEFAULT_UNKNOWN_HOST_GATE}), `'reject'` (an allow-list) or `'unlimited'` (opt-out).
+   * {@link DEFAULT_UNKNOWN_HOST_GATE}: 1,024 at once, counted and listed by origin, but no cap
+   * that unrelated traffic would hit), `'reject'` (an allow-list) or `'unlimited'` (no gate, not
+   * counted). Pass gate options (`{ limit: 10 }`) to cap every unnamed origin.
    */
   unknownHosts?: GateOptions | 'reject' | 'unlimited';
   /** Bound on per-origin gates for unknown hosts (default 256); idle ones are evicted. */
@@ -417,4 +422,20 @@ function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPo
   makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
   const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter } = value;
   return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter };
+}
+
+/**
+ * The limiter an entry point (`limitHosts`, `limitFetch`, `LimitedAgent`, …) was given: a
+ * `HostLimiter`, or options to build one. Anything else (`undefined` included) is a
+ * `TypeError`: a missing limiter must not quietly become a default one.
+ * @internal
+ */
+export function limiterFrom(where: string, value: unknown): HostLimiter {
+  if (value instanceof HostLimiter) return value;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(
+      `${where}: expected a HostLimiter or its options ({ partners: [...] }), got ${describe(value)}`,
+    );
+  }
+  return new HostLimiter(value as HostLimiterOptions);
 }

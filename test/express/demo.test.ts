@@ -1,14 +1,32 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
+import { replicasAct } from '../../examples/replicas-act.js';
+import {
+  freePort,
+  type RedisServer,
+  redisSkipReason,
+  startRedis,
+} from '../helpers/redis-server.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-/** `npm run demo` as the README's quick start runs it: `tsx examples/demo.ts`, exit code 0. */
+let redis: RedisServer | undefined;
+afterAll(() => redis?.close());
+
+/**
+ * `npm run demo` as the README's quick start runs it: `tsx examples/demo.ts`, exit code 0. With
+ * redis-server on the PATH the test starts one and hands it over as `REDIS_URL`, as a user with
+ * a Redis of their own would: the replicas act must use that one (its own counters show it).
+ */
 test('the demo runs and reports that every invariant held', async () => {
+  if (redisSkipReason === undefined) redis = await startRedis();
+  const env: NodeJS.ProcessEnv = { ...process.env, FORCE_COLOR: '0' };
+  delete env.REDIS_URL;
+  if (redis !== undefined) env.REDIS_URL = redis.url;
   const child = spawn(process.execPath, ['node_modules/tsx/dist/cli.mjs', 'examples/demo.ts'], {
     cwd: root,
-    env: { ...process.env, FORCE_COLOR: '0' },
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -29,4 +47,30 @@ test('the demo runs and reports that every invariant held', async () => {
   )) {
     expect(Number(peak)).toBeLessThanOrEqual(Number(cap));
   }
+  if (redis !== undefined) {
+    expect(out).toContain(`using your Redis at REDIS_URL (${redis.url})`);
+    // The shared gates' scripts ran on this Redis (calls counted by Redis itself).
+    const stats = String(await redis.command('INFO', 'commandstats'));
+    expect(stats).toMatch(/cmdstat_(evalsha|eval):calls=[1-9]/);
+  }
 }, 90_000);
+
+test('the replicas act reports a REDIS_URL that does not answer in one line, starting nothing', async () => {
+  const port = await freePort(); // nothing listens there
+  const previous = process.env.REDIS_URL;
+  process.env.REDIS_URL = `redis://user:secret@127.0.0.1:${port}`;
+  const lines: string[] = [];
+  try {
+    const failures = await replicasAct((line) => lines.push(line));
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatch(
+      new RegExp(
+        `^replicas: REDIS_URL \\(redis://\\*\\*\\*:\\*\\*\\*@127\\.0\\.0\\.1:${port}\\) did not answer`,
+      ),
+    );
+    expect(lines.join('\n') + failures.join('\n')).not.toContain('secret');
+  } finally {
+    if (previous === undefined) delete process.env.REDIS_URL;
+    else process.env.REDIS_URL = previous;
+  }
+});
