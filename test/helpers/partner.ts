@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
  * - `/status?code=503&retryAfter=1` — answers that status.
  * - `/stall` — sends headers and a first chunk, then never finishes (until the client leaves).
  * - `/drip?every=ms&count=n` — a chunk every `every` ms, `count` chunks, then the end.
+ * - `/tick?n=500&ms=5&size=1024` — `n` chunks of `size` bytes, one every `ms` ms.
  * - `/reset` — sends headers and a chunk, then destroys the socket.
  * - `/redirect?to=/ok&hops=2` — 302 chains.
  * - `/flaky?id=k&fails=2&code=503&retryAfter=0&delay=ms` — the first `fails` requests naming
@@ -19,7 +20,7 @@ import type { AddressInfo } from 'node:net';
 export interface Partner {
   url: string;
   origin: string;
-  /** Requests in progress now (from arrival until the response finished or the socket closed). */
+  /** Requests in progress now (from arrival until the response closed: finished, or cut off). */
   readonly active: number;
   /** The most requests the partner ever saw at once. */
   readonly peak: number;
@@ -66,22 +67,15 @@ export async function startPartner(): Promise<Partner> {
     active++;
     arrived++;
     if (active > peak) peak = active;
-    let done = false;
-    const socket = req.socket;
-    const finish = () => {
-      if (done) return;
-      done = true;
-      socket.off('end', finish);
-      socket.off('error', finish);
+    // A request is in progress until its response closes: finished, or its connection closed
+    // (a client's FIN or RST is read in one poll phase, 'close' follows in the close phase).
+    // That is what a server's own in-flight count sees, and a request that arrives before it is
+    // one more at once (issue 24: a release at the client's FIN showed cap + 1 here).
+    res.once('close', () => {
       active--;
       if (!res.writableFinished) closedEarly++;
       notify();
-    };
-    res.on('close', finish);
-    // The client closing its side (FIN, or RST over unread data) ends the request for the
-    // partner: the first thing it can see of a cancellation, before res 'close'.
-    socket.once('end', finish);
-    socket.once('error', finish);
+    });
     notify();
     const url = new URL(req.url ?? '/', 'http://partner');
     const q = url.searchParams;
@@ -125,6 +119,22 @@ export async function startPartner(): Promise<Partner> {
           if (left <= 0) clearInterval(drip);
         }, every);
         res.on('close', () => clearInterval(drip));
+        return;
+      }
+      case '/tick': {
+        // A long body that keeps arriving: a cancel mid-stream usually leaves unread bytes in the
+        // client's socket, so its close is an RST rather than a FIN.
+        const ms = Number(q.get('ms') ?? 5);
+        const size = Number(q.get('size') ?? 1024);
+        let left = Number(q.get('n') ?? 100);
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        const chunk = 'x'.repeat(size);
+        const tick = setInterval(() => {
+          if (--left > 0) res.write(chunk);
+          else res.end(chunk);
+          if (left <= 0) clearInterval(tick);
+        }, ms);
+        res.on('close', () => clearInterval(tick));
         return;
       }
       case '/reset':
