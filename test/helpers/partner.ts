@@ -20,10 +20,21 @@ import type { AddressInfo } from 'node:net';
 export interface Partner {
   url: string;
   origin: string;
-  /** Requests in progress now (from arrival until the response closed: finished, or cut off). */
+  /**
+   * Requests in progress now: from arrival until the partner reads the client's close (FIN or
+   * RST) or the response closes, whichever is first: what the partner can know of a cancellation.
+   */
   readonly active: number;
-  /** The most requests the partner ever saw at once. */
+  /** The most requests the partner ever saw at once (by `active`). */
   readonly peak: number;
+  /**
+   * Requests whose response has not closed yet: a server's own in-flight count. After the
+   * client's FIN or RST is read, the response closes in a later close phase (after a graceful
+   * shutdown for a FIN), so this lags `active` (issue 24's repro counted this way).
+   */
+  readonly open: number;
+  /** The most responses open at once (by `open`). */
+  readonly peakOpen: number;
   /** Requests that arrived. */
   readonly arrived: number;
   /** Requests the client closed before the partner finished answering. */
@@ -47,6 +58,8 @@ export interface Partner {
 export async function startPartner(): Promise<Partner> {
   let active = 0;
   let peak = 0;
+  let open = 0;
+  let peakOpen = 0;
   let arrived = 0;
   let closedEarly = 0;
   const held: (() => void)[] = [];
@@ -67,15 +80,25 @@ export async function startPartner(): Promise<Partner> {
     active++;
     arrived++;
     if (active > peak) peak = active;
-    // A request is in progress until its response closes: finished, or its connection closed
-    // (a client's FIN or RST is read in one poll phase, 'close' follows in the close phase).
-    // That is what a server's own in-flight count sees, and a request that arrives before it is
-    // one more at once (issue 24: a release at the client's FIN showed cap + 1 here).
-    res.once('close', () => {
+    open++;
+    if (open > peakOpen) peakOpen = open;
+    let done = false;
+    const socket = req.socket;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      socket.off('end', finish);
+      socket.off('error', finish);
       active--;
       if (!res.writableFinished) closedEarly++;
       notify();
-    });
+    };
+    res.on('close', finish);
+    res.once('close', () => open--);
+    // The client closing its side (FIN, or RST over unread data) ends the request for the
+    // partner: the first thing it can see of a cancellation, before res 'close'.
+    socket.once('end', finish);
+    socket.once('error', finish);
     notify();
     const url = new URL(req.url ?? '/', 'http://partner');
     const q = url.searchParams;
@@ -122,8 +145,8 @@ export async function startPartner(): Promise<Partner> {
         return;
       }
       case '/tick': {
-        // A long body that keeps arriving: a cancel mid-stream usually leaves unread bytes in the
-        // client's socket, so its close is an RST rather than a FIN.
+        // A long body that keeps arriving: a cancel mid-stream closes with an RST when bytes are
+        // left unread in the client's socket, else a FIN.
         const ms = Number(q.get('ms') ?? 5);
         const size = Number(q.get('size') ?? 1024);
         let left = Number(q.get('n') ?? 100);
@@ -193,6 +216,12 @@ export async function startPartner(): Promise<Partner> {
     get peak() {
       return peak;
     },
+    get open() {
+      return open;
+    },
+    get peakOpen() {
+      return peakOpen;
+    },
     get arrived() {
       return arrived;
     },
@@ -214,6 +243,7 @@ export async function startPartner(): Promise<Partner> {
     },
     resetPeak() {
       peak = active;
+      peakOpen = open;
     },
     async close() {
       for (const answer of held.splice(0)) answer();

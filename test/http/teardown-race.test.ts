@@ -8,8 +8,8 @@ import { useLoopback } from '../helpers/loopback.js';
 /**
  * Issue 24's race: a body cancelled mid-stream gave its permit to the next waiter in the
  * microtask after the cancel, and a limitFetch waiter wrote its request in the same turn as the
- * FIN/RST: the partner, counting a request until its response closes, saw both at once. The
- * oracle is the partner's own count (test/helpers/partner.ts), every round.
+ * FIN/RST: the partner, counting a request until its response closes (`peakOpen`), saw both at
+ * once, every round. The oracle is the partner's own count (test/helpers/partner.ts).
  */
 
 const loop = useLoopback({ keepAliveTimeout: 5000 });
@@ -67,7 +67,7 @@ describe('issue 24: a body cancelled mid-stream gives its permit back before its
         await (await b).text();
         await whenIdle(gate);
         expectInvariant(gate);
-        peaks.push(loop.partner.peak);
+        peaks.push(loop.partner.peakOpen);
       }
       expect(peaks).toEqual(Array(ROUNDS).fill(1));
       expect(gate.stats().abortedInFlight).toBe(ROUNDS);
@@ -92,7 +92,7 @@ describe('issue 24: a body cancelled mid-stream gives its permit back before its
       await (await b).body.text();
       await whenIdle(gate);
       expectInvariant(gate);
-      peaks.push(loop.partner.peak);
+      peaks.push(loop.partner.peakOpen);
     }
     expect(peaks).toEqual(Array(ROUNDS).fill(1));
   });
