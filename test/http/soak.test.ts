@@ -193,131 +193,137 @@ describe('issue 24: cancels at random points across entry points never put a par
   type Client = (typeof CLIENTS)[number];
   type Cancel = (typeof CANCELS)[number];
 
-  it(`${CALLS} calls, seed ${SEED}: partner peaks within 3, 7, 16; every permit back once`, async () => {
-    const random = prng(SEED);
-    const soakPartners = await Promise.all(LIMITS.map(() => startPartner()));
-    const soakAgent = new Agent({ keepAliveTimeout: 5000 });
-    try {
-      const limiter = new HostLimiter({
-        partners: soakPartners.map((p, i) => ({
-          name: `s${i}`,
-          hosts: [p.origin],
-          limit: LIMITS[i]!,
-          maxQueue: 1000,
-          queueTimeout: 30_000,
-        })),
-        unknownHosts: 'reject',
-      });
-      const gates = LIMITS.map((_, i) => limiter.gate(`s${i}`)!);
-      const limited = soakAgent.compose(limitHosts(limiter));
-      const viaUndici = limitFetch(undiciFetch, limiter);
-      const viaGlobal = limitFetch(globalThis.fetch, limiter);
-      const violations: string[] = [];
-      const check = () => {
-        for (const gate of gates) {
-          const s = gate.stats();
-          if (s.held > s.limit || s.held + s.available !== s.limit) {
-            violations.push(JSON.stringify({ name: s.name, held: s.held, available: s.available }));
+  it(
+    `${CALLS} calls, seed ${SEED}: partner peaks within 3, 7, 16; every permit back once`,
+    async () => {
+      const random = prng(SEED);
+      const soakPartners = await Promise.all(LIMITS.map(() => startPartner()));
+      const soakAgent = new Agent({ keepAliveTimeout: 5000 });
+      try {
+        const limiter = new HostLimiter({
+          partners: soakPartners.map((p, i) => ({
+            name: `s${i}`,
+            hosts: [p.origin],
+            limit: LIMITS[i]!,
+            maxQueue: 1000,
+            queueTimeout: 30_000,
+          })),
+          unknownHosts: 'reject',
+        });
+        const gates = LIMITS.map((_, i) => limiter.gate(`s${i}`)!);
+        const limited = soakAgent.compose(limitHosts(limiter));
+        const viaUndici = limitFetch(undiciFetch, limiter);
+        const viaGlobal = limitFetch(globalThis.fetch, limiter);
+        const violations: string[] = [];
+        const check = () => {
+          for (const gate of gates) {
+            const s = gate.stats();
+            if (s.held > s.limit || s.held + s.available !== s.limit) {
+              violations.push(
+                JSON.stringify({ name: s.name, held: s.held, available: s.available }),
+              );
+            }
           }
-        }
-      };
-      const counts: Record<string, number> = {};
+        };
+        const counts: Record<string, number> = {};
 
-      /** One call: resolves with the body's chunks as an async iterator, read or cancelled. */
-      async function call(
-        client: Client,
-        url: string,
-        cancel: Cancel,
-        chunks: number,
-        delayMs: number,
-      ) {
-        const controller = new AbortController();
-        if (cancel === 'timer') setTimeout(() => controller.abort(new Error('timer')), delayMs);
-        const signal = controller.signal;
-        if (client === 'undici.request') {
-          const pending = request(url, { dispatcher: limited, signal });
+        /** One call: resolves with the body's chunks as an async iterator, read or cancelled. */
+        async function call(
+          client: Client,
+          url: string,
+          cancel: Cancel,
+          chunks: number,
+          delayMs: number,
+        ) {
+          const controller = new AbortController();
+          if (cancel === 'timer') setTimeout(() => controller.abort(new Error('timer')), delayMs);
+          const signal = controller.signal;
+          if (client === 'undici.request') {
+            const pending = request(url, { dispatcher: limited, signal });
+            if (cancel === 'beforeSend') controller.abort(new Error('before send'));
+            const res = await pending;
+            if (cancel === 'atHeaders') controller.abort(new Error('at headers'));
+            let seen = 0;
+            for await (const _ of res.body) {
+              if (cancel === 'midBody' && ++seen >= chunks) {
+                res.body.destroy();
+                return;
+              }
+            }
+            return;
+          }
+          const pending =
+            client === 'undici.fetch'
+              ? undiciFetch(url, { dispatcher: limited, signal })
+              : client === 'limitFetch(undici.fetch)'
+                ? viaUndici(url, { dispatcher: soakAgent, signal })
+                : viaGlobal(url, { signal });
           if (cancel === 'beforeSend') controller.abort(new Error('before send'));
-          const res = await pending;
+          const res = (await pending) as Response;
           if (cancel === 'atHeaders') controller.abort(new Error('at headers'));
+          const reader = res.body!.getReader();
           let seen = 0;
-          for await (const _ of res.body) {
+          for (;;) {
+            const { done } = await reader.read();
+            if (done) return;
             if (cancel === 'midBody' && ++seen >= chunks) {
-              res.body.destroy();
+              await reader.cancel();
               return;
             }
           }
-          return;
         }
-        const pending =
-          client === 'undici.fetch'
-            ? undiciFetch(url, { dispatcher: limited, signal })
-            : client === 'limitFetch(undici.fetch)'
-              ? viaUndici(url, { dispatcher: soakAgent, signal })
-              : viaGlobal(url, { signal });
-        if (cancel === 'beforeSend') controller.abort(new Error('before send'));
-        const res = (await pending) as Response;
-        if (cancel === 'atHeaders') controller.abort(new Error('at headers'));
-        const reader = res.body!.getReader();
-        let seen = 0;
-        for (;;) {
-          const { done } = await reader.read();
-          if (done) return;
-          if (cancel === 'midBody' && ++seen >= chunks) {
-            await reader.cancel();
-            return;
-          }
-        }
-      }
 
-      // Every choice is drawn up front, in order, so the seed alone fixes the schedule's shape.
-      const plan = Array.from({ length: CALLS }, () => ({
-        partner: Math.floor(random() * LIMITS.length),
-        client: CLIENTS[Math.floor(random() * CLIENTS.length)]!,
-        cancel: CANCELS[Math.floor(random() * CANCELS.length)]!,
-        n: 1 + Math.floor(random() * 12),
-        ms: 1 + Math.floor(random() * 3),
-        chunks: 1 + Math.floor(random() * 3),
-        delayMs: Math.floor(random() * 20),
-      }));
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: WORKERS }, async () => {
-          while (next < plan.length) {
-            const step = plan[next++]!;
-            const url = `${soakPartners[step.partner]!.url}/tick?n=${step.n}&ms=${step.ms}&size=512`;
-            const key = `${step.client}/${step.cancel}`;
-            counts[key] = (counts[key] ?? 0) + 1;
-            await call(step.client, url, step.cancel, step.chunks, step.delayMs).catch(
-              () => undefined,
-            );
-            check();
-          }
-        }),
-      );
-      await Promise.all(gates.map((gate) => whenIdle(gate)));
-      expect(violations).toEqual([]);
-      expect(Object.keys(counts)).toHaveLength(CLIENTS.length * CANCELS.length);
-      // `peakOpen` (until each response closes) is not asserted: after the partner has read a
-      // FIN, its graceful shutdown can close the response a turn after the next request
-      // arrived, which nothing on the client can see (see src/http/teardown.ts).
-      soakPartners.forEach((p, i) => {
-        const what = `partner s${i} (cap ${LIMITS[i]}, responses open at most ${p.peakOpen})`;
-        expect(p.peak, what).toBeLessThanOrEqual(LIMITS[i]!);
-      });
-      for (const gate of gates) {
-        const s = gate.stats();
-        expect({ held: s.held, queued: s.queued, available: s.available }).toEqual({
-          held: 0,
-          queued: 0,
-          available: s.limit,
+        // Every choice is drawn up front, in order, so the seed alone fixes the schedule's shape.
+        const plan = Array.from({ length: CALLS }, () => ({
+          partner: Math.floor(random() * LIMITS.length),
+          client: CLIENTS[Math.floor(random() * CLIENTS.length)]!,
+          cancel: CANCELS[Math.floor(random() * CANCELS.length)]!,
+          n: 1 + Math.floor(random() * 12),
+          ms: 1 + Math.floor(random() * 3),
+          chunks: 1 + Math.floor(random() * 3),
+          delayMs: Math.floor(random() * 20),
+        }));
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: WORKERS }, async () => {
+            while (next < plan.length) {
+              const step = plan[next++]!;
+              const url = `${soakPartners[step.partner]!.url}/tick?n=${step.n}&ms=${step.ms}&size=512`;
+              const key = `${step.client}/${step.cancel}`;
+              counts[key] = (counts[key] ?? 0) + 1;
+              await call(step.client, url, step.cancel, step.chunks, step.delayMs).catch(
+                () => undefined,
+              );
+              check();
+            }
+          }),
+        );
+        await Promise.all(gates.map((gate) => whenIdle(gate)));
+        expect(violations).toEqual([]);
+        expect(Object.keys(counts)).toHaveLength(CLIENTS.length * CANCELS.length);
+        // `peakOpen` (until each response closes) is not asserted: after the partner has read a
+        // FIN, its graceful shutdown can close the response a turn after the next request
+        // arrived, which nothing on the client can see (see src/http/teardown.ts).
+        soakPartners.forEach((p, i) => {
+          const what = `partner s${i} (cap ${LIMITS[i]}, responses open at most ${p.peakOpen})`;
+          expect(p.peak, what).toBeLessThanOrEqual(LIMITS[i]!);
         });
-        expect(s.acquired).toBe(s.released);
-        expect(s.doubleReleases).toBe(0);
-        expect(s.abortedInFlight).toBeGreaterThan(0);
+        for (const gate of gates) {
+          const s = gate.stats();
+          expect({ held: s.held, queued: s.queued, available: s.available }).toEqual({
+            held: 0,
+            queued: 0,
+            available: s.limit,
+          });
+          expect(s.acquired).toBe(s.released);
+          expect(s.doubleReleases).toBe(0);
+          expect(s.abortedInFlight).toBeGreaterThan(0);
+        }
+      } finally {
+        await soakAgent.destroy();
+        await Promise.all(soakPartners.map((p) => p.close()));
       }
-    } finally {
-      await soakAgent.destroy();
-      await Promise.all(soakPartners.map((p) => p.close()));
-    }
-  }, 120_000);
+    },
+    Math.max(60_000, CALLS * 25), // a bound for a hung run, not a speed
+  );
 });
