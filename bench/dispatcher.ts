@@ -1,6 +1,8 @@
 /**
  * limitHosts (through `compose`) and LimitedAgent (a wrapping dispatcher) vs undici's own Agent on
- * loopback, side by side in one run, each case in a fresh process and the partner in another.
+ * loopback, side by side in one run, each case in a fresh process and the partner in another;
+ * beside them the bare-gate floor and the peers (p-limit, cockatiel's bulkhead, Bottleneck, each
+ * wrapped around `undici.request` with the same cap), compared by client CPU per request.
  * `npm run bench:dispatcher [-- --runs 5] [-- --smoke]`; `-- --profile wrapper-free` runs one case
  * under `node --cpu-prof` and writes its profile to `.profiles/`.
  *
@@ -78,15 +80,31 @@ try {
    * again (up to twice): at 1% the loss alone moves a ratio past the targets' margins.
    */
   const MAX_STOLEN_PERCENT = 1;
+  /** Case name prefixes of the peers (bench/dispatcher/case.ts). */
+  const PEERS = ['plimit', 'cockatiel', 'bottleneck'];
   let repeated = 0;
   let keptStolen = 0;
   const pairs = smoke
-    ? [['raw-free', 'wrapper-free']]
+    ? [['raw-free', 'wrapper-free', 'plimit-bound', 'cockatiel-bound', 'bottleneck-bound']]
     : onlyCases !== undefined
       ? [onlyCases]
       : [
-          ['raw-free', 'wrapper-free', 'hostgate-free', 'noop-free', 'pass-free', 'bare-free'],
-          ['raw-bound', 'wrapper-bound', 'hostgate-bound', 'bare-bound'],
+          [
+            'raw-free',
+            'wrapper-free',
+            'hostgate-free',
+            'noop-free',
+            'pass-free',
+            'bare-free',
+            ...PEERS.map((peer) => `${peer}-free`),
+          ],
+          [
+            'raw-bound',
+            'wrapper-bound',
+            'hostgate-bound',
+            'bare-bound',
+            ...PEERS.map((p) => `${p}-bound`),
+          ],
           ['raw-bound-5ms', 'wrapper-bound-5ms', 'hostgate-bound-5ms'],
         ];
   for (let i = 0; i < runs; i++) {
@@ -211,6 +229,38 @@ try {
       'hostgate-bound-5ms',
       '',
     );
+
+  // Issue 24's targets: LimitedAgent and limitHosts within 5% of the bare gate's client CPU per
+  // request (a ratio ≥ 0.95×, the floor's CPU over the case's), and ahead of every peer.
+  if (!smoke && (throughput['bare-free'] !== undefined || throughput['bare-bound'] !== undefined)) {
+    const columns = [
+      ['bare gate (floor)', 'bare'],
+      ['LimitedAgent', 'wrapper'],
+      ['limitHosts', 'hostgate'],
+      ['p-limit', 'plimit'],
+      ['cockatiel bulkhead', 'cockatiel'],
+      ['Bottleneck', 'bottleneck'],
+    ] as const;
+    console.log(
+      `\nClient CPU per request (µs, median of the runs) and its ratio to the bare gate's, median of the rounds' own ratios (≥ 0.95× is within 5%; target: LimitedAgent and limitHosts ≥ 0.95× and ahead of every peer):\n`,
+    );
+    console.log(`| case | ${columns.map(([label]) => label).join(' | ')} |`);
+    console.log(`|---|${columns.map(() => '--:').join('|')}|`);
+    for (const [label, suffix] of [
+      ['limit not binding (64 in flight)', 'free'],
+      ['limit binding at 20 (200 callers)', 'bound'],
+    ] as const) {
+      if (cpuPerRequest[`bare-${suffix}`] === undefined) continue;
+      const cells = columns.map(([, prefix]) => {
+        const name = `${prefix}-${suffix}`;
+        const samples = cpuPerRequest[name];
+        if (samples === undefined) return '';
+        const ratio = roundRatios(cpuPerRequest, `bare-${suffix}`, name, (r, m) => r / m);
+        return `${(median(samples) ?? Number.NaN).toFixed(1)} (${ratio})`;
+      });
+      console.log(`| ${label} | ${cells.join(' | ')} |`);
+    }
+  }
 
   if (!smoke && onlyCases === undefined) {
     console.log('\n10,000 callers while 20 slow requests hold every slot:\n');

@@ -6,6 +6,9 @@
  * unless `src` is asked for: tsx runs the sources through esbuild, whose `keepNames` adds code
  * a user's process never runs.
  */
+import Bottleneck from 'bottleneck';
+import { bulkhead } from 'cockatiel';
+import pLimit from 'p-limit';
 import { Agent, type Dispatcher, request } from 'undici';
 import { heapAfterGc, sendResult, stealMs, stolenPercent } from '../lib/child.js';
 import { BareGate, PassThroughDispatcher } from './bare-gate.js';
@@ -47,19 +50,63 @@ function wrapped(limit: number, maxQueue: number, connections?: number): Dispatc
   return new LimitedAgent(agent, limiterOf(limit, maxQueue));
 }
 
+/** One request, its body read to the end: what every case's callers do. */
+type Send = (url: string) => Promise<void>;
+
+function via(dispatcher: Dispatcher): Send {
+  return async (url) => {
+    const res = await request(url, { dispatcher });
+    await res.body.dump();
+  };
+}
+
+/**
+ * The peers: a general-purpose limiter wrapped around `undici.request`, the slot held until the
+ * body has been read (as a permit is), over the same Agent as the hostgate case beside it.
+ */
+const peers = {
+  'p-limit': (limit: number, _maxQueue: number, send: Send): Send => {
+    const run = pLimit(limit);
+    return (url) => run(send, url);
+  },
+  cockatiel: (limit: number, maxQueue: number, send: Send): Send => {
+    const policy = bulkhead(limit, maxQueue);
+    return (url) => policy.execute(() => send(url));
+  },
+  bottleneck: (limit: number, _maxQueue: number, send: Send): Send => {
+    const scheduler = new Bottleneck({ maxConcurrent: limit });
+    return (url) => scheduler.schedule(send, url);
+  },
+};
+
+function peer(
+  kind: keyof typeof peers,
+  limit: number,
+  maxQueue: number,
+  connections?: number,
+): Send {
+  return peers[kind](limit, maxQueue, via(new Agent(connections ? { connections } : {})));
+}
+
+/**
+ * Bottleneck starts every job from a timer (about one a millisecond, bench/semaphore-libs.ts), so
+ * its cases send fewer requests: client CPU per request is still comparable; throughput is not.
+ */
+const BOTTLENECK = size === 'smoke' ? {} : { requests: 8_000, warmup: 4_000 };
+
 /** Requests per second with `inFlight` callers looping until `total` requests are done. */
 async function throughput(
-  dispatcher: Dispatcher,
+  send: Send,
   inFlight: number,
   total: number,
   path = '/',
 ): Promise<number> {
   let started = 0;
+  const url = `${origin}${path}`;
   const worker = async () => {
     while (started < total) {
       started++;
-      const res = await request(`${origin}${path}`, { dispatcher });
-      await res.body.dump();
+      await send(url);
     }
   };
   const t0 = performance.now();
@@ -73,10 +120,11 @@ async function throughput(
  * each request costs the client moves far less.
  */
 async function measureThroughput(
-  dispatcher: Dispatcher,
+  dispatcher: Dispatcher | Send,
   inFlight: number,
   { path = '/', requests = REQUESTS, warmup = WARMUP } = {},
 ) {
+  const send = typeof dispatcher === 'function' ? dispatcher : via(dispatcher);
   // Two warm-up rounds, not one: each round starts from an empty queue and ends by draining it,
   // and a measured run that starts as a warm-up round never did finds code optimized for the
   // binding steady state only (a gate's grant without a queue, the deadline timer armed afresh):
@@ -84,7 +132,7 @@ async function measureThroughput(
   // after one round of 12,000 LimitedAgent's measured run recompiled about 20 of hostgate's
   // functions (wait, #grant, granted, newWaiter, #dequeue, …); after two rounds of 6,000, none.
   for (let round = 0; round < 2; round++) {
-    await throughput(dispatcher, inFlight, Math.ceil(warmup / 2), path);
+    await throughput(send, inFlight, Math.ceil(warmup / 2), path);
   }
   // One turn of the loop: undici hands a socket back to its pool from an immediate after the
   // response, so the measured run starts with the warm-up's sockets free. Without it, an Agent
@@ -93,7 +141,7 @@ async function measureThroughput(
   const cpu = process.cpuUsage();
   const steal = stealMs();
   const t0 = performance.now();
-  const reqPerSec = await throughput(dispatcher, inFlight, requests, path);
+  const reqPerSec = await throughput(send, inFlight, requests, path);
   const stolen = stolenPercent(steal, performance.now() - t0);
   const used = process.cpuUsage(cpu);
   return { reqPerSec, cpuUsPerRequest: (used.user + used.system) / requests, stolen };
@@ -170,6 +218,13 @@ const cases: Record<string, () => Promise<unknown>> = {
   'raw-bound-5ms': () => measureThroughput(new Agent({ connections: 20 }), 200, PARTNER_5MS),
   'hostgate-bound-5ms': () => measureThroughput(limited(20, 1_000), 200, PARTNER_5MS),
   'wrapper-bound-5ms': () => measureThroughput(wrapped(20, 1_000), 200, PARTNER_5MS),
+  // The peers, the same caps: not binding (64 in flight, 64 connections), binding (20 of 200).
+  'plimit-free': () => measureThroughput(peer('p-limit', 10_000, 100, 64), 64),
+  'cockatiel-free': () => measureThroughput(peer('cockatiel', 10_000, 100, 64), 64),
+  'bottleneck-free': () => measureThroughput(peer('bottleneck', 10_000, 100, 64), 64, BOTTLENECK),
+  'plimit-bound': () => measureThroughput(peer('p-limit', 20, 1_000), 200),
+  'cockatiel-bound': () => measureThroughput(peer('cockatiel', 20, 1_000), 200),
+  'bottleneck-bound': () => measureThroughput(peer('bottleneck', 20, 1_000), 200, BOTTLENECK),
   'raw-overload': () => overload(new Agent({ connections: 20 })),
   'hostgate-overload-unbounded': () => overload(limited(20, 20_000)),
   'hostgate-overload': () => overload(limited(20, 200)),

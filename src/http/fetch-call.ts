@@ -23,9 +23,12 @@ import { releaseAfterTeardown } from './teardown.js';
  *    └─▶ QUEUED ──granted──┘
  *
  * `#settle` is the one exit: the permit goes back once, at once when nothing was sent or the body
- * ended, else after teardown (src/http/teardown.ts: undici.fetch tears its connection down
- * inside the abort or cancel call). Aborted means the caller's signal fired, the caller cancelled
- * the body, or maxHold passed (then the gate has taken the permit back already).
+ * ended, else by the teardown policy (src/http/teardown.ts) once the fetch has reported the
+ * request over: its promise rejected, its body errored, or its body's `cancel()` settled. The
+ * caller hears of the end (a rejection, an error or the end of the body, its `cancel()`
+ * resolving) only once the permit is back, so a caller that retries never meets its own
+ * permit. Aborted means the caller's signal fired, the caller cancelled the body, or maxHold
+ * passed (then the gate has taken the permit back already).
  */
 const NEW = 0;
 const QUEUED = 1;
@@ -34,7 +37,7 @@ const FETCHING = 3;
 const STREAMING = 4;
 const DONE = 5;
 
-function ignore(): void {}
+const RELEASED = Promise.resolve();
 
 export class FetchCall implements WaitTarget, AbortWatcher {
   readonly #caller: AbortSignal | undefined;
@@ -53,6 +56,8 @@ export class FetchCall implements WaitTarget, AbortWatcher {
   #reader: ReadableStreamDefaultReader<Uint8Array> | undefined = undefined;
   /** The body the caller reads. */
   #body: ReadableStreamDefaultController<Uint8Array> | undefined = undefined;
+  /** Settled, after a teardown: resolves once the permit is back. */
+  #released: Promise<void> | undefined = undefined;
 
   constructor(caller: AbortSignal | undefined, request: PermitRequestInfo) {
     this.#caller = caller;
@@ -121,11 +126,14 @@ export class FetchCall implements WaitTarget, AbortWatcher {
         publishRequestError(permit, error); // adaptive limits: a timeout is a drop
         this.#settle(true);
       }
+      await this.#whenReleased();
       throw error;
     }
-    if (this.#phase === DONE) {
+    if (this.#aborted) {
       // A fetchFn that resolved in spite of the abort: its response is not the caller's.
-      (response.body as ReadableStream | null | undefined)?.cancel?.().catch(ignore);
+      const body = response.body as ReadableStream | null | undefined;
+      this.#settle(true, body?.cancel?.());
+      await this.#whenReleased();
       throw this.#abortReason;
     }
     permit.noteProgress(); // the partner answered
@@ -133,8 +141,8 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     try {
       return this.#take(response);
     } catch (error) {
-      this.#settle(true);
-      this.#reader?.cancel(error).catch(ignore);
+      this.#settle(true, this.#reader?.cancel(error));
+      await this.#whenReleased();
       throw error;
     }
   }
@@ -148,19 +156,13 @@ export class FetchCall implements WaitTarget, AbortWatcher {
         this.#ticket!.cancel(reason); // rejected() settles
         return;
       case FETCHING:
-        this.#own.abort(reason); // undici.fetch tears the connection down inside this call
-        this.#settle(true);
+        this.#own.abort(reason); // run() settles when fetchFn reports it (rejects, or resolves)
         return;
       case STREAMING:
         // Nobody may be reading to notice the abort: end the body from this side too.
         this.#own.abort(reason);
-        this.#settle(true);
-        try {
-          this.#body?.error(reason);
-        } catch {
-          // already closed or errored
-        }
-        this.#reader?.cancel(reason).catch(ignore);
+        this.#settle(true, this.#reader!.cancel(reason));
+        this.#whenReleased().then(() => this.#errorBody(reason));
         return;
       default:
         this.#settle(false); // GRANTED: run() has not called fetchFn yet
@@ -202,6 +204,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     } catch (error) {
       if (this.#phase === DONE) return;
       this.#settle(true);
+      await this.#whenReleased();
       body.error(error);
       return;
     }
@@ -217,12 +220,24 @@ export class FetchCall implements WaitTarget, AbortWatcher {
 
   /** The caller cancelled the body: a cancellation like an abort, with the same teardown. */
   #cancel(reason: unknown): Promise<void> {
-    const cancelled = this.#reader!.cancel(reason); // undici.fetch aborts its request inside
-    if (this.#phase !== DONE) {
-      this.#aborted = true;
-      this.#settle(true);
+    const cancelled = this.#reader!.cancel(reason); // settles once the fetch has aborted
+    if (this.#phase === DONE) return cancelled;
+    this.#aborted = true;
+    this.#settle(true, cancelled);
+    return this.#whenReleased().then(() => cancelled);
+  }
+
+  /** Resolves once the permit is back (at once when it went back without a teardown). */
+  #whenReleased(): Promise<void> {
+    return this.#released ?? RELEASED;
+  }
+
+  #errorBody(reason: unknown): void {
+    try {
+      this.#body?.error(reason);
+    } catch {
+      // already closed or errored
     }
-    return cancelled;
   }
 
   #hold(permit: Permit): void {
@@ -235,9 +250,10 @@ export class FetchCall implements WaitTarget, AbortWatcher {
 
   /**
    * The one exit. `reachedPartner`: the request may be open at the partner, so the permit
-   * waits for teardown; otherwise (nothing sent, or the body ended) it returns at once.
+   * waits for teardown (after `reported` settles: the fetch's own account that it is over);
+   * otherwise (nothing sent, or the body ended) it returns at once.
    */
-  #settle(reachedPartner: boolean): void {
+  #settle(reachedPartner: boolean, reported?: Promise<unknown>): void {
     this.#phase = DONE;
     if (this.#caller !== undefined) unwatchAbort(this.#caller, this);
     const permit = this.#permit;
@@ -245,7 +261,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     this.#permit = undefined;
     permit.onHoldTimeout = undefined;
     const reason = this.#aborted ? 'aborted' : 'released';
-    if (reachedPartner) releaseAfterTeardown(permit, reason);
+    if (reachedPartner) this.#released = releaseAfterTeardown(permit, reason, reported);
     else permit.release(reason);
   }
 }

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
  * - `/status?code=503&retryAfter=1` — answers that status.
  * - `/stall` — sends headers and a first chunk, then never finishes (until the client leaves).
  * - `/drip?every=ms&count=n` — a chunk every `every` ms, `count` chunks, then the end.
+ * - `/tick?n=500&ms=5&size=1024` — `n` chunks of `size` bytes, one every `ms` ms.
  * - `/reset` — sends headers and a chunk, then destroys the socket.
  * - `/redirect?to=/ok&hops=2` — 302 chains.
  * - `/flaky?id=k&fails=2&code=503&retryAfter=0&delay=ms` — the first `fails` requests naming
@@ -20,10 +21,21 @@ import type { AddressInfo } from 'node:net';
 export interface Partner {
   url: string;
   origin: string;
-  /** Requests in progress now (from arrival until the response finished or the socket closed). */
+  /**
+   * Requests in progress now: from arrival until the partner reads the client's close (FIN or
+   * RST) or the response closes, whichever is first: what the partner can know of a cancellation.
+   */
   readonly active: number;
-  /** The most requests the partner ever saw at once. */
+  /** The most requests the partner ever saw at once (by `active`). */
   readonly peak: number;
+  /**
+   * Requests whose response has not closed yet: a server's own in-flight count. After the
+   * client's FIN or RST is read, the response closes in a later close phase (after a graceful
+   * shutdown for a FIN), so this lags `active` (issue 24's repro counted this way).
+   */
+  readonly open: number;
+  /** The most responses open at once (by `open`). */
+  readonly peakOpen: number;
   /** Requests that arrived. */
   readonly arrived: number;
   /** Requests the client closed before the partner finished answering. */
@@ -52,6 +64,8 @@ export interface PartnerOptions {
 export async function startPartner(options: PartnerOptions = {}): Promise<Partner> {
   let active = 0;
   let peak = 0;
+  let open = 0;
+  let peakOpen = 0;
   let arrived = 0;
   let closedEarly = 0;
   const held: (() => void)[] = [];
@@ -72,6 +86,8 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
     active++;
     arrived++;
     if (active > peak) peak = active;
+    open++;
+    if (open > peakOpen) peakOpen = open;
     let done = false;
     const socket = req.socket;
     const finish = () => {
@@ -84,6 +100,7 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
       notify();
     };
     res.on('close', finish);
+    res.once('close', () => open--);
     // The client closing its side (FIN, or RST over unread data) ends the request for the
     // partner: the first thing it can see of a cancellation, before res 'close'.
     socket.once('end', finish);
@@ -132,6 +149,22 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
           if (left <= 0) clearInterval(drip);
         }, every);
         res.on('close', () => clearInterval(drip));
+        return;
+      }
+      case '/tick': {
+        // A long body that keeps arriving: a cancel mid-stream closes with an RST when bytes are
+        // left unread in the client's socket, else a FIN.
+        const ms = Number(q.get('ms') ?? 5);
+        const size = Number(q.get('size') ?? 1024);
+        let left = Number(q.get('n') ?? 100);
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        const chunk = 'x'.repeat(size);
+        const tick = setInterval(() => {
+          if (--left > 0) res.write(chunk);
+          else res.end(chunk);
+          if (left <= 0) clearInterval(tick);
+        }, ms);
+        res.on('close', () => clearInterval(tick));
         return;
       }
       case '/reset':
@@ -194,6 +227,12 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
     get peak() {
       return peak;
     },
+    get open() {
+      return open;
+    },
+    get peakOpen() {
+      return peakOpen;
+    },
     get arrived() {
       return arrived;
     },
@@ -215,6 +254,7 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
     },
     resetPeak() {
       peak = active;
+      peakOpen = open;
     },
     async close() {
       for (const answer of held.splice(0)) answer();

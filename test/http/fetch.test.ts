@@ -16,6 +16,7 @@ import {
   type Semaphore,
   UnknownHostError,
 } from '../../src/index.js';
+import { whenIdle } from '../helpers/gate-events.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { released } from '../helpers/until.js';
 
@@ -55,8 +56,13 @@ function expectInvariant(gate: Semaphore) {
   if (s.queued > 0) expect(s.available).toBe(0);
 }
 
-/** Nothing held, nothing waiting, no permit released twice. */
-function expectIdle(gate: Semaphore) {
+/**
+ * Nothing held, nothing waiting, no permit released twice; waits for the release first (a
+ * request that reached the partner returns its permit after teardown, src/http/teardown.ts).
+ */
+async function expectIdle(gate: Semaphore) {
+  expectInvariant(gate);
+  await whenIdle(gate);
   expectInvariant(gate);
   const s = gate.stats();
   expect(s.held).toBe(0);
@@ -156,7 +162,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
     expect(gate.held).toBe(1); // headers are not the end of the request
     expectInvariant(gate);
     expect(await res.text()).toBe('hello');
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().acquired).toBe(1);
   });
 
@@ -166,7 +172,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
     const res = await limited(`${origin}/big`);
     expect(gate.held).toBe(1);
     await res.body!.cancel();
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('returns the permit when the request fails before any response (replyWithError)', async () => {
@@ -174,7 +180,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
     const { gate, limited } = setup();
     const error = await settle(limited(`${origin}/fail`));
     expect((error as Error).message).toBe('scripted failure');
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('returns the permit when the body errors mid-way', async () => {
@@ -193,7 +199,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
     const res = await limited(`${origin}/mid-body`);
     const error = await settle(res.text());
     expect((error as Error).message).toBe('mid-body failure');
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('returns the permit at once for a response without a body (204)', async () => {
@@ -202,7 +208,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
     const res = await limited(`${origin}/invoices/1`, { method: 'DELETE' });
     expect(res.status).toBe(204);
     expect(res.body).toBeNull();
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('frees a permit pinned by an unread body after maxHold, aborting the fetch with PermitHoldTimeoutError', async () => {
@@ -214,11 +220,11 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
     await once(signal, 'abort'); // the gate's hold timer, not a sleep
     expect(signal.reason).toBeInstanceOf(PermitHoldTimeoutError);
     expect((signal.reason as PermitHoldTimeoutError).partner).toBe('partner');
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().holdTimeouts).toBe(1);
     // The caller who comes back later learns why the body is gone.
     expect(await settle(res.text())).toBe(signal.reason);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('serves calls in turn through a gate of 1, passing a 503 and its headers through untouched', async () => {
@@ -234,7 +240,7 @@ describe('limitFetch over nock (global fetch intercepted below the wrapper)', ()
     ]);
     expect(a).toBe('A');
     expect(b).toEqual([503, '1', 'busy']);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().acquired).toBe(2);
   });
 });
@@ -276,7 +282,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(bodies.every((body) => body === 'xx')).toBe(true);
     expect(partner.peak).toBe(20);
     expect(partner.arrived).toBe(1000);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().acquired).toBe(1000);
     expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0); // no listener leak
   }, 60_000);
@@ -287,11 +293,11 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(res.status).toBe(500);
     expect(res.statusText).toBe('Internal Server Error');
     expect(await res.text()).toBe('status 500');
-    expectIdle(gate);
+    await expectIdle(gate);
     const unread = await limited(`${partner.url}/status?code=500`);
     expectInvariant(gate);
     await unread.body!.cancel();
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('returns the permit when the connection is refused', async () => {
@@ -304,7 +310,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     const error = await settle(limitFetch(baseFetch, limiter)(`${origin}/`));
     expect(error).toBeInstanceOf(TypeError); // fetch's own 'fetch failed'
     expect(((error as TypeError).cause as NodeJS.ErrnoException).code).toBe('ECONNREFUSED');
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('returns the permit when the connection resets mid-body', async () => {
@@ -313,7 +319,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(gate.held).toBe(1);
     const error = await settle(res.text());
     expect(error).toBeInstanceOf(Error);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('frees a stalled body after maxHold: the read rejects with PermitHoldTimeoutError and the partner sees the request closed', async () => {
@@ -326,7 +332,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(error).toBeInstanceOf(PermitHoldTimeoutError);
     expect((error as PermitHoldTimeoutError).partner).toBe('partner');
     await partner.waitForClosedEarly(1);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().holdTimeouts).toBe(1);
   });
 
@@ -337,7 +343,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(res.status).toBe(200);
     expect(gate.held).toBe(1);
     await partner.waitForClosedEarly(1); // freed by maxHold, not by us
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().holdTimeouts).toBe(1);
     expect(await settle(res.text())).toBeInstanceOf(PermitHoldTimeoutError);
   });
@@ -361,7 +367,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     partner.release();
     expect(await (await first).text()).toBe('xx');
     expect(partner.arrived).toBe(1);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().abortedWaiting).toBe(2);
   });
 
@@ -371,7 +377,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(await settle(limited(`${partner.url}/ok`, { signal: AbortSignal.abort(reason) }))).toBe(
       reason,
     );
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().acquired).toBe(0);
     expect(partner.arrived).toBe(0);
   });
@@ -386,7 +392,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(((await pending) as Error).name).toBe('AbortError');
     await partner.waitForClosedEarly(1);
     await released(gate);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('returns the permit when the caller aborts while the body streams; the partner sees the request closed', async () => {
@@ -399,11 +405,11 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     const reason = new Error('client went away');
     ac.abort(reason);
     await released(gate);
-    expectIdle(gate); // a few turns later, whether or not anyone is reading
+    await expectIdle(gate); // a few turns later, whether or not anyone is reading
     expect(await settle(reader.read())).toBe(reason);
     await partner.waitForClosedEarly(1);
     await released(gate);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('returns the permit when the Request’s own signal aborts while the body streams', async () => {
@@ -413,7 +419,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(gate.held).toBe(1);
     ac.abort();
     await released(gate);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(((await settle(res.text())) as Error).name).toBe('AbortError');
     await partner.waitForClosedEarly(1);
   });
@@ -424,17 +430,17 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(await res.text()).toBe('xx');
     expect(await settle(res.text())).toBeInstanceOf(TypeError); // body already used
     expect(await settle(res.body!.cancel())).toBeInstanceOf(TypeError); // locked by text()
-    expectIdle(gate);
+    await expectIdle(gate);
     const res2 = await limited(`${partner.url}/ok?size=100000`);
     await res2.body!.cancel();
     await res2.body!.cancel();
     expect(await settle(res2.text())).toBeInstanceOf(TypeError);
-    expectIdle(gate);
+    await expectIdle(gate);
     const res3 = await limited(`${partner.url}/ok`);
     const reader = res3.body!.getReader();
     while (!(await reader.read()).done) {}
     await reader.cancel();
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().acquired).toBe(3);
     expect(gate.stats().released).toBe(3);
   });
@@ -455,7 +461,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(copy.redirected).toBe(true);
     expect(await copy.text()).toBe('xx');
     expect(await res.text()).toBe('xx');
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().acquired).toBe(1);
     expect(partner.peak).toBe(1);
   });
@@ -465,11 +471,11 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     const head = await limited(`${partner.url}/ok`, { method: 'HEAD' });
     expect(head.status).toBe(200);
     expect(head.body).toBeNull();
-    expectIdle(gate);
+    await expectIdle(gate);
     const empty = await limited(`${partner.url}/status?code=204`);
     expect(empty.status).toBe(204);
     expect(empty.url).toBe(`${partner.url}/status?code=204`);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('answers with the same Response class as the wrapped fetch', async () => {
@@ -480,7 +486,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(res).toBeInstanceOf(plain.constructor);
     await plain.text();
     expect(await res.arrayBuffer()).toEqual(new TextEncoder().encode('xx').buffer);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('sheds with QueueFullError itself (not wrapped in TypeError) when the queue is full; nothing is sent', async () => {
@@ -496,7 +502,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     partner.release();
     await (await first).text();
     expect(partner.arrived).toBe(1);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('sheds with QueueTimeoutError at the wait deadline; nothing is sent', async () => {
@@ -509,7 +515,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     partner.release();
     await (await first).text();
     expect(partner.arrived).toBe(1);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('aborts a fetch still waiting for headers after maxHold, rejecting with PermitHoldTimeoutError', async () => {
@@ -520,7 +526,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     const error = await call;
     expect(error).toBeInstanceOf(PermitHoldTimeoutError);
     await partner.waitForClosedEarly(1);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().holdTimeouts).toBe(1);
   });
 });
@@ -552,7 +558,7 @@ describe('limitFetch: bad input', () => {
     expect(error).toBeInstanceOf(TypeError);
     expect((error as Error).message).toMatch(/init\.signal/);
     expect(calls).toHaveLength(0);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('rejects a fetchFn that is not a function, and bad limiter options, at construction', () => {
@@ -591,7 +597,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     const call = limited('http://p.test/');
     expect(call).toBeInstanceOf(Promise);
     expect(await settle(call)).toBe(boom);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('fetchFn rejecting: the permit comes back once', async () => {
@@ -602,7 +608,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     const failure = new TypeError('fetch failed');
     calls[0]!.fail(failure);
     expect(await pending).toBe(failure);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   for (const ticks of [0, 1, 2, 3, 4, 5]) {
@@ -621,7 +627,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
       expect(await queued).toBe(reason);
       for (const call of calls) expect(call.signal.aborted).toBe(true); // if sent, cancelled
       await released(gate);
-      expectIdle(gate);
+      await expectIdle(gate);
     });
   }
 
@@ -638,13 +644,13 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     const pending = settle(limitFetch(deaf, limiter)('http://p.test/'));
     await once(seen, 'abort');
     await released(gate);
-    expectIdle(gate); // taken back by the gate
+    await expectIdle(gate); // taken back by the gate
     const body = scriptedBody();
     answer(new Response(body.stream));
     expect(await pending).toBeInstanceOf(PermitHoldTimeoutError);
     await body.cancelled;
     await released(gate);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().holdTimeouts).toBe(1);
   });
 
@@ -660,7 +666,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     await once(calls[0]!.signal, 'abort');
     expect(await read).toBeInstanceOf(PermitHoldTimeoutError);
     expect(await body.cancelled).toBeInstanceOf(PermitHoldTimeoutError);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('body ends, then the caller aborts: no second release, and the fetch is not aborted after the fact', async () => {
@@ -675,10 +681,10 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     body.push('done');
     body.end();
     expect(await text).toBe('done');
-    expectIdle(gate);
+    await expectIdle(gate);
     ac.abort();
     expect(calls[0]!.signal.aborted).toBe(false); // the listener left with the permit
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 
   it('body ends and the caller cancels in the same tick: released exactly once', async () => {
@@ -693,7 +699,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     body.end();
     const cancel = reader.cancel('bye');
     await Promise.allSettled([read, cancel]);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().released).toBe(1);
   });
 
@@ -710,7 +716,7 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     ac.abort();
     expect(await read).toBeInstanceOf(Error);
     await released(gate);
-    expectIdle(gate);
+    await expectIdle(gate);
     expect(gate.stats().released).toBe(1);
   });
 
@@ -723,6 +729,6 @@ describe('limitFetch: regressions, named after the race they pin', () => {
     expect(error).toBeInstanceOf(QueueTimeoutError);
     blocker.release();
     expect(calls).toHaveLength(0);
-    expectIdle(gate);
+    await expectIdle(gate);
   });
 });

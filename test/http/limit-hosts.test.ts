@@ -23,7 +23,7 @@ import {
   Semaphore,
   UnknownHostError,
 } from '../../src/index.js';
-import { controllerApiOnly, settle } from '../helpers/gate-events.js';
+import { controllerApiOnly, settle, whenIdle } from '../helpers/gate-events.js';
 import { useLoopback } from '../helpers/loopback.js';
 import { globalFetchTakesDispatcher, undiciMajor } from '../helpers/undici.js';
 import { released } from '../helpers/until.js';
@@ -226,6 +226,7 @@ describe.each(shapes)('%s', (current) => {
         const res = await request(`${loop.partner.url}/reset`, { dispatcher });
         const error = await settle(res.body.text());
         expect(error).toBeInstanceOf(Error);
+        await whenIdle(gate); // it reached the partner: back after teardown (src/http/teardown.ts)
         expectIdle(gate);
       });
 
