@@ -254,7 +254,11 @@ export class SharedSemaphore extends Semaphore {
   }
 
   override acquire(options?: AcquireOptions): Promise<Permit> {
-    return acquireShared((target, timeout) => this.wait(target, timeout), options);
+    try {
+      return acquireShared((target, timeout) => this.wait(target, timeout), options);
+    } catch (error) {
+      return Promise.reject(error); // bad options reject, as a local gate's do: never a throw
+    }
   }
 
   override run<T>(
@@ -662,7 +666,7 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #queueFull(): QueueFullError {
-    return this.#shed.full(this.#waiters.size);
+    return this.#shed.full(this.#waiters.size, this.#maxQueue);
   }
 
   /** Counts and publishes a caller shed because Redis is unavailable under `'reject'`. */

@@ -16,11 +16,12 @@ export class SharedShed {
   constructor(readonly gate: Semaphore) {}
 
   /** The local queue bound: refused without a Redis call. */
-  full(queued: number): QueueFullError {
+  full(queued: number, maxQueue: number): QueueFullError {
     this.queueFull++;
+    const bound = { option: 'maxQueue', value: maxQueue };
     return this.#publish(
       'queue_full',
-      new QueueFullError(this.gate.name, queued, this.gate.retryAfterMs()),
+      new QueueFullError(this.gate.name, queued, this.gate.retryAfterMs(), bound),
       queued,
     );
   }

@@ -39,7 +39,7 @@ describe('redisStore options', () => {
     });
   });
 
-  it('checks gate names: no hash-tag braces, no duplicates, validated limits', () => {
+  it('checks gate names: no hash-tag braces, no duplicates, validated limits', async () => {
     const store = redisStore({ client });
     expect(() => store.semaphore({ name: 'a}b', limit: 1 })).toThrow(/without \{ or \}/);
     // A name is in every key of every script call: bounded, and the error says so.
@@ -50,8 +50,12 @@ describe('redisStore options', () => {
     store.semaphore({ name: 'n'.repeat(200), limit: 1 });
     expect(() => store.semaphore({ name: 'x', limit: 0 })).toThrow(/limit must be a positive/);
     const gate = store.semaphore({ name: 'billing', limit: 2 });
-    expect(() => gate.acquire({ weight: 2 })).toThrow(/weight must be 1 on a shared gate/);
-    expect(() => gate.acquire({ priority: 'batch' })).toThrow(/priority classes are local-only/);
+    // A promise-returning method rejects, never throws (issue 23), on a shared gate as on a local one.
+    await expect(gate.acquire({ weight: 2 })).rejects.toThrow(/weight must be 1 on a shared gate/);
+    await expect(gate.acquire({ priority: 'batch' })).rejects.toThrow(
+      /priority classes are local-only/,
+    );
+    await expect(gate.run(() => 1, { weight: 2 })).rejects.toThrow(/weight must be 1/);
     expect(gate.tryAcquire()).toBeUndefined(); // a shared grant is always a round trip
     expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(
       /already has a shared gate/,
