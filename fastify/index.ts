@@ -30,7 +30,7 @@ import { type StatusOptions, statusHandler } from '../middleware/status.js';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import { DeadlineExceededError, findShedError } from '../src/index.js';
 
-export type { DeadlineOption, DeadlineOptions } from '../middleware/deadline.js';
+export type { BudgetFunction, DeadlineOption, DeadlineOptions } from '../middleware/deadline.js';
 export type { Outbound, OutboundOptions, ShedOptions, StatusOptions };
 
 export interface HostgateFastifyOptions extends Omit<OutboundOptions, 'priority'> {

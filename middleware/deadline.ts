@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import type { Request as ExpressRequest } from 'express-serve-static-core';
 import type { Dispatcher, Headers, RequestInit } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import {
@@ -25,8 +24,15 @@ export interface DeadlineHeader {
   format?: DeadlineHeaderFormat;
 }
 
-/** A budget in ms from the request (Express's: `req.path`, `req.query`, ...), or `undefined` for none. */
-export type BudgetFunction = (req: ExpressRequest) => number | undefined;
+/**
+ * A budget in ms from the request, or `undefined` for none. `Req` is the request the framework
+ * hands over: Express's (`req.path`, `req.query`, ...) from `hostgate/express`, Node's
+ * `IncomingMessage` (Fastify's `request.raw`) from `hostgate/fastify`. Written without Express's
+ * types, so that `hostgate/fastify` compiles without them.
+ */
+export type BudgetFunction<Req extends IncomingMessage = IncomingMessage> = (
+  req: Req,
+) => number | undefined;
 
 /**
  * Where a request's deadline budget comes from, and the rule for bad values.
@@ -36,11 +42,11 @@ export type BudgetFunction = (req: ExpressRequest) => number | undefined;
  * treated as absent (`invalid: 'ignore'`) or answered with 400 (`invalid: 'reject'`): it can
  * never lift the cap, and with a `default` or `max` it can never leave the request unbounded.
  */
-export interface DeadlineOptions {
+export interface DeadlineOptions<Req extends IncomingMessage = IncomingMessage> {
   /** Header(s) carrying the client's budget, first present wins; e.g. `['x-request-timeout', 'grpc-timeout']`. */
   header?: string | DeadlineHeader | readonly (string | DeadlineHeader)[];
   /** Budget (ms, or a function of the request) when no header gives one. */
-  default?: number | BudgetFunction;
+  default?: number | BudgetFunction<Req>;
   /** Upper bound (ms) on every budget, whatever its source. */
   max?: number;
   /** A header present with a bad value: `'ignore'` (default) treats it as absent; `'reject'` answers 400. */
@@ -59,7 +65,10 @@ export interface DeadlineOptions {
 }
 
 /** `outbound({ deadline })`: ms, a function of the request, or {@link DeadlineOptions}. */
-export type DeadlineOption = number | BudgetFunction | DeadlineOptions;
+export type DeadlineOption<Req extends IncomingMessage = IncomingMessage> =
+  | number
+  | BudgetFunction<Req>
+  | DeadlineOptions<Req>;
 
 interface HeaderRule {
   name: string;
@@ -86,7 +95,9 @@ export class InvalidHeader {
 
 const DEADLINE_KEYS = ['header', 'default', 'max', 'invalid', 'shedEarly', 'propagate'] as const;
 
-export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadline | undefined {
+export function parseDeadline<Req extends IncomingMessage>(
+  value: DeadlineOption<Req> | undefined,
+): ResolvedDeadline | undefined {
   if (value === undefined) return undefined;
   if (typeof value === 'number') {
     const ms = budgetMs('outbound deadline', value);
@@ -94,7 +105,7 @@ export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadli
   }
   if (typeof value === 'function') {
     // Under Express the request is Express's (the type the user's function is given).
-    const budgetFor = (req: IncomingMessage) => checkedBudget(value(req as ExpressRequest));
+    const budgetFor = (req: IncomingMessage) => checkedBudget(value(req as Req));
     return { budgetFor, shedEarly: true, propagate: undefined };
   }
   checkObject('outbound deadline', value);
@@ -137,8 +148,7 @@ export function parseDeadline(value: DeadlineOption | undefined): ResolvedDeadli
         if (ms !== undefined) return cap(ms);
         if (invalid === 'reject') return new InvalidHeader(rule.name);
       }
-      const ms =
-        typeof fallback === 'function' ? checkedBudget(fallback(req as ExpressRequest)) : fallback;
+      const ms = typeof fallback === 'function' ? checkedBudget(fallback(req as Req)) : fallback;
       return cap(ms) ?? max;
     },
   };

@@ -14,16 +14,11 @@
  * @packageDocumentation
  * @module hostgate/express
  */
-// req.outbound on Express's Request (types only; hostgate/fastify does not load it).
+// req.outbound on Express's Request, and outbound() with its options typed for Express's request
+// (hostgate/fastify does not load it: it needs no Express types).
 
 export { type AdmitMiddleware, type AdmitOptions, admit } from './admit.js';
-export type {
-  BudgetFunction,
-  DeadlineHeader,
-  DeadlineHeaderFormat,
-  DeadlineOption,
-  DeadlineOptions,
-} from './deadline.js';
+export type { DeadlineHeader, DeadlineHeaderFormat } from './deadline.js';
 export * from './express-request.js';
 export {
   DEFAULT_PER_REQUEST_MAX_QUEUE,
@@ -32,9 +27,7 @@ export {
   type OutboundBackground,
   type OutboundFetchInit,
   type OutboundMiddleware,
-  type OutboundOptions,
   type OutboundRequestOptions,
-  outbound,
   type PerRequestOptions,
 } from './outbound.js';
 export {

@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Request as ExpressRequest } from 'express-serve-static-core';
 import type { Agent, Dispatcher } from 'undici';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
 import { loadUndici } from '../src/http/undici.js';
@@ -30,7 +29,12 @@ export const DEFAULT_PER_REQUEST_MAX_QUEUE = 1000;
  */
 export const DEFAULT_PER_REQUEST_QUEUE_TIMEOUT_MS = 30_000;
 
-export interface OutboundOptions {
+/**
+ * `outbound()`'s options. `Req` is the request type the framework hands to `priority` and a
+ * `deadline` function: Express's from `hostgate/express`, Node's `IncomingMessage` from
+ * `hostgate/fastify`; this file names no Express type, so `hostgate/fastify` compiles without them.
+ */
+export interface OutboundOptions<Req extends IncomingMessage = IncomingMessage> {
   /** The partner gates: a `HostLimiter`, or its options. Mutually exclusive with `dispatcher`. */
   limiter?: HostLimiter | HostLimiterOptions;
   /**
@@ -51,14 +55,14 @@ export interface OutboundOptions {
    * make it (budget left < expected wait + the partner's p50 hold) is refused at once with
    * `DeadlineShedError` (503 + Retry-After), taking no queue slot and no permit.
    */
-  deadline?: DeadlineOption;
+  deadline?: DeadlineOption<Req>;
   /**
    * The priority class of a request's outbound calls at partner gates with `priorities`: a
    * class name, or a function of the request (`undefined`: the gate's first class). A call's
    * own `priorityClass` option wins. Gates without classes ignore it. The function gets
    * Express's request (`req.path`, `req.query`, ...).
    */
-  priority?: string | ((req: ExpressRequest) => string | undefined);
+  priority?: string | ((req: Req) => string | undefined);
   /**
    * What becomes of a request's outbound calls still running once its response has been sent
    * (a fan-out whose sibling was shed and answered 503): `'abort'` (default) cancels them with
@@ -90,28 +94,13 @@ const OUTBOUND_KEYS = [
 const PER_REQUEST_KEYS = ['limit', 'maxQueue', 'queueTimeout'] as const;
 
 /**
- * Express middleware: gives every request `req.outbound` — a disconnect-aware `signal`, and
- * `fetch`/`request` bound to the limited dispatcher and to that signal. When the client goes
- * away, every outbound call of its request is cancelled, queued or in flight: its permits come
- * back and the partner sees the request closed. With `deadline`, the same happens when the
- * request's budget runs out, and calls that cannot make it are refused before they queue.
- *
- * @example
- * app.use(outbound({ limiter, perRequest: 4 }));
- * app.get('/report', async (req, res) => {
- *   const r = await req.outbound.fetch('https://api.billing.example/invoices');
- *   res.json(await r.json());
- * });
- *
- * @example
- * app.use(outbound({
- *   limiter,
- *   deadline: { header: ['x-request-timeout', 'grpc-timeout'], default: 2000, max: 5000 },
- *   priority: (req) => (req.headers['x-batch'] ? 'batch' : undefined),
- * }));
- * app.use(shed()); // DeadlineShedError: 503 + Retry-After; DeadlineExceededError: 504
+ * The middleware behind `req.outbound`, for any framework that hands it Node's request and
+ * response (Express, and Fastify's `request.raw`/`reply.raw`). `hostgate/express` exports it typed
+ * for Express's request (express-request.ts), with the user-facing documentation.
  */
-export function outbound(options: OutboundOptions): OutboundMiddleware {
+export function outbound<Req extends IncomingMessage = IncomingMessage>(
+  options: OutboundOptions<Req>,
+): OutboundMiddleware {
   checkObject('outbound options', options);
   checkKnownKeys('outbound', options, OUTBOUND_KEYS);
   let dispatcher: Dispatcher;
@@ -173,7 +162,7 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
     }
     let priorityClass: string | undefined;
     try {
-      priorityClass = priorityOf(req as ExpressRequest);
+      priorityClass = priorityOf(req as Req);
     } catch (error) {
       next(error);
       return;
@@ -195,9 +184,9 @@ export function outbound(options: OutboundOptions): OutboundMiddleware {
   });
 }
 
-function parsePriority(
-  value: OutboundOptions['priority'],
-): (req: ExpressRequest) => string | undefined {
+function parsePriority<Req extends IncomingMessage>(
+  value: OutboundOptions<Req>['priority'],
+): (req: Req) => string | undefined {
   if (value === undefined) return () => undefined;
   if (typeof value === 'string' && value !== '') return () => value;
   if (typeof value !== 'function') {

@@ -26,11 +26,21 @@
  * part of `npm test`. `--no-build` installs the package from an existing dist/ instead.
  */
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
 import { brokenLinks, extract, partnerHosts } from './doc-tests/markdown.mjs';
+import { projectWithoutExpress } from './doc-tests/without-express.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -172,8 +182,24 @@ writeFileSync(
   `${JSON.stringify({ compilerOptions, files }, null, 2)}\n`,
 );
 
-const checked = await node([tsc, '-p', join(work, 'tsconfig.json'), '--pretty', 'false']);
+// hostgate/fastify in a project without Express's types, its .d.ts files checked (skipLibCheck
+// false): beside the blocks' check, both are tsc runs of a few seconds. Outside the repository,
+// or tsc would find Express's types in its node_modules by walking up.
+const fastifyWork = mkdtempSync(join(tmpdir(), 'hostgate-fastify-'));
+const [checked, fastifyOnly] = await Promise.all([
+  node([tsc, '-p', join(work, 'tsconfig.json'), '--pretty', 'false']),
+  withPackage
+    ? node([tsc, ...projectWithoutExpress(root, fastifyWork, pkgDir)]).finally(() =>
+        rmSync(fastifyWork, { recursive: true, force: true }),
+      )
+    : { code: 0, output: '' },
+]);
 const failures = pages.flatMap((page) => brokenLinks(root, page));
+if (fastifyOnly.code !== 0) {
+  failures.push(
+    `hostgate/fastify does not compile in a project without Express's types (skipLibCheck false):\n${fastifyOnly.output}`,
+  );
+}
 // The README says what and why, installs and links out; the guides live in docs/.
 const readmeChars = readFileSync(join(root, 'README.md'), 'utf8').length;
 if (readmeChars > 15_000) {
