@@ -6,7 +6,7 @@
  * @module hostgate/redis
  */
 
-export { LeaseLostError, StoreUnavailableError } from '../common/errors.js';
+export { LeaseLostError, SharedLayoutError, StoreUnavailableError } from '../common/errors.js';
 export {
   type LeaseLostMessage,
   type StoreErrorMessage,

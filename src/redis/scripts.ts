@@ -11,10 +11,15 @@
  *   ticket lives while its owner does, so a heartbeat never renews tickets one by one, and a
  *   dead process's tickets are skipped, never granted. An entry stays a lease past its window,
  *   so `ZCARD P` (the fleet size behind the local share) forgives a late heartbeat.
- * - `M` meta, a hash: `c` the cap (the first process's, changed only by SETCAP), `r` the end of
- *   a recovery window (ms) or 0. Missing while a process that used the gate before calls means
- *   Redis lost the gate's state (a restart, a flush, an eviction): for one lease nobody is
- *   granted, so every live holder can register its lease again first.
+ * - `M` meta, a hash: `v` the layout version ({@link LAYOUT}), `c` the cap (the first process's,
+ *   changed only by SETCAP), `r` the end of a recovery window (ms) or 0. Missing while a process
+ *   that used the gate before calls means Redis lost the gate's state (a restart, a flush, an
+ *   eviction): for one lease nobody is granted, so every live holder can register its lease
+ *   again first. A `v` other than ours (another hostgate version or shared-gate mode on the same
+ *   prefix) makes every script refuse before it reads or writes anything else; an `M` with a cap
+ *   and no `v` is the layout of the release before versions, the same keys and members as
+ *   `fifo/1` for weight-1 permits: it is adopted (its `v` written) rather than refused, so a
+ *   rolling upgrade from it needs no new prefix.
  * A ticket and the lease it becomes share one id, `<process id>:<n>`: the owner is in the id.
  *
  * `H` and `Q` have no TTL (an empty sorted set is deleted by Redis itself), so a `volatile-*`
@@ -22,6 +27,11 @@
  * last heartbeat, and losing `M` to eviction opens a recovery window rather than a gap.
  */
 import { createHash } from 'node:crypto';
+
+/** The key layout these scripts read and write, stored in each gate's meta hash as `v`. */
+export const LAYOUT = 'fifo/1';
+/** The error reply of a script that found another layout: this prefix, then the layout found. */
+export const LAYOUT_REFUSED = 'HOSTGATE_LAYOUT ';
 
 // Counts are kept in Lua variables rather than asked again: every call inside a script is
 // Redis work that all processes wait behind. Lists of ids go to Redis in one variadic call
@@ -35,7 +45,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local META_TTL = 2592000000
 local CHUNK = 1000
-local meta = redis.call('HMGET', M, 'c', 'r')
+local LAYOUT = '${LAYOUT}'
+local meta = redis.call('HMGET', M, 'c', 'r', 'v')
+-- Another layout's gate (another version or mode on this prefix): refused before any write.
+local function foreignLayout(found)
+  return found and found ~= LAYOUT
+end
+if foreignLayout(meta[3]) then return redis.error_reply('${LAYOUT_REFUSED}' .. meta[3]) end
 local limit = tonumber(meta[1])
 local recovering = false
 if not limit then
@@ -45,10 +61,12 @@ if not limit then
     ends = now + tonumber(ARGV[6])
     recovering = true
   end
-  redis.call('HSET', M, 'c', limit, 'r', ends)
+  redis.call('HSET', M, 'c', limit, 'r', ends, 'v', LAYOUT)
   redis.call('PEXPIRE', M, META_TTL)
 else
   recovering = tonumber(meta[2] or 0) > now
+  -- The layout before versions: the same keys and members, adopted.
+  if not meta[3] then redis.call('HSET', M, 'v', LAYOUT) end
 end
 redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
 local held = redis.call('ZCARD', H)

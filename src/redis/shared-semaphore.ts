@@ -1,4 +1,9 @@
-import { LeaseLostError, type QueueFullError, StoreUnavailableError } from '../common/errors.js';
+import {
+  LeaseLostError,
+  type QueueFullError,
+  SharedLayoutError,
+  StoreUnavailableError,
+} from '../common/errors.js';
 import { durationMs, nonNegativeInteger, positiveInteger } from '../common/options.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
 import {
@@ -122,6 +127,7 @@ export class SharedSemaphore extends Semaphore {
   /** At the start of an outage: permits held here, and the cap's free part as last seen. */
   #outageHeld = 0;
   #outageFree = 0;
+  #layoutWarned = false;
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: SharedGateStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -343,7 +349,7 @@ export class SharedSemaphore extends Semaphore {
           this.#shedFull(waiter); // no waiting, in Redis either
         else waiter.state = QUEUED;
       },
-      () => this.#sendFailed(waiter),
+      (error: unknown) => this.#sendFailed(waiter, error),
     );
   }
 
@@ -361,12 +367,20 @@ export class SharedSemaphore extends Semaphore {
         } else if (waiter.grantedEarly) this.#claim(waiter);
         else waiter.state = QUEUED;
       },
-      () => this.#sendFailed(waiter),
+      (error: unknown) => this.#sendFailed(waiter, error),
     );
   }
 
-  #sendFailed(waiter: SharedWaiter): void {
+  #sendFailed(waiter: SharedWaiter, error?: unknown): void {
     if (waiter.state !== SENDING) return;
+    if (error instanceof SharedLayoutError) {
+      // Refused before any write: no ticket to give back, and no local fallback either.
+      this.#finish(waiter);
+      this.layoutRefused(error);
+      waiter.target.rejected(error);
+      this.#pump();
+      return;
+    }
     // The outcome is unknown: give the id back (after a late answer, never before it).
     this.#store.release(this, [waiter.id]);
     if (this.#store.options.onStoreError === 'reject') {
@@ -437,6 +451,16 @@ export class SharedSemaphore extends Semaphore {
     if (waiter.state === QUEUED && this.#store.wakeupsUnreliableSince(waiter.epoch)) {
       this.#store.recheck(this);
     }
+  }
+
+  /**
+   * Redis keeps this gate in another layout (another hostgate version or mode on the prefix):
+   * said once per gate as a process warning, `HOSTGATE_SHARED_LAYOUT`; every call rejects.
+   */
+  layoutRefused(error: SharedLayoutError): void {
+    if (this.#layoutWarned) return;
+    this.#layoutWarned = true;
+    process.emitWarning(error.message, { code: SharedLayoutError.CODE });
   }
 
   /** A waiter leaves: aborted by its caller, or its deadline passed. */

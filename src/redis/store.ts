@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { SharedLayoutError } from '../common/errors.js';
 import { checkKnownKeys, checkObject, describe } from '../common/options.js';
 import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
@@ -9,7 +10,7 @@ import {
   type ResolvedStoreOptions,
   resolveStoreOptions,
 } from './options.js';
-import { KEY_SUFFIXES, scripts } from './scripts.js';
+import { KEY_SUFFIXES, type Script, scripts } from './scripts.js';
 import {
   type ClusterCounts,
   SharedSemaphore,
@@ -176,6 +177,11 @@ export class RedisStore {
     return `${this.processId}:${(++this.#seq).toString(36)}`;
   }
 
+  /** One of `gate`'s scripts; a gate kept in another layout rejects with `SharedLayoutError`. */
+  #eval(script: Script, gate: SharedSemaphore, args: (string | number)[]): Promise<unknown> {
+    return this.#calls.eval(script, gate.keys, args, gate.name);
+  }
+
   /** Script arguments every script starts with. */
   #common(gate: SharedSemaphore): (string | number)[] {
     const { leaseMs, heartbeatMs, commandTimeoutMs } = this.options;
@@ -210,7 +216,7 @@ export class RedisStore {
     const raw = this.#calls
       .whenReady()
       .then(() =>
-        this.#calls.eval(scripts.acquire, gate.keys, [
+        this.#eval(scripts.acquire, gate, [
           ...this.#common(gate),
           this.processId,
           id,
@@ -249,7 +255,7 @@ export class RedisStore {
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts> {
     const raw = this.#calls
       .whenReady()
-      .then(() => this.#calls.eval(scripts.claim, gate.keys, [...this.#common(gate), id]));
+      .then(() => this.#eval(scripts.claim, gate, [...this.#common(gate), id]));
     const settled = raw.then(
       () => undefined,
       () => undefined,
@@ -279,7 +285,7 @@ export class RedisStore {
   setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts> {
     const raw = this.#calls
       .whenReady()
-      .then(() => this.#calls.eval(scripts.setCap, gate.keys, [...this.#common(gate), cap]));
+      .then(() => this.#eval(scripts.setCap, gate, [...this.#common(gate), cap]));
     return this.#calls.timed(raw).then((reply) => {
       const [held, queued, stored] = reply as number[];
       return { held: Number(held), queued: Number(queued), cap: Number(stored) };
@@ -340,13 +346,15 @@ export class RedisStore {
   #releaseNow(gate: SharedSemaphore, ids: string[]): Promise<void> {
     const args = [...this.#common(gate), ...ids];
     const sent = this.#calls
-      .timed(this.#calls.whenReady().then(() => this.#calls.eval(scripts.release, gate.keys, args)))
+      .timed(this.#calls.whenReady().then(() => this.#eval(scripts.release, gate, args)))
       .then(
         (reply) => {
           const [held, queued, cap] = reply as number[];
           gate.cluster(Number(held), Number(queued), Number(cap));
         },
-        () => {
+        (error: unknown) => {
+          // Refused by another layout: nothing of ours is in that gate to give back.
+          if (error instanceof SharedLayoutError) return gate.layoutRefused(error);
           // Kept for the next try: the heartbeat that ends the outage sends them first.
           const again = this.#releaseSet(gate);
           for (const id of ids) again.add(id);
@@ -433,7 +441,7 @@ export class RedisStore {
   async #beatGate(gate: SharedSemaphore): Promise<void> {
     const leases = gate.leaseIds();
     const tickets = gate.ticketIds();
-    const raw = this.#calls.eval(scripts.heartbeat, gate.keys, [
+    const raw = this.#eval(scripts.heartbeat, gate, [
       ...this.#common(gate),
       this.processId,
       leases.length,
@@ -462,7 +470,11 @@ export class RedisStore {
     );
     this.#beats.add(handled);
     void handled.then(() => this.#beats.delete(handled));
-    await this.#calls.timed(raw);
+    await this.#calls.timed(raw).catch((error: unknown) => {
+      // A gate kept in another layout is refused, not an outage: the other gates beat on.
+      if (!(error instanceof SharedLayoutError)) throw error;
+      gate.layoutRefused(error);
+    });
   }
 
   #recovered(): void {
