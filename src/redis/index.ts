@@ -26,6 +26,7 @@ export {
   type ResolvedStoreOptions,
   type StoreErrorPolicy,
 } from './options.js';
+export type { GrantAnswer } from './shared-semaphore.js';
 export {
   type SharedGateView,
   SharedSemaphore,

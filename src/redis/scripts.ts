@@ -3,8 +3,10 @@
  * on Redis `TIME` (never a client clock), touching only the gate's keys (one hash slot).
  *
  * Keys of a gate, all under one `{...}` hash tag:
- * - `H` holders: ZSET lease id -> expiry (ms, Redis time). A ticket granted by a release gets
- *   a short claim window; its owner's claim (or heartbeat) turns it into a full lease.
+ * - `H` holders: ZSET lease unit -> expiry (ms, Redis time), one member per unit of the cap, so
+ *   `ZCARD H` is the units held: a lease of weight w is its id plus `<id>#2` … `<id>#<w>`, all
+ *   added, renewed, expired and removed together. A ticket granted by a release gets a short
+ *   claim window; its owner's claim (or heartbeat) turns it into a full lease.
  * - `Q` tickets: ZSET ticket id -> arrival sequence (FIFO)
  * - `S` arrival sequence counter
  * - `P` processes: ZSET process id -> end of its liveness window (renewed by its heartbeat): a
@@ -20,7 +22,8 @@
  *   and no `v` is the layout of the release before versions, the same keys and members as
  *   `fifo/1` for weight-1 permits: it is adopted (its `v` written) rather than refused, so a
  *   rolling upgrade from it needs no new prefix.
- * A ticket and the lease it becomes share one id, `<process id>:<n>`: the owner is in the id.
+ * A ticket and the lease it becomes share one id, `<process id>:<n>`, `<process id>:<n>/<w>` for
+ * a weight w > 1: the owner and the weight are in the id, so no script needs another key for them.
  *
  * `H` and `Q` have no TTL (an empty sorted set is deleted by Redis itself), so a `volatile-*`
  * eviction policy can never drop a lease or a ticket; `S`, `P` and `M` live 30 days past the
@@ -83,7 +86,31 @@ local function chunked(cmd, key, list, stride)
   end
   return out
 end
--- Free permits go to the oldest tickets of live processes, here, in the script: no barging.
+-- Units of the cap a ticket or lease id stands for: its weight, 1 unless the id ends in /<w>.
+local function weightOf(id)
+  return tonumber(string.match(id, '/(%d+)$')) or 1
+end
+-- The members of H that hold lease id's units: the id itself, then <id>#2 … <id>#<w>.
+local function unitsOf(id)
+  local units = {id}
+  for k = 2, weightOf(id) do units[k] = id .. '#' .. k end
+  return units
+end
+-- Appends (score, member) pairs for every unit of lease id to args, for one ZADD.
+local function addUnits(args, score, id)
+  for _, unit in ipairs(unitsOf(id)) do
+    args[#args + 1] = score
+    args[#args + 1] = unit
+  end
+end
+local function grantUnits(id, score)
+  local args = {}
+  addUnits(args, score, id)
+  chunked('ZADD', H, args, 2)
+  held = held + weightOf(id)
+end
+-- Free units go to the oldest tickets of live processes, here, in the script: no barging, and a
+-- head heavier than the free units waits for room with everyone behind it (no overtaking).
 -- The owner is told on its wake-up channel, a hint it confirms with CLAIM (a lost message is
 -- found by its next heartbeat); an unclaimed grant lapses after the claim window.
 local function fill()
@@ -92,7 +119,8 @@ local function fill()
   local budget = 1000
   while held < limit and queued > 0 and budget > 0 do
     budget = budget - 1
-    local head = redis.call('ZPOPMIN', Q)[1]
+    local popped = redis.call('ZPOPMIN', Q)
+    local head = popped[1]
     queued = queued - 1
     local owner = string.match(head, '^(.*):')
     if alive[owner] == nil then
@@ -100,10 +128,14 @@ local function fill()
       alive[owner] = ends ~= false and tonumber(ends) > now
     end
     if alive[owner] then
-      redis.call('ZADD', H, now + claim, head)
+      if held + weightOf(head) > limit then
+        redis.call('ZADD', Q, popped[2], head)
+        queued = queued + 1
+        break
+      end
+      grantUnits(head, now + claim)
       -- pcall: an ACL user without channel permission polls instead (its waiters are told so).
       redis.pcall('PUBLISH', wake .. owner, head)
-      held = held + 1
     end
   end
 end
@@ -125,20 +157,23 @@ end
 /**
  * Every script's ARGV starts: cap (the caller's, used only if Redis has none), leaseMs, liveMs
  * (a process's liveness window), wakePrefix, known (1 when this process used the gate before),
- * recoverMs, claimMs. Every reply ends with the cap Redis holds.
+ * recoverMs, claimMs. Every reply ends with the cap Redis holds. Held and queued counts are in
+ * units of the cap.
  *
- * ACQUIRE(..., processId, id, register): a lease now if a permit is free and nobody waits, else
- * a ticket at the tail (its owner is then recorded as live: that is what keeps the ticket);
- * `register` 1 also records the process and asks for the fleet size. Returns `{granted 0|1,
- * held, queued, processes, cap}`, processes -1 when not asked.
+ * ACQUIRE(..., processId, id, register): a lease now if its units are free and nobody waits,
+ * else a ticket at the tail (its owner is then recorded as live: that is what keeps the
+ * ticket); `register` 1 also records the process and asks for the fleet size. Returns
+ * `{granted 0|1, held, queued, processes, cap}`, processes -1 when not asked; granted -1 and no
+ * ticket when the id's weight is above the cap Redis holds (it could never be granted).
  */
 const ACQUIRE = `${PRELUDE}
 local proc, id, register = ARGV[8], ARGV[9], ARGV[10]
 fill()
 local granted = 0
-if not recovering and queued == 0 and held < limit then
-  redis.call('ZADD', H, now + lease, id)
-  held = held + 1
+if weightOf(id) > limit then
+  granted = -1
+elseif not recovering and queued == 0 and held + weightOf(id) <= limit then
+  grantUnits(id, now + lease)
   granted = 1
 else
   enqueue({id})
@@ -157,12 +192,16 @@ return {granted, held, queued, processes, limit}
  * hands freed permits on. Returns `{held, queued, cap}`.
  */
 const RELEASE = `${PRELUDE}
-local ids = {}
-for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
+local ids, units = {}, {}
+for i = 8, #ARGV do
+  ids[#ids + 1] = ARGV[i]
+  for _, unit in ipairs(unitsOf(ARGV[i])) do units[#units + 1] = unit end
+end
 for i = 1, #ids, CHUNK do
-  local part = {unpack(ids, i, math.min(#ids, i + CHUNK - 1))}
-  held = held - redis.call('ZREM', H, unpack(part))
-  queued = queued - redis.call('ZREM', Q, unpack(part))
+  queued = queued - redis.call('ZREM', Q, unpack(ids, i, math.min(#ids, i + CHUNK - 1)))
+end
+for i = 1, #units, CHUNK do
+  held = held - redis.call('ZREM', H, unpack(units, i, math.min(#units, i + CHUNK - 1)))
 end
 fill()
 return {held, queued, limit}
@@ -190,10 +229,9 @@ if #leases > 0 then
   for i, id in ipairs(leases) do
     if not scores[i] then
       lost[#lost + 1] = id
-      held = held + 1
+      held = held + weightOf(id)
     end
-    renew[#renew + 1] = now + lease
-    renew[#renew + 1] = id
+    addUnits(renew, now + lease, id)
   end
 end
 if #tickets > 0 then
@@ -202,8 +240,7 @@ if #tickets > 0 then
   for i, id in ipairs(tickets) do
     if inH[i] then
       granted[#granted + 1] = id
-      renew[#renew + 1] = now + lease
-      renew[#renew + 1] = id
+      addUnits(renew, now + lease, id)
     elseif not inQ[i] then
       requeued[#requeued + 1] = id
     end
@@ -229,7 +266,9 @@ const CLAIM = `${PRELUDE}
 local id = ARGV[8]
 local granted = 0
 if redis.call('ZSCORE', H, id) then
-  redis.call('ZADD', H, now + lease, id)
+  local renew = {}
+  addUnits(renew, now + lease, id)
+  chunked('ZADD', H, renew, 2)
   granted = 1
 end
 return {granted, held, queued, limit}

@@ -5,6 +5,7 @@ import {
   StoreUnavailableError,
 } from '../common/errors.js';
 import { durationMs, nonNegativeInteger, positiveInteger } from '../common/options.js';
+import { tooHeavy } from '../gate/call-options.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
 import {
   type AcquireOptions,
@@ -32,7 +33,7 @@ import {
   QUEUED,
   SENDING,
   SharedWaiter,
-  waitTimeout,
+  sharedCall,
 } from './shared-waiter.js';
 import type { WakeupMode } from './wakeups.js';
 
@@ -42,6 +43,9 @@ export interface ClusterCounts {
   queued: number;
 }
 
+/** ACQUIRE's answer: 1 granted, 0 queued, -1 refused (heavier than the cap Redis holds). */
+export type GrantAnswer = 1 | 0 | -1;
+
 /**
  * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
  * store.ts builds the gates, so importing it back would close an import circle.
@@ -50,11 +54,11 @@ export interface SharedGateStore {
   readonly options: ResolvedStoreOptions;
   readonly closed: boolean;
   readonly degraded: boolean;
-  nextId(): string;
+  nextId(weight?: number): string;
   acquire(
     gate: SharedSemaphore,
     id: string,
-  ): Promise<{ granted: boolean; processes: number; cap: number } & ClusterCounts>;
+  ): Promise<{ granted: GrantAnswer; processes: number; cap: number } & ClusterCounts>;
   claim(
     gate: SharedSemaphore,
     id: string,
@@ -80,6 +84,8 @@ const HOLD_ESTIMATE_WEIGHT = 0.1;
 
 interface Lease {
   id: string;
+  /** Units of the cap it holds. */
+  weight: number;
   /** Granted by Redis (false: granted by the local fallback, not yet registered in Redis). */
   inRedis: boolean;
 }
@@ -110,12 +116,12 @@ export class SharedSemaphore extends Semaphore {
   readonly #byTicket = new Map<string, SharedWaiter>();
   /** Waiters held back by this process's `limit` (state LOCAL), in arrival order. */
   readonly #local = new Set<SharedWaiter>();
-  /** Waiters holding a Redis ticket or with an acquire on the wire (SENDING or QUEUED). */
+  /** Units of the waiters holding a Redis ticket or with an acquire on the wire (SENDING or QUEUED). */
   #tickets = 0;
   readonly #leases = new Map<Permit, Lease>();
   readonly #byId = new Map<string, Permit>();
   #clusterHeld = 0;
-  /** This process's leases when Redis last answered: the rest of `#clusterHeld` is others'. */
+  /** This process's units when Redis last answered: the rest of `#clusterHeld` is others'. */
   #ownHeld = 0;
   #clusterQueued = 0;
   #processes = 1;
@@ -205,6 +211,7 @@ export class SharedSemaphore extends Semaphore {
       );
     }
     super.setLimit(value);
+    this.#refuseHeavierThan(value);
     this.#pump();
   }
 
@@ -217,8 +224,15 @@ export class SharedSemaphore extends Semaphore {
     return undefined;
   }
 
+  /**
+   * A permit of `weight` units of the shared cap (default 1), FIFO across every process: a heavy
+   * ticket at the head waits for room, and lighter ones behind it wait too. A weight above this
+   * process's `limit` is a RangeError, as on a local gate.
+   */
   override wait(target: WaitTarget, options?: number | WaitOptions): WaitTicket | undefined {
-    const timeout = typeof options === 'object' ? waitTimeout(options) : options;
+    const { timeout, weight } =
+      typeof options === 'object' ? sharedCall(options) : { timeout: options, weight: 1 };
+    if (weight > this.limit) throw tooHeavy(weight, this.limit, this.name);
     const wait =
       timeout === undefined ? this.#queueTimeout : Math.max(1, durationMs('timeout', timeout));
     const store = this.#store;
@@ -238,7 +252,7 @@ export class SharedSemaphore extends Semaphore {
       target.rejected(this.#shedUnavailable());
       return undefined;
     }
-    const waiter = new SharedWaiter(this, store.nextId(), target, this.now());
+    const waiter = new SharedWaiter(this, store.nextId(weight), target, this.now(), weight);
     this.#waiters.add(waiter);
     this.#byTicket.set(waiter.id, waiter);
     // A re-check shortly before the deadline (the heartbeat may be far later): a wake-up lost
@@ -328,14 +342,16 @@ export class SharedSemaphore extends Semaphore {
   #pump(): void {
     if (this.#store.degraded) return; // storeDown moved them to the local share
     for (const waiter of this.#local) {
-      if (this.limit < this.sharedLimit && this.held + this.#tickets >= this.limit) return;
+      // In units, and in order: a waiter that does not fit holds back the ones behind it.
+      if (this.limit < this.sharedLimit && this.held + this.#tickets + waiter.weight > this.limit)
+        return;
       this.#local.delete(waiter);
       this.#send(waiter);
     }
   }
 
   #send(waiter: SharedWaiter): void {
-    if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets++;
+    if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets += waiter.weight;
     waiter.state = SENDING;
     waiter.epoch = this.#store.wakeupEpoch;
     this.#store.acquire(this, waiter.id).then(
@@ -343,7 +359,8 @@ export class SharedSemaphore extends Semaphore {
         this.cluster(held, queued, cap);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted) this.#grant(waiter, true);
+        if (granted === 1) this.#grant(waiter, true);
+        else if (granted === -1) this.#refuse(waiter, tooHeavy(waiter.weight, cap, this.name));
         else if (waiter.grantedEarly) this.#claim(waiter);
         else if (this.#maxQueue === 0)
           this.#shedFull(waiter); // no waiting, in Redis either
@@ -395,15 +412,15 @@ export class SharedSemaphore extends Semaphore {
 
   #grant(waiter: SharedWaiter, inRedis: boolean): void {
     this.#finish(waiter);
-    const permit = this.grantNow(this.now() - waiter.enqueuedAt);
-    const lease = { id: waiter.id, inRedis };
+    const permit = this.grantNow(this.now() - waiter.enqueuedAt, waiter.weight);
+    const lease = { id: waiter.id, weight: waiter.weight, inRedis };
     this.#leases.set(permit, lease);
     this.#byId.set(lease.id, permit);
     waiter.target.granted(permit);
   }
 
   #finish(waiter: SharedWaiter): void {
-    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets--;
+    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets -= waiter.weight;
     else if (waiter.state === LOCAL) this.#local.delete(waiter);
     waiter.state = DONE;
     this.#waiters.delete(waiter);
@@ -518,7 +535,9 @@ export class SharedSemaphore extends Semaphore {
     this.#known = true;
     this.#clusterHeld = held;
     this.#clusterQueued = queued;
-    this.#ownHeld = this.#leases.size;
+    let own = 0;
+    for (const lease of this.#leases.values()) own += lease.weight;
+    this.#ownHeld = own;
     if (cap !== this.#cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
   }
 
@@ -537,8 +556,26 @@ export class SharedSemaphore extends Semaphore {
         { code: 'HOSTGATE_SHARED_CAP_MISMATCH' },
       );
     }
-    super.setLimit(this.limit >= previous ? cap : Math.min(this.limit, cap));
+    const limit = this.limit >= previous ? cap : Math.min(this.limit, cap);
+    super.setLimit(limit);
+    this.#refuseHeavierThan(limit);
     this.#pump();
+  }
+
+  /** Waiters heavier than `limit` could never be granted: refused, as a local gate's are. */
+  #refuseHeavierThan(limit: number): void {
+    for (const waiter of [...this.#waiters]) {
+      if (waiter.weight > limit) this.#refuse(waiter, tooHeavy(waiter.weight, limit, this.name));
+    }
+  }
+
+  /** A waiter leaves with `reason` (its ticket, if any, withdrawn). */
+  #refuse(waiter: SharedWaiter, reason: unknown): void {
+    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
+    this.#finish(waiter);
+    if (ticketed) this.#store.release(this, [waiter.id]);
+    waiter.target.rejected(reason);
+    if (ticketed) this.#pump();
   }
 
   heartbeat(
@@ -638,12 +675,12 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #toFallback(waiter: SharedWaiter): void {
-    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets--;
+    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets -= waiter.weight;
     else if (waiter.state === LOCAL) this.#local.delete(waiter);
     waiter.state = FALLBACK;
     waiter.grantedEarly = false;
     this.#byTicket.delete(waiter.id);
-    waiter.id = this.#store.nextId(); // a fresh id: the old one may still turn up in Redis
+    waiter.id = this.#store.nextId(waiter.weight); // a fresh id: the old one may still turn up in Redis
     this.#byTicket.set(waiter.id, waiter);
   }
 
@@ -661,7 +698,8 @@ export class SharedSemaphore extends Semaphore {
     let waiting = 0;
     for (const waiter of [...this.#waiters]) {
       if (waiter.state !== FALLBACK) continue;
-      if (this.held < share) this.#grant(waiter, false);
+      // In units and in order: once one does not fit, nobody behind it is granted either.
+      if (waiting === 0 && this.held + waiter.weight <= share) this.#grant(waiter, false);
       // Past the local queue bound (the newest): shed now, as a local gate would, not at the deadline.
       else if (++waiting > this.#maxQueue) this.#shedFull(waiter);
     }

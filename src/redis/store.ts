@@ -13,6 +13,7 @@ import {
 import { KEY_SUFFIXES, type Script, scripts } from './scripts.js';
 import {
   type ClusterCounts,
+  type GrantAnswer,
   SharedSemaphore,
   type SharedSemaphoreOptions,
 } from './shared-semaphore.js';
@@ -172,9 +173,10 @@ export class RedisStore {
     return gate;
   }
 
-  /** A fresh ticket/lease id: `<process id>:<n>`. */
-  nextId(): string {
-    return `${this.processId}:${(++this.#seq).toString(36)}`;
+  /** A fresh ticket/lease id: `<process id>:<n>`, and `/<weight>` for more than one unit. */
+  nextId(weight = 1): string {
+    const id = `${this.processId}:${(++this.#seq).toString(36)}`;
+    return weight === 1 ? id : `${id}/${weight}`;
   }
 
   /** One of `gate`'s scripts; a gate kept in another layout rejects with `SharedLayoutError`. */
@@ -211,7 +213,7 @@ export class RedisStore {
   acquire(
     gate: SharedSemaphore,
     id: string,
-  ): Promise<{ granted: boolean; processes: number; cap: number } & ClusterCounts> {
+  ): Promise<{ granted: GrantAnswer; processes: number; cap: number } & ClusterCounts> {
     this.#tickets.set(id, gate);
     const raw = this.#calls
       .whenReady()
@@ -235,7 +237,7 @@ export class RedisStore {
       if (granted === 1 && this.options.replicas > 0)
         await this.#calls.replicate(this.options.replicas);
       return {
-        granted: granted === 1,
+        granted: Number(granted) as GrantAnswer,
         held: Number(held),
         queued: Number(queued),
         processes: Number(processes),

@@ -51,11 +51,18 @@ describe('redisStore options', () => {
     expect(() => store.semaphore({ name: 'x', limit: 0 })).toThrow(/limit must be a positive/);
     const gate = store.semaphore({ name: 'billing', limit: 2 });
     // A promise-returning method rejects, never throws (issue 23), on a shared gate as on a local one.
-    await expect(gate.acquire({ weight: 2 })).rejects.toThrow(/weight must be 1 on a shared gate/);
+    // Weights as on a local gate: a positive integer, at most the limit (it could never be granted).
+    await expect(gate.acquire({ weight: 3 })).rejects.toThrow(
+      new RangeError('weight 3 exceeds the limit 2 of billing: it could never be granted'),
+    );
+    await expect(gate.acquire({ weight: 0 })).rejects.toThrow(
+      /weight must be a positive integer, got 0/,
+    );
+    await expect(gate.acquire({ weight: 1.5 })).rejects.toBeInstanceOf(TypeError);
     await expect(gate.acquire({ priority: 'batch' })).rejects.toThrow(
       /priority classes are local-only/,
     );
-    await expect(gate.run(() => 1, { weight: 2 })).rejects.toThrow(/weight must be 1/);
+    await expect(gate.run(() => 1, { weight: 3 })).rejects.toBeInstanceOf(RangeError);
     expect(gate.tryAcquire()).toBeUndefined(); // a shared grant is always a round trip
     expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(
       /already has a shared gate/,
