@@ -23,18 +23,17 @@ export class RedisCalls {
   constructor(
     readonly client: StoreClient,
     readonly timeoutMs: number,
-    wakeChannel: string,
     wakeEvents: WakeupEvents,
     /** A call failed or timed out: the store degrades. */
     readonly onFailure: (error: unknown) => void,
   ) {
     // The store's own connection: its errors are the store's (counted), never unhandled.
-    this.wakeups = new Wakeups(client, wakeChannel, wakeEvents, () => {
+    this.wakeups = new Wakeups(client, wakeEvents, () => {
       this.errors++;
     });
   }
 
-  /** Subscribed to our wake-up channel (or refused it) and scripts loaded: before the first script runs. */
+  /** Subscribed to our wake-up channels (or refused them) and scripts loaded: before the first script runs. */
   whenReady(): Promise<void> {
     if (this.#ready !== undefined) return this.#ready;
     this.#checkEviction();

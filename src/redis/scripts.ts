@@ -22,6 +22,8 @@
  *   and no `v` is the layout of the release before versions, the same keys and members as
  *   `fifo/1` for weight-1 permits: it is adopted (its `v` written) rather than refused, so a
  *   rolling upgrade from it needs no new prefix.
+ * Wake-ups: `SPUBLISH` of a granted ticket's id on `<prefix>{<name>}:wake:<owner process id>`, a
+ * shard channel in the gate's slot (on a Cluster it stays on the gate's node).
  * A ticket and the lease it becomes share one id, `<process id>:<n>`, `<process id>:<n>/<w>` for
  * a weight w > 1: the owner and the weight are in the id, so no script needs another key for them.
  *
@@ -134,8 +136,10 @@ local function fill()
         break
       end
       grantUnits(head, now + claim)
-      -- pcall: an ACL user without channel permission polls instead (its waiters are told so).
-      redis.pcall('PUBLISH', wake .. owner, head)
+      -- SPUBLISH: the channel is in the gate's slot, so on a Cluster the hint stays on this
+      -- shard. pcall: an ACL user without channel permission, or a Redis before 7.0 (no
+      -- SPUBLISH), polls instead (its waiters are told so).
+      redis.pcall('SPUBLISH', wake .. owner, head)
     end
   end
 end

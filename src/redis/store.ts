@@ -64,6 +64,10 @@ export class RedisStore {
    * write. Forgotten on an outage, after which Redis may have lost it.
    */
   #registered = new WeakSet<SharedSemaphore>();
+  /** Each gate's wake-up channels, `<prefix>{<name>}:wake:` + the owner's process id. */
+  readonly #wakePrefix = new Map<SharedSemaphore, string>();
+  /** Resolves once a gate's wake-up channel is subscribed (or wake-ups are polled instead). */
+  readonly #subscribed = new Map<SharedSemaphore, Promise<void>>();
   #degraded = false;
   readonly #outage: OutageWarning;
   /** Looks up queued tickets while wake-ups are not pushed. */
@@ -92,14 +96,13 @@ export class RedisStore {
     this.#calls = new RedisCalls(
       client,
       this.options.commandTimeoutMs,
-      `${this.options.prefix}wake:${this.processId}`,
       {
         wake: (id) => this.#tickets.get(id)?.wake(id),
-        down: (error, forbidden) => {
+        down: (error, refusal) => {
           if (this.#closed) return;
-          this.#poll.down(error, forbidden);
+          this.#poll.down(error, refusal);
           // A fresh connection at once; if that fails too, each heartbeat tries again.
-          if (!forbidden) void this.#calls.wakeups.ensure().catch(() => undefined);
+          if (refusal === undefined) void this.#calls.wakeups.ensure().catch(() => undefined);
         },
         up: () => this.#poll.up(),
       },
@@ -169,6 +172,9 @@ export class RedisStore {
     const keys = KEY_SUFFIXES.map((suffix) => base + suffix);
     const gate = new SharedSemaphore(this, keys, options);
     this.#gates.set(name, gate);
+    // The gate's wake-up channel is in its hash slot: a grant's SPUBLISH stays on its shard.
+    this.#wakePrefix.set(gate, `${base}wake:`);
+    this.#subscribed.set(gate, this.#calls.wakeups.add(`${base}wake:${this.processId}`));
     this.#startHeartbeat();
     return gate;
   }
@@ -194,7 +200,7 @@ export class RedisStore {
       // Liveness: a process that missed one heartbeat keeps its tickets, one that missed two
       // (and a command timeout) is taken for dead, and its tickets are never granted.
       2 * heartbeatMs + commandTimeoutMs,
-      `${this.options.prefix}wake:`,
+      this.#wakePrefix.get(gate)!,
       known,
       // Recovery window after Redis lost a gate's state: a whole lease, so every holder that
       // can still be alive (stalled for up to lease − heartbeat) registers its leases again
@@ -217,6 +223,7 @@ export class RedisStore {
     this.#tickets.set(id, gate);
     const raw = this.#calls
       .whenReady()
+      .then(() => this.#subscribed.get(gate))
       .then(() =>
         this.#eval(scripts.acquire, gate, [
           ...this.#common(gate),

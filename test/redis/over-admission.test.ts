@@ -311,7 +311,7 @@ for (const kind of CLIENT_KINDS) {
       await Promise.all(dead);
     });
 
-    // Item 4: PUBLISH of a queued ticket's id on its owner's wake channel granted it locally.
+    // Item 4: PUBLISH (SPUBLISH since wake-ups are sharded) of a queued ticket's id on its owner's wake channel granted it locally.
     it('a forged wake-up message grants nothing: the grant is confirmed by Redis', async () => {
       const options = { leaseMs: 3000, heartbeatMs: 200, commandTimeoutMs: 300 };
       const h = await fleet.store(options);
@@ -323,7 +323,7 @@ for (const kind of CLIENT_KINDS) {
       await w.settled();
       const [id] = gw.ticketIds();
       expect(id).toBeDefined();
-      expect(await redis().command('PUBLISH', `test:wake:${w.processId}`, id!)).toBe(1);
+      expect(await redis().command('SPUBLISH', `test:{forged}:wake:${w.processId}`, id!)).toBe(1);
       await expect(waiting).rejects.toBeInstanceOf(QueueTimeoutError);
       await w.settled();
       expect(gw.held).toBe(0);
