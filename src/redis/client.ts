@@ -25,7 +25,7 @@ export interface StoreClient {
    */
   subscribe(
     channels: readonly string[],
-    onMessage: (message: string) => void,
+    onMessage: (message: string, channel: string) => void,
     onLost: (error: unknown) => void,
     signal: AbortSignal,
   ): Promise<Subscriber>;
@@ -44,7 +44,10 @@ interface NodeRedisLike {
   readonly isOpen?: boolean;
   duplicate(): NodeRedisLike & {
     connect(): Promise<unknown>;
-    sSubscribe(channels: string | string[], listener: (message: string) => void): Promise<void>;
+    sSubscribe(
+      channels: string | string[],
+      listener: (message: string, channel: string) => void,
+    ): Promise<void>;
     on(event: 'error', listener: (error: unknown) => void): unknown;
     on(event: 'end', listener: () => void): unknown;
     destroy(): void;
@@ -165,7 +168,7 @@ function ioRedis(client: IoRedisLike): StoreClient {
       sub.on('error', onLost);
       sub.on('close', () => onLost(new Error('the wake-up connection closed')));
       sub.on('end', () => onLost(new Error('the wake-up connection ended')));
-      sub.on('smessage', (_channel, message) => onMessage(message));
+      sub.on('smessage', (channel, message) => onMessage(message, channel));
       const drop = () => sub.disconnect();
       signal.addEventListener('abort', drop, { once: true });
       try {

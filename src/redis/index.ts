@@ -16,6 +16,7 @@ export {
 export type { StoreClient, Subscriber } from './client.js';
 export {
   DEFAULT_COMMAND_TIMEOUT_MS,
+  DEFAULT_FIRST_USE_WAIT_MS,
   DEFAULT_HEARTBEAT_DIVISOR,
   DEFAULT_LEASE_MS,
   DEFAULT_PREFIX,

@@ -14,10 +14,14 @@
  *   dead process's tickets are skipped, never granted. An entry stays a lease past its window,
  *   so `ZCARD P` (the fleet size behind the local share) forgives a late heartbeat.
  * - `M` meta, a hash: `v` the layout version ({@link LAYOUT}), `c` the cap (the first process's,
- *   changed only by SETCAP), `r` the end of a recovery window (ms) or 0. Missing while a process
- *   that used the gate before calls means Redis lost the gate's state (a restart, a flush, an
- *   eviction): for one lease nobody is granted, so every live holder can register its lease
- *   again first. A `v` other than ours (another hostgate version or shared-gate mode on the same
+ *   changed only by SETCAP), `r` the end of a recovery window (ms) or 0, `h` 1 while `H` holds
+ *   leases. Missing while a process that used the gate before calls means Redis lost the gate's
+ *   state (a restart, a flush, an eviction): for one lease nobody is granted, so every live
+ *   holder can register its lease again first. Missing for a process that never used the gate
+ *   (a first use, or a loss it cannot tell from one): nobody is granted for `firstUseWaitMs`.
+ *   Either way every process of the gate is told at once on `<wake prefix>lost` and registers
+ *   its leases again without waiting for its heartbeat. `h` 1 with `H` gone (evicted by an
+ *   `allkeys-*` policy) opens the whole lease's window too. A `v` other than ours (another hostgate version or shared-gate mode on the same
  *   prefix) makes every script refuse before it reads or writes anything else; an `M` with a cap
  *   and no `v` is the layout of the release before versions, the same keys and members as
  *   `fifo/1` for weight-1 permits: it is adopted (its `v` written) rather than refused, so a
@@ -35,6 +39,11 @@ import { createHash } from 'node:crypto';
 
 /** The key layout these scripts read and write, stored in each gate's meta hash as `v`. */
 export const LAYOUT = 'fifo/1';
+/**
+ * "Redis lost this gate's state": the message, and the suffix of the gate's channel that carries
+ * it (`<prefix>{<name>}:wake:lost`); never a ticket id, which holds a `:`.
+ */
+export const LOST = 'lost';
 /** The error reply of a script that found another layout: this prefix, then the layout found. */
 export const LAYOUT_REFUSED = 'HOSTGATE_LAYOUT ';
 
@@ -51,28 +60,38 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local META_TTL = 2592000000
 local CHUNK = 1000
 local LAYOUT = '${LAYOUT}'
-local meta = redis.call('HMGET', M, 'c', 'r', 'v')
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h')
 -- Another layout's gate (another version or mode on this prefix): refused before any write.
 local function foreignLayout(found)
   return found and found ~= LAYOUT
 end
 if foreignLayout(meta[3]) then return redis.error_reply('${LAYOUT_REFUSED}' .. meta[3]) end
 local limit = tonumber(meta[1])
-local recovering = false
+local recoveryEnds = tonumber(meta[2] or 0)
+-- Redis lost leases that may still be held: nobody is granted for windowMs, while every live
+-- process of the gate is told (SPUBLISH on the gate's 'lost' channel) to register its leases
+-- again at once, not at its next heartbeat.
+local function recover(windowMs)
+  recoveryEnds = math.max(recoveryEnds, now + windowMs)
+  redis.call('HSET', M, 'r', recoveryEnds)
+  redis.pcall('SPUBLISH', wake .. '${LOST}', '${LOST}')
+end
 if not limit then
+  -- A process that used the gate knows it lost its state: a whole lease covers every holder
+  -- still alive. Anyone else cannot tell a loss from a first use: firstUseWaitMs (ARGV[6]).
   limit = tonumber(ARGV[1])
-  local ends = 0
-  if ARGV[5] == '1' then
-    ends = now + tonumber(ARGV[6])
-    recovering = true
-  end
-  redis.call('HSET', M, 'c', limit, 'r', ends, 'v', LAYOUT)
+  recoveryEnds = 0
+  redis.call('HSET', M, 'c', limit, 'r', 0, 'v', LAYOUT)
   redis.call('PEXPIRE', M, META_TTL)
+  recover(ARGV[5] == '1' and lease or tonumber(ARGV[6]))
 else
-  recovering = tonumber(meta[2] or 0) > now
   -- The layout before versions: the same keys and members, adopted.
   if not meta[3] then redis.call('HSET', M, 'v', LAYOUT) end
+  -- The lease set vanished with no script emptying it (meta says it held leases): evicted by an
+  -- allkeys-* policy, or deleted. Its holders may all be alive: a whole lease.
+  if meta[4] == '1' and redis.call('EXISTS', H) == 0 then recover(lease) end
 end
+local recovering = recoveryEnds > now
 redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
 local held = redis.call('ZCARD', H)
 local queued = redis.call('ZCARD', Q)
@@ -156,19 +175,26 @@ end
 local function alive(proc)
   redis.call('ZADD', P, now + live, proc)
 end
+-- Keeps meta's 'h' (the lease set holds leases) true to the lease set, written only when it
+-- flips: what lets a later script tell an evicted lease set from an emptied one.
+local function markHolders()
+  local holding = held > 0
+  if holding ~= (meta[4] == '1') then redis.call('HSET', M, 'h', holding and 1 or 0) end
+end
 `;
 
 /**
  * Every script's ARGV starts: cap (the caller's, used only if Redis has none), leaseMs, liveMs
- * (a process's liveness window), wakePrefix, known (1 when this process used the gate before),
- * recoverMs, claimMs. Every reply ends with the cap Redis holds. Held and queued counts are in
- * units of the cap.
+ * (a process's liveness window), wakePrefix (the gate's wake-up channels), known (1 when this
+ * process used the gate before), firstUseWaitMs, claimMs. Every reply but ACQUIRE's ends with
+ * the cap Redis holds. Held and queued counts are in units of the cap.
  *
  * ACQUIRE(..., processId, id, register): a lease now if its units are free and nobody waits,
  * else a ticket at the tail (its owner is then recorded as live: that is what keeps the
  * ticket); `register` 1 also records the process and asks for the fleet size. Returns
- * `{granted 0|1, held, queued, processes, cap}`, processes -1 when not asked; granted -1 and no
- * ticket when the id's weight is above the cap Redis holds (it could never be granted).
+ * `{granted 0|1, held, queued, processes, cap, recoveryMs}`, processes -1 when not asked,
+ * recoveryMs what is left of a recovery window (0: none); granted -1 and no ticket when the
+ * id's weight is above the cap Redis holds (it could never be granted).
  */
 const ACQUIRE = `${PRELUDE}
 local proc, id, register = ARGV[8], ARGV[9], ARGV[10]
@@ -188,7 +214,8 @@ if register == '1' then
   if granted == 1 then alive(proc) end
   processes = redis.call('ZCARD', P)
 end
-return {granted, held, queued, processes, limit}
+markHolders()
+return {granted, held, queued, processes, limit, recovering and recoveryEnds - now or 0}
 `;
 
 /**
@@ -208,6 +235,7 @@ for i = 1, #units, CHUNK do
   held = held - redis.call('ZREM', H, unpack(units, i, math.min(#units, i + CHUNK - 1)))
 end
 fill()
+markHolders()
 return {held, queued, limit}
 `;
 
@@ -258,6 +286,7 @@ fill()
 redis.call('PEXPIRE', S, META_TTL)
 redis.call('PEXPIRE', P, META_TTL)
 redis.call('PEXPIRE', M, META_TTL)
+markHolders()
 return {lost, granted, held, queued, redis.call('ZCARD', P), requeued, limit}
 `;
 
@@ -275,6 +304,7 @@ if redis.call('ZSCORE', H, id) then
   chunked('ZADD', H, renew, 2)
   granted = 1
 end
+markHolders()
 return {granted, held, queued, limit}
 `;
 
@@ -286,6 +316,7 @@ const SETCAP = `${PRELUDE}
 limit = tonumber(ARGV[8])
 redis.call('HSET', M, 'c', limit)
 fill()
+markHolders()
 return {held, queued, limit}
 `;
 

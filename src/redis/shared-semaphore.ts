@@ -58,7 +58,9 @@ export interface SharedGateStore {
   acquire(
     gate: SharedSemaphore,
     id: string,
-  ): Promise<{ granted: GrantAnswer; processes: number; cap: number } & ClusterCounts>;
+  ): Promise<
+    { granted: GrantAnswer; processes: number; cap: number; recoveryMs: number } & ClusterCounts
+  >;
   claim(
     gate: SharedSemaphore,
     id: string,
@@ -134,6 +136,7 @@ export class SharedSemaphore extends Semaphore {
   #outageHeld = 0;
   #outageFree = 0;
   #layoutWarned = false;
+  #recoveryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: SharedGateStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -355,8 +358,9 @@ export class SharedSemaphore extends Semaphore {
     waiter.state = SENDING;
     waiter.epoch = this.#store.wakeupEpoch;
     this.#store.acquire(this, waiter.id).then(
-      ({ granted, held, queued, processes, cap }) => {
+      ({ granted, held, queued, processes, cap, recoveryMs }) => {
         this.cluster(held, queued, cap);
+        if (recoveryMs > 0) this.#recheckAfter(recoveryMs);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted === 1) this.#grant(waiter, true);
@@ -368,6 +372,19 @@ export class SharedSemaphore extends Semaphore {
       },
       (error: unknown) => this.#sendFailed(waiter, error),
     );
+  }
+
+  /**
+   * Redis grants nothing for `ms` (it lost the gate's state): no release will hand our tickets
+   * on when that window ends, so they are looked up then, not at the next heartbeat.
+   */
+  #recheckAfter(ms: number): void {
+    if (this.#recoveryTimer !== undefined) return;
+    this.#recoveryTimer = setTimeout(() => {
+      this.#recoveryTimer = undefined;
+      if (this.#waiters.size > 0) this.#store.recheck(this);
+    }, ms + 1);
+    this.#recoveryTimer.unref?.();
   }
 
   /** A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). */

@@ -10,7 +10,7 @@ import {
   type ResolvedStoreOptions,
   resolveStoreOptions,
 } from './options.js';
-import { KEY_SUFFIXES, type Script, scripts } from './scripts.js';
+import { KEY_SUFFIXES, LOST, type Script, scripts } from './scripts.js';
 import {
   type ClusterCounts,
   type GrantAnswer,
@@ -66,6 +66,8 @@ export class RedisStore {
   #registered = new WeakSet<SharedSemaphore>();
   /** Each gate's wake-up channels, `<prefix>{<name>}:wake:` + the owner's process id. */
   readonly #wakePrefix = new Map<SharedSemaphore, string>();
+  /** A gate by its channel for "Redis lost this gate's state". */
+  readonly #byLostChannel = new Map<string, SharedSemaphore>();
   /** Resolves once a gate's wake-up channel is subscribed (or wake-ups are polled instead). */
   readonly #subscribed = new Map<SharedSemaphore, Promise<void>>();
   #degraded = false;
@@ -97,7 +99,10 @@ export class RedisStore {
       client,
       this.options.commandTimeoutMs,
       {
-        wake: (id) => this.#tickets.get(id)?.wake(id),
+        wake: (message, channel) => {
+          if (message === LOST) this.#lostHeard(channel);
+          else this.#tickets.get(message)?.wake(message);
+        },
         down: (error, refusal) => {
           if (this.#closed) return;
           this.#poll.down(error, refusal);
@@ -124,6 +129,15 @@ export class RedisStore {
   /** Counts the losses of the wake-up subscription. */
   get wakeupEpoch(): number {
     return this.#calls.wakeups.epoch;
+  }
+
+  /**
+   * Redis lost a gate's state and a script says so (a first use looks the same): our leases of
+   * it are registered again now, not at the next heartbeat, while nobody is granted.
+   */
+  #lostHeard(channel: string): void {
+    const gate = this.#byLostChannel.get(channel);
+    if (gate !== undefined && (gate.held > 0 || gate.queued > 0)) this.#poll.recheck(gate);
   }
 
   /** Looks up this process's tickets of `gate` in Redis now, for wake-ups that may be lost. */
@@ -174,7 +188,15 @@ export class RedisStore {
     this.#gates.set(name, gate);
     // The gate's wake-up channel is in its hash slot: a grant's SPUBLISH stays on its shard.
     this.#wakePrefix.set(gate, `${base}wake:`);
-    this.#subscribed.set(gate, this.#calls.wakeups.add(`${base}wake:${this.processId}`));
+    const wakeups = this.#calls.wakeups;
+    this.#subscribed.set(
+      gate,
+      Promise.all([
+        wakeups.add(`${base}wake:${this.processId}`),
+        wakeups.add(`${base}wake:${LOST}`),
+      ]).then(() => undefined),
+    );
+    this.#byLostChannel.set(`${base}wake:${LOST}`, gate);
     this.#startHeartbeat();
     return gate;
   }
@@ -202,10 +224,10 @@ export class RedisStore {
       2 * heartbeatMs + commandTimeoutMs,
       this.#wakePrefix.get(gate)!,
       known,
-      // Recovery window after Redis lost a gate's state: a whole lease, so every holder that
-      // can still be alive (stalled for up to lease − heartbeat) registers its leases again
-      // before anyone else is granted.
-      leaseMs,
+      // Recovery window after Redis lost a gate's state, for a caller that cannot tell the loss
+      // from a first use (one that can waits a whole lease, so every holder that can still be
+      // alive, stalled for up to lease − heartbeat, registers its leases again first).
+      this.options.firstUseWaitMs,
       // Claim window of a grant made by a release: a live owner claims it on its wake-up, or
       // its next heartbeat finds it; an owner that died hands it back this soon.
       heartbeatMs + commandTimeoutMs,
@@ -219,7 +241,9 @@ export class RedisStore {
   acquire(
     gate: SharedSemaphore,
     id: string,
-  ): Promise<{ granted: GrantAnswer; processes: number; cap: number } & ClusterCounts> {
+  ): Promise<
+    { granted: GrantAnswer; processes: number; cap: number; recoveryMs: number } & ClusterCounts
+  > {
     this.#tickets.set(id, gate);
     const raw = this.#calls
       .whenReady()
@@ -240,7 +264,7 @@ export class RedisStore {
     void settled.then(() => this.#inflight.delete(id));
     return this.#calls.timed(raw).then(async (reply) => {
       this.#outage.reached();
-      const [granted, held, queued, processes, cap] = reply as number[];
+      const [granted, held, queued, processes, cap, recoveryMs] = reply as number[];
       if (granted === 1 && this.options.replicas > 0)
         await this.#calls.replicate(this.options.replicas);
       return {
@@ -249,6 +273,7 @@ export class RedisStore {
         queued: Number(queued),
         processes: Number(processes),
         cap: Number(cap),
+        recoveryMs: Number(recoveryMs),
       };
     });
   }

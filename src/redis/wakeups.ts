@@ -32,8 +32,8 @@ function permanentRefusal(error: unknown): NoWakeupsReason | undefined {
 }
 
 export interface WakeupEvents {
-  /** A message on the channel: a ticket id. */
-  wake(id: string): void;
+  /** A message on a gate's channel: a ticket id, or `'lost'` on the gate's `lost` channel. */
+  wake(message: string, channel: string): void;
   /** The subscription was lost (or refused for good: `refusal`): waiters are polled from now on. */
   down(error: unknown, refusal: NoWakeupsReason | undefined): void;
   /** Subscribed again: grants pushed while it was down must be looked for once. */

@@ -21,17 +21,20 @@ describe('redisStore options', () => {
     [{ onLeaseLost: 'retake' }, /onLeaseLost must be 'continue' or 'abort'/],
     [{ localLimit: 0 }, /localLimit must be a positive integer/],
     [{ replicas: 1.5 }, /replicas must be a positive integer/],
+    [{ firstUseWaitMs: -1 }, /firstUseWaitMs must be a duration in ms .* got -1/],
+    [{ leaseMs: 1000, firstUseWaitMs: 2000 }, /firstUseWaitMs must be at most leaseMs \(1000\)/],
     [{ leases: 3 }, /unknown option "leases"/],
   ])('names the option and the value: %o', (options, message) => {
     expect(() => redisStore({ client, ...(options as object) })).toThrow(message);
   });
 
-  it('defaults to a 10 s lease renewed every 2 s, local fallback, 1 s per command', () => {
+  it('defaults to a 10 s lease renewed every 2 s, local fallback, 1 s per command, 100 ms first-use wait', () => {
     const store = redisStore({ client });
     expect(store.options).toMatchObject({
       prefix: 'hostgate:',
       leaseMs: DEFAULT_LEASE_MS,
       heartbeatMs: 2000,
+      firstUseWaitMs: 100,
       commandTimeoutMs: 1000,
       onStoreError: 'local',
       onLeaseLost: 'continue',
