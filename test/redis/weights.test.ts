@@ -189,3 +189,45 @@ for (const kind of CLIENT_KINDS) {
     }, 60_000);
   });
 }
+
+describeRedis('weighted shared permits while Redis is unreachable', () => {
+  const fleet = useFleet('node-redis', redis);
+
+  it("the local share counts units and keeps arrival order: a weight-2 waiter that does not fit holds back a weight-1 one behind it (onStoreError 'local')", async () => {
+    onTestFinished(() => redis().resume());
+    const store = await fleet.store({
+      leaseMs: 5000,
+      heartbeatMs: 1000,
+      commandTimeoutMs: 300,
+      localLimit: 3,
+      firstUseWaitMs: 0,
+    });
+    const gate = store.semaphore({ name: 'fallback', limit: 4, queueTimeout: 20_000 });
+    (await gate.acquire()).release(); // known to Redis
+    await store.settled();
+    redis().pause();
+    const first = await gate.acquire({ weight: 2 }); // times out in Redis, granted locally (2 ≤ 3)
+    expect(gate.stats().shared.mode).toBe('local');
+    let order: string[] = [];
+    const heavy = gate.acquire({ weight: 2 }).then((p) => {
+      order.push('heavy');
+      return p;
+    });
+    const light = gate.acquire({ weight: 1 }).then((p) => {
+      order.push('light');
+      return p;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(gate.held).toBe(2); // the light one fits (2 + 1 ≤ 3) but waits behind the heavy one
+    expect(order).toEqual([]);
+    first.release();
+    const [h, l] = [await heavy, await light];
+    expect(order).toEqual(['heavy', 'light']);
+    expect(gate.held).toBe(3);
+    order = [];
+    h.release();
+    l.release();
+    expect(gate.held).toBe(0);
+    redis().resume();
+  });
+});
