@@ -9,7 +9,7 @@ import { expect, it, onTestFinished } from 'vitest';
 import { SharedLayoutError } from '../../src/redis/index.js';
 import { LAYOUT } from '../../src/redis/scripts.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
-import { CLIENT_KINDS, privateRedis, useFleet } from './clients.js';
+import { CLIENT_KINDS, privateRedis, untilAsync, useFleet } from './clients.js';
 
 const redis = privateRedis();
 
@@ -23,15 +23,6 @@ async function snapshot(server: RedisServer): Promise<Map<string, unknown>> {
 async function evalCalls(server: RedisServer): Promise<number> {
   const info = String(await server.command('INFO', 'commandstats'));
   return Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(info)?.[1] ?? 0);
-}
-
-/** Resolves once `done()` holds (polled on Redis every 10 ms, at most 10 s). */
-async function untilAsync(done: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = performance.now() + 10_000;
-  while (!(await done())) {
-    if (performance.now() > deadline) throw new Error(`still not ${what} after 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 function layoutWarnings(): string[] {

@@ -10,19 +10,10 @@ import { expect, it, onTestFinished } from 'vitest';
 import type { Permit } from '../../src/gate/semaphore.js';
 import type { RedisStore, SharedSemaphore } from '../../src/redis/index.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
-import { CLIENT_KINDS, deferred, privateRedis, useFleet, zcard } from './clients.js';
+import { CLIENT_KINDS, deferred, privateRedis, untilAsync, useFleet, zcard } from './clients.js';
 
 const redis = privateRedis();
 const SEED = 2025;
-
-/** Resolves once `done()` holds (polled every 5 ms, at most 10 s). */
-async function untilAsync(done: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = performance.now() + 10_000;
-  while (!(await done())) {
-    if (performance.now() > deadline) throw new Error(`still not ${what} after 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 /** Units Redis counts as held: what every process holds, once their grants are claimed. */
 async function settledUnits(
