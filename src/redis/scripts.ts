@@ -76,6 +76,7 @@ local function recover(windowMs)
   redis.call('HSET', M, 'r', recoveryEnds)
   redis.pcall('SPUBLISH', wake .. '${LOST}', '${LOST}')
 end
+local stored = redis.call('ZCARD', H)
 if not limit then
   -- A process that used the gate knows it lost its state: a whole lease covers every holder
   -- still alive. Anyone else cannot tell a loss from a first use: firstUseWaitMs (ARGV[6]).
@@ -89,11 +90,10 @@ else
   if not meta[3] then redis.call('HSET', M, 'v', LAYOUT) end
   -- The lease set vanished with no script emptying it (meta says it held leases): evicted by an
   -- allkeys-* policy, or deleted. Its holders may all be alive: a whole lease.
-  if meta[4] == '1' and redis.call('EXISTS', H) == 0 then recover(lease) end
+  if meta[4] == '1' and stored == 0 then recover(lease) end
 end
 local recovering = recoveryEnds > now
-redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
-local held = redis.call('ZCARD', H)
+local held = stored - redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
 local queued = redis.call('ZCARD', Q)
 -- Variadic calls in chunks: fn(key, chunk of list) for each chunk, results concatenated.
 local function chunked(cmd, key, list, stride)
