@@ -21,11 +21,11 @@
  *   (a first use, or a loss it cannot tell from one): nobody is granted for `firstUseWaitMs`.
  *   Either way every process of the gate is told at once on `<wake prefix>lost` and registers
  *   its leases again without waiting for its heartbeat. `h` 1 with `H` gone (evicted by an
- *   `allkeys-*` policy) opens the whole lease's window too. A `v` other than ours (another hostgate version or shared-gate mode on the same
- *   prefix) makes every script refuse before it reads or writes anything else; an `M` with a cap
- *   and no `v` is the layout of the release before versions, the same keys and members as
- *   `fifo/1` for weight-1 permits: it is adopted (its `v` written) rather than refused, so a
- *   rolling upgrade from it needs no new prefix.
+ *   `allkeys-*` policy) opens the whole lease's window too. A `v` other than ours (another
+ *   hostgate version or shared-gate mode on the same prefix) makes every script refuse before
+ *   it reads or writes anything else; an `M` with a cap and no `v` is the layout of the release
+ *   before versions, the same keys and members as `fifo/1` for weight-1 permits: it is adopted
+ *   (its `v` written) rather than refused, so a rolling upgrade from it needs no new prefix.
  * Wake-ups: `SPUBLISH` of a granted ticket's id on `<prefix>{<name>}:wake:<owner process id>`, a
  * shard channel in the gate's slot (on a Cluster it stays on the gate's node).
  * A ticket and the lease it becomes share one id, `<process id>:<n>`, `<process id>:<n>/<w>` for
