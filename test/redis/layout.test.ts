@@ -45,10 +45,11 @@ for (const kind of CLIENT_KINDS) {
       expect(await redis().command('HGET', 'test:{layout}:m', 'v')).toBe(LAYOUT);
       held.release();
       await a.settled();
+      // Listened to first: a's heartbeat (every 100 ms) can be refused before b calls at all.
+      const warnings = layoutWarnings();
       // What a process of the other layout (the leased mode) writes in the same field.
       await redis().command('HSET', 'test:{layout}:m', 'v', 'leased/1');
       const before = await snapshot(redis());
-      const warnings = layoutWarnings();
       let storeErrors = 0;
       const onError = () => {
         storeErrors++;
