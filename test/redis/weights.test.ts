@@ -94,92 +94,98 @@ for (const kind of CLIENT_KINDS) {
       l.release();
       expect(await settledUnits(redis(), 'heavy', [a, b, c], [ga, gb, gc])).toBe(0);
     });
-
-    it('random schedules of weighted acquires, releases and aborts across two processes: Redis never holds more units than the cap, grants go in arrival order, every unit comes back once', async () => {
-      const stores = [await fleet.store(options), await fleet.store(options)] as const;
-      const CAP = 3;
-      let run = 0;
-      const schedule = async (commands: Command[]) => {
-        const name = `w${++run}`;
-        const gates = stores.map((s) =>
-          s.semaphore({ name, limit: CAP, maxQueue: 50, queueTimeout: 30_000 }),
-        ) as [SharedSemaphore, SharedSemaphore];
-        interface Call {
-          n: number;
-          granted: Permit | undefined;
-          settled: boolean;
-          aborted: boolean;
-          controller: AbortController;
-        }
-        const calls: Call[] = [];
-        const held: Permit[] = [];
-        const check = async () => {
-          const units = await settledUnits(redis(), name, stores, gates);
-          expect(units).toBeLessThanOrEqual(CAP);
-          // No barging: the calls granted (ever) are a prefix of those that did not leave.
-          const stayed = calls.filter((c) => !c.aborted);
-          const firstWaiting = stayed.findIndex((c) => c.granted === undefined);
-          if (firstWaiting >= 0) {
-            expect(stayed.slice(firstWaiting).every((c) => c.granted === undefined)).toBe(true);
-          }
-        };
-        for (const command of commands) {
-          if (command.kind === 'acquire') {
-            const call: Call = {
-              n: calls.length,
-              granted: undefined,
-              settled: false,
-              aborted: false,
-              controller: new AbortController(),
-            };
-            calls.push(call);
-            gates[command.store]
-              .acquire({ weight: command.weight, signal: call.controller.signal })
-              .then(
-                (permit) => {
-                  call.granted = permit;
-                  held.push(permit);
-                },
-                () => {
-                  call.aborted = true;
-                },
-              )
-              .finally(() => {
-                call.settled = true;
-              });
-          } else if (command.kind === 'release') {
-            if (held.length > 0) held.splice(command.pick % held.length, 1)[0]!.release();
-          } else {
-            const waiting = calls.filter((c) => !c.settled);
-            if (waiting.length > 0) waiting[command.pick % waiting.length]!.controller.abort();
-          }
-          await Promise.all(stores.map((s) => s.settled()));
-          await new Promise((resolve) => setImmediate(resolve)); // let settled calls record
-          await check();
-        }
-        // Drain: release everything, including what the waiters are granted in turn.
-        while (calls.some((c) => !c.settled) || held.length > 0) {
-          for (const permit of held.splice(0)) permit.release();
-          await Promise.all(stores.map((s) => s.settled()));
-          await new Promise((resolve) => setTimeout(resolve, 5));
-          await check();
-        }
-        expect(await settledUnits(redis(), name, stores, gates)).toBe(0);
-        expect(await zcard(redis(), name, 'q')).toBe(0);
-        for (const gate of gates) {
-          const s = gate.stats();
-          expect(s.released).toBe(s.acquired);
-          expect(s.doubleReleases).toBe(0);
-          expect(s.held).toBe(0);
-        }
-      };
-      await fc.assert(
-        fc.asyncProperty(fc.array(commandArb, { minLength: 4, maxLength: 12 }), schedule),
-        { numRuns: 25, seed: SEED },
-      );
-    }, 60_000);
   });
 }
+
+// The schedules exercise the scripts, which are the same whatever the client: one client here.
+describeRedis('weighted shared permits under random schedules', () => {
+  const fleet = useFleet('node-redis', redis);
+  const options = { leaseMs: 5000, heartbeatMs: 1000, commandTimeoutMs: 2000 };
+
+  it('random schedules of weighted acquires, releases and aborts across two processes: Redis never holds more units than the cap, grants go in arrival order, every unit comes back once', async () => {
+    const stores = [await fleet.store(options), await fleet.store(options)] as const;
+    const CAP = 3;
+    let run = 0;
+    const schedule = async (commands: Command[]) => {
+      const name = `w${++run}`;
+      const gates = stores.map((s) =>
+        s.semaphore({ name, limit: CAP, maxQueue: 50, queueTimeout: 30_000 }),
+      ) as [SharedSemaphore, SharedSemaphore];
+      interface Call {
+        n: number;
+        granted: Permit | undefined;
+        settled: boolean;
+        aborted: boolean;
+        controller: AbortController;
+      }
+      const calls: Call[] = [];
+      const held: Permit[] = [];
+      const check = async () => {
+        const units = await settledUnits(redis(), name, stores, gates);
+        expect(units).toBeLessThanOrEqual(CAP);
+        // No barging: the calls granted (ever) are a prefix of those that did not leave.
+        const stayed = calls.filter((c) => !c.aborted);
+        const firstWaiting = stayed.findIndex((c) => c.granted === undefined);
+        if (firstWaiting >= 0) {
+          expect(stayed.slice(firstWaiting).every((c) => c.granted === undefined)).toBe(true);
+        }
+      };
+      for (const command of commands) {
+        if (command.kind === 'acquire') {
+          const call: Call = {
+            n: calls.length,
+            granted: undefined,
+            settled: false,
+            aborted: false,
+            controller: new AbortController(),
+          };
+          calls.push(call);
+          gates[command.store]
+            .acquire({ weight: command.weight, signal: call.controller.signal })
+            .then(
+              (permit) => {
+                call.granted = permit;
+                held.push(permit);
+              },
+              () => {
+                call.aborted = true;
+              },
+            )
+            .finally(() => {
+              call.settled = true;
+            });
+        } else if (command.kind === 'release') {
+          if (held.length > 0) held.splice(command.pick % held.length, 1)[0]!.release();
+        } else {
+          const waiting = calls.filter((c) => !c.settled);
+          if (waiting.length > 0) waiting[command.pick % waiting.length]!.controller.abort();
+        }
+        await Promise.all(stores.map((s) => s.settled()));
+        await new Promise((resolve) => setImmediate(resolve)); // let settled calls record
+        await check();
+      }
+      // Drain: release everything, including what the waiters are granted in turn.
+      while (calls.some((c) => !c.settled) || held.length > 0) {
+        for (const permit of held.splice(0)) permit.release();
+        await Promise.all(stores.map((s) => s.settled()));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        await check();
+      }
+      expect(await settledUnits(redis(), name, stores, gates)).toBe(0);
+      expect(await zcard(redis(), name, 'q')).toBe(0);
+      for (const gate of gates) {
+        const s = gate.stats();
+        expect(s.released).toBe(s.acquired);
+        expect(s.doubleReleases).toBe(0);
+        expect(s.held).toBe(0);
+      }
+    };
+    await fc.assert(
+      fc.asyncProperty(fc.array(commandArb, { minLength: 4, maxLength: 12 }), schedule),
+      { numRuns: 25, seed: SEED },
+    );
+  }, 60_000);
+});
 
 describeRedis('weighted shared permits while Redis is unreachable', () => {
   const fleet = useFleet('node-redis', redis);
