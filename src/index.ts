@@ -27,6 +27,7 @@ export {
   QueueFullError,
   QueueTimeoutError,
   ResponseSentError,
+  SharedLayoutError,
   ShedError,
   StoreUnavailableError,
   TooManyHostsError,

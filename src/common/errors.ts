@@ -17,6 +17,7 @@ export type HostgateErrorCode =
   | 'HOSTGATE_PARTNER_COOLDOWN'
   | 'HOSTGATE_STORE_UNAVAILABLE'
   | 'HOSTGATE_LEASE_LOST'
+  | 'HOSTGATE_SHARED_LAYOUT'
   | 'HOSTGATE_DEADLINE_SHED'
   | 'HOSTGATE_DEADLINE_EXCEEDED';
 
@@ -221,6 +222,28 @@ export class LeaseLostError extends HostgateError {
       partner,
     );
     this.heldMs = heldMs;
+  }
+}
+
+/**
+ * A shared gate's keys in Redis were written by a process with another key layout (another
+ * hostgate version, or another mode of shared gates, on the same prefix and gate name): this
+ * process refuses to touch them rather than corrupt the gate. Redis's state is left as it was.
+ */
+export class SharedLayoutError extends HostgateError {
+  static readonly CODE = 'HOSTGATE_SHARED_LAYOUT';
+  /** The layout found in Redis (the gate's meta hash, field `v`), e.g. `'leased/1'`. */
+  readonly found: string;
+  /** The layout this process writes and reads, e.g. `'fifo/1'`. */
+  readonly expected: string;
+  constructor(partner: string | undefined, found: string, expected: string) {
+    super(
+      'HOSTGATE_SHARED_LAYOUT',
+      `shared gate ${label(partner)} is kept in Redis in layout ${JSON.stringify(found)} by another process on the same prefix, and this process uses ${JSON.stringify(expected)}: two hostgate versions or shared-gate modes cannot share a gate. Give one of them another \`prefix\` (or gate name), or finish the rollout so every process runs the same version and mode`,
+      partner,
+    );
+    this.found = found;
+    this.expected = expected;
   }
 }
 

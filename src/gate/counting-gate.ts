@@ -80,8 +80,8 @@ export const coreEntry = {
     target: WaitTargetOf<Permit> | undefined,
     signal: AbortSignal | undefined,
   ) => Joined,
-  /** One permit outside the queue (`grantNow`). */
-  grant: undefined as unknown as (gate: CountingGate, waitedMs: number) => Permit,
+  /** One permit of `weight` units outside the queue (`grantNow`). */
+  grant: undefined as unknown as (gate: CountingGate, waitedMs: number, weight: number) => Permit,
   /** Takes a waiter out of the queue without settling it. */
   dequeue: undefined as unknown as (gate: CountingGate, waiter: Held) => void,
   /** The Retry-After estimate for a caller at `position` in the queue. */
@@ -124,7 +124,8 @@ export class CountingGate {
     coreEntry.observe = (gate) =>
       (gate.#observer ??= GateObserver.attach(gate.#now(), gate.#queue.classes, gate.#holders));
     coreEntry.observer = (gate) => gate.#observer;
-    coreEntry.grant = (gate, ms) => gate.#grant(ms, gate.#stamp(), 1, gate.#queue.classes[0]!);
+    coreEntry.grant = (gate, ms, weight) =>
+      gate.#grant(ms, gate.#stamp(), weight, gate.#queue.classes[0]!);
     coreEntry.take = (gate, call) => gate.#take(call);
     coreEntry.join = (gate, call, target, signal) => gate.#join(call, target, signal);
     coreEntry.dequeue = (gate, waiter) => gate.#dequeue(waiter);

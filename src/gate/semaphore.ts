@@ -335,14 +335,15 @@ export class Semaphore extends CountingGate {
   }
 
   /**
-   * @internal For gates whose permits come from elsewhere (`hostgate/redis`): one permit now,
-   * outside the queue, with its wait recorded. The caller has checked capacity its own way.
+   * @internal For gates whose permits come from elsewhere (`hostgate/redis`): one permit of
+   * `weight` units now, outside the queue, with its wait recorded. The caller has checked
+   * capacity its own way.
    */
-  protected grantNow(waitedMs: number): Permit {
+  protected grantNow(waitedMs: number, weight = 1): Permit {
     // Such a gate reports its permits' hold times (a lost lease says how long it was held):
     // it is observed from its first grant.
     coreEntry.observe(this);
-    return coreEntry.grant(this, waitedMs) as Permit;
+    return coreEntry.grant(this, waitedMs, weight) as Permit;
   }
 
   static {

@@ -1,5 +1,6 @@
+import { SharedLayoutError } from '../common/errors.js';
 import type { StoreClient } from './client.js';
-import { type Script, scripts } from './scripts.js';
+import { LAYOUT, LAYOUT_REFUSED, type Script, scripts } from './scripts.js';
 import { type WakeupEvents, Wakeups } from './wakeups.js';
 
 /** A timer later than this fired after a stall of the process, not after Redis's silence. */
@@ -22,25 +23,24 @@ export class RedisCalls {
   constructor(
     readonly client: StoreClient,
     readonly timeoutMs: number,
-    wakeChannel: string,
     wakeEvents: WakeupEvents,
     /** A call failed or timed out: the store degrades. */
     readonly onFailure: (error: unknown) => void,
   ) {
     // The store's own connection: its errors are the store's (counted), never unhandled.
-    this.wakeups = new Wakeups(client, wakeChannel, wakeEvents, () => {
+    this.wakeups = new Wakeups(client, wakeEvents, () => {
       this.errors++;
     });
   }
 
-  /** Subscribed to our wake-up channel (or refused it) and scripts loaded: before the first script runs. */
+  /** Subscribed to our wake-up channels (or refused them) and scripts loaded: before the first script runs. */
   whenReady(): Promise<void> {
     if (this.#ready !== undefined) return this.#ready;
     this.#checkEviction();
     // A user without `script|load` (an ACL) still runs every script: EVALSHA, then EVAL.
     const loads = Object.values(scripts).map((s) =>
       Promise.resolve(this.client.command(['SCRIPT', 'LOAD', s.source])).catch((error: unknown) => {
-        if (!String((error as Error)?.message ?? error).startsWith('NOPERM')) throw error;
+        if (!messageOf(error).startsWith('NOPERM')) throw error;
       }),
     );
     const ready = Promise.all([this.wakeups.ensure(), ...loads]).then(() => undefined);
@@ -51,17 +51,28 @@ export class RedisCalls {
     return ready;
   }
 
-  /** EVALSHA, and EVAL when Redis lost its script cache (SCRIPT FLUSH, restart, failover). */
+  /**
+   * EVALSHA, and EVAL when Redis lost its script cache (SCRIPT FLUSH, restart, failover). A
+   * gate kept in another layout rejects with {@link SharedLayoutError} (`gate` names it).
+   */
   eval(
     script: Script,
     keys: readonly string[],
     args: readonly (string | number)[],
+    gate?: string,
   ): Promise<unknown> {
     const tail = [keys.length, ...keys, ...args];
-    return this.client.command(['EVALSHA', script.sha, ...tail]).catch((error: unknown) => {
-      if (!String((error as Error)?.message ?? error).startsWith('NOSCRIPT')) throw error;
-      return this.client.command(['EVAL', script.source, ...tail]);
-    });
+    return this.client
+      .command(['EVALSHA', script.sha, ...tail])
+      .catch((error: unknown) => {
+        if (!messageOf(error).startsWith('NOSCRIPT')) throw error;
+        return this.client.command(['EVAL', script.source, ...tail]);
+      })
+      .catch((error: unknown) => {
+        const message = messageOf(error);
+        if (!message.startsWith(LAYOUT_REFUSED)) throw error;
+        throw new SharedLayoutError(gate, message.slice(LAYOUT_REFUSED.length), LAYOUT);
+      });
   }
 
   /** Strict mode: the grant is on `replicas` replicas before anyone uses it. */
@@ -115,7 +126,11 @@ export class RedisCalls {
         (error: unknown) => {
           if (settled) return;
           clearTimeout(timer);
-          fail(error);
+          if (error instanceof SharedLayoutError) {
+            // Redis answered, and refused: a misconfiguration, not an outage.
+            settled = true;
+            reject(error);
+          } else fail(error);
         },
       );
     });
@@ -156,4 +171,8 @@ export class RedisCalls {
     this.#ready = Promise.resolve();
     await this.wakeups.close();
   }
+}
+
+function messageOf(error: unknown): string {
+  return String((error as Error)?.message ?? error);
 }

@@ -1,7 +1,7 @@
 /**
  * One small interface over the two Redis clients hostgate supports, node-redis (`redis` 6) and
  * ioredis 6 — each as a single-node client or a Redis Cluster client: raw commands, and a
- * subscriber on a connection of the store's own.
+ * sharded-pub/sub subscriber (`SSUBSCRIBE`, Redis 7) on a connection of the store's own.
  */
 import { describe } from '../common/options.js';
 
@@ -15,22 +15,25 @@ export interface StoreClient {
   /** A Redis Cluster client: commands spread over nodes, so a keyless `WAIT` cannot be routed. */
   readonly cluster: boolean;
   /**
-   * Opens a second connection (`client.duplicate()`), with its own error listener, subscribed to
-   * `channel`. The store owns it and closes it with {@link Subscriber.close}; `signal` drops it
-   * while it is still connecting or subscribing (the promise then rejects, or never settles).
-   * `onLost` hears of every error, close or end of that connection (more than once, and after
-   * `close()` too): a message published while it is down is lost, whatever the client's
-   * reconnect does.
+   * Opens a second connection (`client.duplicate()`; a cluster client's routes each shard
+   * channel to the node serving its slot), with its own error listener, subscribed with
+   * `SSUBSCRIBE` to `channels`. The store owns it and closes it with {@link Subscriber.close};
+   * `signal` drops it while it is still connecting or subscribing (the promise then rejects, or
+   * never settles). `onLost` hears of every error, close or end of that connection (more than
+   * once, and after `close()` too): a message published while it is down is lost, whatever the
+   * client's reconnect does.
    */
   subscribe(
-    channel: string,
-    onMessage: (message: string) => void,
+    channels: readonly string[],
+    onMessage: (message: string, channel: string) => void,
     onLost: (error: unknown) => void,
     signal: AbortSignal,
   ): Promise<Subscriber>;
 }
 
 export interface Subscriber {
+  /** Subscribes one more shard channel on the same connection (a gate created later). */
+  add(channel: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -41,7 +44,10 @@ interface NodeRedisLike {
   readonly isOpen?: boolean;
   duplicate(): NodeRedisLike & {
     connect(): Promise<unknown>;
-    subscribe(channel: string, listener: (message: string) => void): Promise<void>;
+    sSubscribe(
+      channels: string | string[],
+      listener: (message: string, channel: string) => void,
+    ): Promise<void>;
     on(event: 'error', listener: (error: unknown) => void): unknown;
     on(event: 'end', listener: () => void): unknown;
     destroy(): void;
@@ -66,9 +72,13 @@ interface IoRedisLike {
   /** `'wait'` (lazyConnect, not yet connected) … `'ready'` … `'end'` (closed for good). */
   readonly status?: string;
   call(command: string, ...args: (string | number)[]): Promise<unknown>;
-  duplicate(): IoRedisLike & {
-    subscribe(channel: string): Promise<unknown>;
-    on(event: 'message', listener: (channel: string, message: string) => void): unknown;
+  /** A `Cluster` takes overrides: `shardedSubscribers` routes SSUBSCRIBE to each slot's node. */
+  duplicate(
+    nodes?: unknown[],
+    options?: { shardedSubscribers: boolean },
+  ): IoRedisLike & {
+    ssubscribe(...channels: string[]): Promise<unknown>;
+    on(event: 'smessage', listener: (channel: string, message: string) => void): unknown;
     on(event: 'error', listener: (error: unknown) => void): unknown;
     on(event: 'close' | 'end', listener: () => void): unknown;
     disconnect(): void;
@@ -121,7 +131,7 @@ function nodeRedis(client: NodeRedisLike, cluster?: NodeRedisClusterLike): Store
       if (cluster === undefined) return client.sendCommand(strings);
       return cluster.sendCommand(firstKeyOf(strings), false, strings);
     },
-    async subscribe(channel, onMessage, onLost, signal) {
+    async subscribe(channels, onMessage, onLost, signal) {
       const sub = client.duplicate();
       sub.on('error', onLost); // before connect: a refused connection must not be unhandled
       sub.on('end', () => onLost(new Error('the wake-up connection ended')));
@@ -129,7 +139,8 @@ function nodeRedis(client: NodeRedisLike, cluster?: NodeRedisClusterLike): Store
       signal.addEventListener('abort', drop, { once: true });
       try {
         await sub.connect();
-        await sub.subscribe(channel, onMessage);
+        // One channel a call: on a cluster, channels of different slots live on different nodes.
+        for (const channel of channels) await sub.sSubscribe(channel, onMessage);
       } catch (error) {
         sub.destroy();
         throw error;
@@ -137,6 +148,7 @@ function nodeRedis(client: NodeRedisLike, cluster?: NodeRedisClusterLike): Store
         signal.removeEventListener('abort', drop);
       }
       return {
+        add: (channel) => sub.sSubscribe(channel, onMessage),
         async close() {
           // destroy(): no QUIT round trip to a Redis that may be paused.
           sub.destroy();
@@ -150,16 +162,17 @@ function ioRedis(client: IoRedisLike): StoreClient {
   return {
     cluster: client.isCluster === true,
     command: ([name, ...args]) => client.call(name as string, ...args),
-    async subscribe(channel, onMessage, onLost, signal) {
-      const sub = client.duplicate();
+    async subscribe(channels, onMessage, onLost, signal) {
+      const cluster = client.isCluster === true;
+      const sub = cluster ? client.duplicate([], { shardedSubscribers: true }) : client.duplicate();
       sub.on('error', onLost);
       sub.on('close', () => onLost(new Error('the wake-up connection closed')));
       sub.on('end', () => onLost(new Error('the wake-up connection ended')));
-      sub.on('message', (_channel, message) => onMessage(message));
+      sub.on('smessage', (channel, message) => onMessage(message, channel));
       const drop = () => sub.disconnect();
       signal.addEventListener('abort', drop, { once: true });
       try {
-        await sub.subscribe(channel);
+        for (const channel of channels) await sub.ssubscribe(channel);
       } catch (error) {
         sub.disconnect();
         throw error;
@@ -167,6 +180,9 @@ function ioRedis(client: IoRedisLike): StoreClient {
         signal.removeEventListener('abort', drop);
       }
       return {
+        add: async (channel) => {
+          await sub.ssubscribe(channel);
+        },
         async close() {
           sub.disconnect();
         },

@@ -6,7 +6,7 @@
  * @module hostgate/redis
  */
 
-export { LeaseLostError, StoreUnavailableError } from '../common/errors.js';
+export { LeaseLostError, SharedLayoutError, StoreUnavailableError } from '../common/errors.js';
 export {
   type LeaseLostMessage,
   type StoreErrorMessage,
@@ -16,6 +16,7 @@ export {
 export type { StoreClient, Subscriber } from './client.js';
 export {
   DEFAULT_COMMAND_TIMEOUT_MS,
+  DEFAULT_FIRST_USE_WAIT_MS,
   DEFAULT_HEARTBEAT_DIVISOR,
   DEFAULT_LEASE_MS,
   DEFAULT_PREFIX,
@@ -26,6 +27,7 @@ export {
   type ResolvedStoreOptions,
   type StoreErrorPolicy,
 } from './options.js';
+export type { GrantAnswer } from './shared-semaphore.js';
 export {
   type SharedGateView,
   SharedSemaphore,

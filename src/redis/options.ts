@@ -37,6 +37,14 @@ export const MAX_GATE_NAME_BYTES = 200;
  * has tickets queued, none when it has none.
  */
 export const POLL_DIVISOR = 8;
+/**
+ * Default first-use wait: 100 ms. A process that finds no state in Redis for a gate it never
+ * used cannot tell a first use from an empty restart or a flush, so nobody is granted for this
+ * long while every live holder, told at once by a wake-up message, registers its leases again
+ * (a healthy process does it in a round trip). The price: the first call of a gate that is
+ * really new waits this long, once per gate (Redis keeps a gate's state 30 days past its use).
+ */
+export const DEFAULT_FIRST_USE_WAIT_MS = 100;
 /** Default key prefix. */
 export const DEFAULT_PREFIX = 'hostgate:';
 
@@ -54,6 +62,13 @@ export interface RedisStoreOptions {
   leaseMs?: number;
   /** Renewal period in ms (default `leaseMs / 5`); must be under `leaseMs / 2`. */
   heartbeatMs?: number;
+  /**
+   * How long a gate Redis knows nothing of grants nothing, in ms (default 100; 0 grants at
+   * once), when the caller never used it either: an empty restart or a flush looks exactly like
+   * a first use to such a process, and this is the time live holders get to register their
+   * leases again (they are told at once). See {@link DEFAULT_FIRST_USE_WAIT_MS}.
+   */
+  firstUseWaitMs?: number;
   /** Timeout of every Redis call the store makes, in ms (default 1000). */
   commandTimeoutMs?: number;
   /**
@@ -79,6 +94,7 @@ export interface ResolvedStoreOptions {
   prefix: string;
   leaseMs: number;
   heartbeatMs: number;
+  firstUseWaitMs: number;
   /** How often queued tickets are re-checked while wake-ups are not pushed ({@link POLL_DIVISOR}). */
   pollMs: number;
   commandTimeoutMs: number;
@@ -93,6 +109,7 @@ const STORE_KEYS = [
   'prefix',
   'leaseMs',
   'heartbeatMs',
+  'firstUseWaitMs',
   'commandTimeoutMs',
   'onStoreError',
   'localLimit',
@@ -130,10 +147,22 @@ export function resolveStoreOptions(options: RedisStoreOptions): ResolvedStoreOp
   if (onLeaseLost !== 'continue' && onLeaseLost !== 'abort') {
     throw new TypeError(`onLeaseLost must be 'continue' or 'abort', got ${describe(onLeaseLost)}`);
   }
+  const firstUseWaitMs =
+    options.firstUseWaitMs === undefined
+      ? Math.min(DEFAULT_FIRST_USE_WAIT_MS, leaseMs)
+      : options.firstUseWaitMs === 0
+        ? 0
+        : ms('firstUseWaitMs', options.firstUseWaitMs);
+  if (firstUseWaitMs > leaseMs) {
+    throw new RangeError(
+      `firstUseWaitMs must be at most leaseMs (${leaseMs}): no lease outlives that, got ${firstUseWaitMs}`,
+    );
+  }
   return {
     prefix,
     leaseMs,
     heartbeatMs,
+    firstUseWaitMs,
     pollMs: Math.max(5, Math.floor(heartbeatMs / POLL_DIVISOR)),
     commandTimeoutMs:
       options.commandTimeoutMs === undefined

@@ -3,25 +3,49 @@
  * on Redis `TIME` (never a client clock), touching only the gate's keys (one hash slot).
  *
  * Keys of a gate, all under one `{...}` hash tag:
- * - `H` holders: ZSET lease id -> expiry (ms, Redis time). A ticket granted by a release gets
- *   a short claim window; its owner's claim (or heartbeat) turns it into a full lease.
+ * - `H` holders: ZSET lease unit -> expiry (ms, Redis time), one member per unit of the cap, so
+ *   `ZCARD H` is the units held: a lease of weight w is its id plus `<id>#2` … `<id>#<w>`, all
+ *   added, renewed, expired and removed together. A ticket granted by a release gets a short
+ *   claim window; its owner's claim (or heartbeat) turns it into a full lease.
  * - `Q` tickets: ZSET ticket id -> arrival sequence (FIFO)
  * - `S` arrival sequence counter
  * - `P` processes: ZSET process id -> end of its liveness window (renewed by its heartbeat): a
  *   ticket lives while its owner does, so a heartbeat never renews tickets one by one, and a
  *   dead process's tickets are skipped, never granted. An entry stays a lease past its window,
  *   so `ZCARD P` (the fleet size behind the local share) forgives a late heartbeat.
- * - `M` meta, a hash: `c` the cap (the first process's, changed only by SETCAP), `r` the end of
- *   a recovery window (ms) or 0. Missing while a process that used the gate before calls means
- *   Redis lost the gate's state (a restart, a flush, an eviction): for one lease nobody is
- *   granted, so every live holder can register its lease again first.
- * A ticket and the lease it becomes share one id, `<process id>:<n>`: the owner is in the id.
+ * - `M` meta, a hash: `v` the layout version ({@link LAYOUT}), `c` the cap (the first process's,
+ *   changed only by SETCAP), `r` the end of a recovery window (ms) or 0, `h` 1 while `H` holds
+ *   leases. Missing while a process that used the gate before calls means Redis lost the gate's
+ *   state (a restart, a flush, an eviction): for one lease nobody is granted, so every live
+ *   holder can register its lease again first. Missing for a process that never used the gate
+ *   (a first use, or a loss it cannot tell from one): nobody is granted for `firstUseWaitMs`.
+ *   Either way every process of the gate is told at once on `<wake prefix>lost` and registers
+ *   its leases again without waiting for its heartbeat. `h` 1 with `H` gone (evicted by an
+ *   `allkeys-*` policy) opens the whole lease's window too. A `v` other than ours (another
+ *   hostgate version or shared-gate mode on the same prefix) makes every script refuse before
+ *   it reads or writes anything else; an `M` with a cap and no `v` is the layout of the release
+ *   before versions, the same keys and members as `fifo/1` for weight-1 permits: it is adopted
+ *   (its `v` written) rather than refused, so a rolling upgrade from it needs no new prefix.
+ * Wake-ups: `SPUBLISH` of a granted ticket's id on `<prefix>{<name>}:wake:<owner process id>`, a
+ * shard channel in the gate's slot (on a Cluster it stays on the gate's node).
+ * A ticket and the lease it becomes share one id, `<process id>:<n>`, `<process id>:<n>/<w>` for
+ * a weight w > 1: the owner and the weight are in the id, so no script needs another key for them.
  *
  * `H` and `Q` have no TTL (an empty sorted set is deleted by Redis itself), so a `volatile-*`
  * eviction policy can never drop a lease or a ticket; `S`, `P` and `M` live 30 days past the
  * last heartbeat, and losing `M` to eviction opens a recovery window rather than a gap.
  */
 import { createHash } from 'node:crypto';
+
+/** The key layout these scripts read and write, stored in each gate's meta hash as `v`. */
+export const LAYOUT = 'fifo/1';
+/**
+ * "Redis lost this gate's state": the message, and the suffix of the gate's channel that carries
+ * it (`<prefix>{<name>}:wake:lost`); never a ticket id, which holds a `:`.
+ */
+export const LOST = 'lost';
+/** The error reply of a script that found another layout: this prefix, then the layout found. */
+export const LAYOUT_REFUSED = 'HOSTGATE_LAYOUT ';
 
 // Counts are kept in Lua variables rather than asked again: every call inside a script is
 // Redis work that all processes wait behind. Lists of ids go to Redis in one variadic call
@@ -35,23 +59,41 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local META_TTL = 2592000000
 local CHUNK = 1000
-local meta = redis.call('HMGET', M, 'c', 'r')
-local limit = tonumber(meta[1])
-local recovering = false
-if not limit then
-  limit = tonumber(ARGV[1])
-  local ends = 0
-  if ARGV[5] == '1' then
-    ends = now + tonumber(ARGV[6])
-    recovering = true
-  end
-  redis.call('HSET', M, 'c', limit, 'r', ends)
-  redis.call('PEXPIRE', M, META_TTL)
-else
-  recovering = tonumber(meta[2] or 0) > now
+local LAYOUT = '${LAYOUT}'
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h')
+-- Another layout's gate (another version or mode on this prefix): refused before any write.
+local function foreignLayout(found)
+  return found and found ~= LAYOUT
 end
-redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
-local held = redis.call('ZCARD', H)
+if foreignLayout(meta[3]) then return redis.error_reply('${LAYOUT_REFUSED}' .. meta[3]) end
+local limit = tonumber(meta[1])
+local recoveryEnds = tonumber(meta[2] or 0)
+-- Redis lost leases that may still be held: nobody is granted for windowMs, while every live
+-- process of the gate is told (SPUBLISH on the gate's 'lost' channel) to register its leases
+-- again at once, not at its next heartbeat.
+local function recover(windowMs)
+  recoveryEnds = math.max(recoveryEnds, now + windowMs)
+  redis.call('HSET', M, 'r', recoveryEnds)
+  redis.pcall('SPUBLISH', wake .. '${LOST}', '${LOST}')
+end
+local stored = redis.call('ZCARD', H)
+if not limit then
+  -- A process that used the gate knows it lost its state: a whole lease covers every holder
+  -- still alive. Anyone else cannot tell a loss from a first use: firstUseWaitMs (ARGV[6]).
+  limit = tonumber(ARGV[1])
+  recoveryEnds = 0
+  redis.call('HSET', M, 'c', limit, 'r', 0, 'v', LAYOUT)
+  redis.call('PEXPIRE', M, META_TTL)
+  recover(ARGV[5] == '1' and lease or tonumber(ARGV[6]))
+else
+  -- The layout before versions: the same keys and members, adopted.
+  if not meta[3] then redis.call('HSET', M, 'v', LAYOUT) end
+  -- The lease set vanished with no script emptying it (meta says it held leases): evicted by an
+  -- allkeys-* policy, or deleted. Its holders may all be alive: a whole lease.
+  if meta[4] == '1' and stored == 0 then recover(lease) end
+end
+local recovering = recoveryEnds > now
+local held = stored - redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
 local queued = redis.call('ZCARD', Q)
 -- Variadic calls in chunks: fn(key, chunk of list) for each chunk, results concatenated.
 local function chunked(cmd, key, list, stride)
@@ -65,7 +107,31 @@ local function chunked(cmd, key, list, stride)
   end
   return out
 end
--- Free permits go to the oldest tickets of live processes, here, in the script: no barging.
+-- Units of the cap a ticket or lease id stands for: its weight, 1 unless the id ends in /<w>.
+local function weightOf(id)
+  return tonumber(string.match(id, '/(%d+)$')) or 1
+end
+-- The members of H that hold lease id's units: the id itself, then <id>#2 … <id>#<w>.
+local function unitsOf(id)
+  local units = {id}
+  for k = 2, weightOf(id) do units[k] = id .. '#' .. k end
+  return units
+end
+-- Appends (score, member) pairs for every unit of lease id to args, for one ZADD.
+local function addUnits(args, score, id)
+  for _, unit in ipairs(unitsOf(id)) do
+    args[#args + 1] = score
+    args[#args + 1] = unit
+  end
+end
+local function grantUnits(id, score)
+  local args = {}
+  addUnits(args, score, id)
+  chunked('ZADD', H, args, 2)
+  held = held + weightOf(id)
+end
+-- Free units go to the oldest tickets of live processes, here, in the script: no barging, and a
+-- head heavier than the free units waits for room with everyone behind it (no overtaking).
 -- The owner is told on its wake-up channel, a hint it confirms with CLAIM (a lost message is
 -- found by its next heartbeat); an unclaimed grant lapses after the claim window.
 local function fill()
@@ -74,7 +140,8 @@ local function fill()
   local budget = 1000
   while held < limit and queued > 0 and budget > 0 do
     budget = budget - 1
-    local head = redis.call('ZPOPMIN', Q)[1]
+    local popped = redis.call('ZPOPMIN', Q)
+    local head = popped[1]
     queued = queued - 1
     local owner = string.match(head, '^(.*):')
     if alive[owner] == nil then
@@ -82,10 +149,16 @@ local function fill()
       alive[owner] = ends ~= false and tonumber(ends) > now
     end
     if alive[owner] then
-      redis.call('ZADD', H, now + claim, head)
-      -- pcall: an ACL user without channel permission polls instead (its waiters are told so).
-      redis.pcall('PUBLISH', wake .. owner, head)
-      held = held + 1
+      if held + weightOf(head) > limit then
+        redis.call('ZADD', Q, popped[2], head)
+        queued = queued + 1
+        break
+      end
+      grantUnits(head, now + claim)
+      -- SPUBLISH: the channel is in the gate's slot, so on a Cluster the hint stays on this
+      -- shard. pcall: an ACL user without channel permission, or a Redis before 7.0 (no
+      -- SPUBLISH), polls instead (its waiters are told so).
+      redis.pcall('SPUBLISH', wake .. owner, head)
     end
   end
 end
@@ -102,25 +175,35 @@ end
 local function alive(proc)
   redis.call('ZADD', P, now + live, proc)
 end
+-- Keeps meta's 'h' (the lease set holds leases) true to the lease set, written only when it
+-- flips: what lets a later script tell an evicted lease set from an emptied one.
+local function markHolders()
+  local holding = held > 0
+  if holding ~= (meta[4] == '1') then redis.call('HSET', M, 'h', holding and 1 or 0) end
+end
 `;
 
 /**
  * Every script's ARGV starts: cap (the caller's, used only if Redis has none), leaseMs, liveMs
- * (a process's liveness window), wakePrefix, known (1 when this process used the gate before),
- * recoverMs, claimMs. Every reply ends with the cap Redis holds.
+ * (a process's liveness window), wakePrefix (the gate's wake-up channels), known (1 when this
+ * process used the gate before), firstUseWaitMs, claimMs. Every reply but ACQUIRE's ends with
+ * the cap Redis holds. Held and queued counts are in units of the cap.
  *
- * ACQUIRE(..., processId, id, register): a lease now if a permit is free and nobody waits, else
- * a ticket at the tail (its owner is then recorded as live: that is what keeps the ticket);
- * `register` 1 also records the process and asks for the fleet size. Returns `{granted 0|1,
- * held, queued, processes, cap}`, processes -1 when not asked.
+ * ACQUIRE(..., processId, id, register): a lease now if its units are free and nobody waits,
+ * else a ticket at the tail (its owner is then recorded as live: that is what keeps the
+ * ticket); `register` 1 also records the process and asks for the fleet size. Returns
+ * `{granted 0|1, held, queued, processes, cap, recoveryMs}`, processes -1 when not asked,
+ * recoveryMs what is left of a recovery window (0: none); granted -1 and no ticket when the
+ * id's weight is above the cap Redis holds (it could never be granted).
  */
 const ACQUIRE = `${PRELUDE}
 local proc, id, register = ARGV[8], ARGV[9], ARGV[10]
 fill()
 local granted = 0
-if not recovering and queued == 0 and held < limit then
-  redis.call('ZADD', H, now + lease, id)
-  held = held + 1
+if weightOf(id) > limit then
+  granted = -1
+elseif not recovering and queued == 0 and held + weightOf(id) <= limit then
+  grantUnits(id, now + lease)
   granted = 1
 else
   enqueue({id})
@@ -131,7 +214,8 @@ if register == '1' then
   if granted == 1 then alive(proc) end
   processes = redis.call('ZCARD', P)
 end
-return {granted, held, queued, processes, limit}
+markHolders()
+return {granted, held, queued, processes, limit, recovering and recoveryEnds - now or 0}
 `;
 
 /**
@@ -139,14 +223,19 @@ return {granted, held, queued, processes, limit}
  * hands freed permits on. Returns `{held, queued, cap}`.
  */
 const RELEASE = `${PRELUDE}
-local ids = {}
-for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
+local ids, units = {}, {}
+for i = 8, #ARGV do
+  ids[#ids + 1] = ARGV[i]
+  for _, unit in ipairs(unitsOf(ARGV[i])) do units[#units + 1] = unit end
+end
 for i = 1, #ids, CHUNK do
-  local part = {unpack(ids, i, math.min(#ids, i + CHUNK - 1))}
-  held = held - redis.call('ZREM', H, unpack(part))
-  queued = queued - redis.call('ZREM', Q, unpack(part))
+  queued = queued - redis.call('ZREM', Q, unpack(ids, i, math.min(#ids, i + CHUNK - 1)))
+end
+for i = 1, #units, CHUNK do
+  held = held - redis.call('ZREM', H, unpack(units, i, math.min(#units, i + CHUNK - 1)))
 end
 fill()
+markHolders()
 return {held, queued, limit}
 `;
 
@@ -172,10 +261,9 @@ if #leases > 0 then
   for i, id in ipairs(leases) do
     if not scores[i] then
       lost[#lost + 1] = id
-      held = held + 1
+      held = held + weightOf(id)
     end
-    renew[#renew + 1] = now + lease
-    renew[#renew + 1] = id
+    addUnits(renew, now + lease, id)
   end
 end
 if #tickets > 0 then
@@ -184,8 +272,7 @@ if #tickets > 0 then
   for i, id in ipairs(tickets) do
     if inH[i] then
       granted[#granted + 1] = id
-      renew[#renew + 1] = now + lease
-      renew[#renew + 1] = id
+      addUnits(renew, now + lease, id)
     elseif not inQ[i] then
       requeued[#requeued + 1] = id
     end
@@ -199,6 +286,7 @@ fill()
 redis.call('PEXPIRE', S, META_TTL)
 redis.call('PEXPIRE', P, META_TTL)
 redis.call('PEXPIRE', M, META_TTL)
+markHolders()
 return {lost, granted, held, queued, redis.call('ZCARD', P), requeued, limit}
 `;
 
@@ -211,9 +299,12 @@ const CLAIM = `${PRELUDE}
 local id = ARGV[8]
 local granted = 0
 if redis.call('ZSCORE', H, id) then
-  redis.call('ZADD', H, now + lease, id)
+  local renew = {}
+  addUnits(renew, now + lease, id)
+  chunked('ZADD', H, renew, 2)
   granted = 1
 end
+markHolders()
 return {granted, held, queued, limit}
 `;
 
@@ -225,6 +316,7 @@ const SETCAP = `${PRELUDE}
 limit = tonumber(ARGV[8])
 redis.call('HSET', M, 'c', limit)
 fill()
+markHolders()
 return {held, queued, limit}
 `;
 

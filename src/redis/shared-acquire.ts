@@ -4,21 +4,21 @@
  */
 import { checkKnownKeys, checkObject, durationMs, optionalSignal } from '../common/options.js';
 import type { AcquireOptions, Permit, WaitTarget, WaitTicket } from '../gate/semaphore.js';
-import { waitTimeout } from './shared-waiter.js';
+import { type SharedCall, sharedCall } from './shared-waiter.js';
 
 const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
 
-type Wait = (target: WaitTarget, timeout: number | undefined) => WaitTicket | undefined;
+type Wait = (target: WaitTarget, call: SharedCall) => WaitTicket | undefined;
 
 export function acquireShared(wait: Wait, options?: AcquireOptions): Promise<Permit> {
   let signal: AbortSignal | undefined;
-  let timeout: number | undefined;
+  let call: SharedCall = { timeout: undefined, weight: 1 };
   if (options !== undefined) {
     checkObject('acquire options', options);
     checkKnownKeys('acquire', options, ACQUIRE_KEYS);
     signal = optionalSignal('signal', options.signal);
-    timeout = waitTimeout(options);
-    if (timeout !== undefined) timeout = durationMs('timeout', timeout);
+    call = sharedCall(options);
+    if (call.timeout !== undefined) call.timeout = durationMs('timeout', call.timeout);
     if (signal?.aborted) return Promise.reject(signal.reason);
   }
   return new Promise<Permit>((resolve, reject) => {
@@ -39,7 +39,7 @@ export function acquireShared(wait: Wait, options?: AcquireOptions): Promise<Per
           reject(reason);
         },
       },
-      timeout,
+      call,
     );
     if (ticket !== undefined) signal?.addEventListener('abort', onAbort, { once: true });
   });

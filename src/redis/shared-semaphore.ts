@@ -1,5 +1,11 @@
-import { LeaseLostError, type QueueFullError, StoreUnavailableError } from '../common/errors.js';
+import {
+  LeaseLostError,
+  type QueueFullError,
+  SharedLayoutError,
+  StoreUnavailableError,
+} from '../common/errors.js';
 import { durationMs, nonNegativeInteger, positiveInteger } from '../common/options.js';
+import { tooHeavy } from '../gate/call-options.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
 import {
   type AcquireOptions,
@@ -27,7 +33,7 @@ import {
   QUEUED,
   SENDING,
   SharedWaiter,
-  waitTimeout,
+  sharedCall,
 } from './shared-waiter.js';
 import type { WakeupMode } from './wakeups.js';
 
@@ -37,6 +43,9 @@ export interface ClusterCounts {
   queued: number;
 }
 
+/** ACQUIRE's answer: 1 granted, 0 queued, -1 refused (heavier than the cap Redis holds). */
+export type GrantAnswer = 1 | 0 | -1;
+
 /**
  * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
  * store.ts builds the gates, so importing it back would close an import circle.
@@ -45,11 +54,13 @@ export interface SharedGateStore {
   readonly options: ResolvedStoreOptions;
   readonly closed: boolean;
   readonly degraded: boolean;
-  nextId(): string;
+  nextId(weight?: number): string;
   acquire(
     gate: SharedSemaphore,
     id: string,
-  ): Promise<{ granted: boolean; processes: number; cap: number } & ClusterCounts>;
+  ): Promise<
+    { granted: GrantAnswer; processes: number; cap: number; recoveryMs: number } & ClusterCounts
+  >;
   claim(
     gate: SharedSemaphore,
     id: string,
@@ -75,6 +86,8 @@ const HOLD_ESTIMATE_WEIGHT = 0.1;
 
 interface Lease {
   id: string;
+  /** Units of the cap it holds. */
+  weight: number;
   /** Granted by Redis (false: granted by the local fallback, not yet registered in Redis). */
   inRedis: boolean;
 }
@@ -105,12 +118,12 @@ export class SharedSemaphore extends Semaphore {
   readonly #byTicket = new Map<string, SharedWaiter>();
   /** Waiters held back by this process's `limit` (state LOCAL), in arrival order. */
   readonly #local = new Set<SharedWaiter>();
-  /** Waiters holding a Redis ticket or with an acquire on the wire (SENDING or QUEUED). */
+  /** Units of the waiters holding a Redis ticket or with an acquire on the wire (SENDING or QUEUED). */
   #tickets = 0;
   readonly #leases = new Map<Permit, Lease>();
   readonly #byId = new Map<string, Permit>();
   #clusterHeld = 0;
-  /** This process's leases when Redis last answered: the rest of `#clusterHeld` is others'. */
+  /** This process's units when Redis last answered: the rest of `#clusterHeld` is others'. */
   #ownHeld = 0;
   #clusterQueued = 0;
   #processes = 1;
@@ -122,6 +135,8 @@ export class SharedSemaphore extends Semaphore {
   /** At the start of an outage: permits held here, and the cap's free part as last seen. */
   #outageHeld = 0;
   #outageFree = 0;
+  #layoutWarned = false;
+  #recoveryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: SharedGateStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -199,6 +214,7 @@ export class SharedSemaphore extends Semaphore {
       );
     }
     super.setLimit(value);
+    this.#refuseHeavierThan(value);
     this.#pump();
   }
 
@@ -211,8 +227,15 @@ export class SharedSemaphore extends Semaphore {
     return undefined;
   }
 
+  /**
+   * A permit of `weight` units of the shared cap (default 1), FIFO across every process: a heavy
+   * ticket at the head waits for room, and lighter ones behind it wait too. A weight above this
+   * process's `limit` is a RangeError, as on a local gate.
+   */
   override wait(target: WaitTarget, options?: number | WaitOptions): WaitTicket | undefined {
-    const timeout = typeof options === 'object' ? waitTimeout(options) : options;
+    const { timeout, weight } =
+      typeof options === 'object' ? sharedCall(options) : { timeout: options, weight: 1 };
+    if (weight > this.limit) throw tooHeavy(weight, this.limit, this.name);
     const wait =
       timeout === undefined ? this.#queueTimeout : Math.max(1, durationMs('timeout', timeout));
     const store = this.#store;
@@ -232,7 +255,7 @@ export class SharedSemaphore extends Semaphore {
       target.rejected(this.#shedUnavailable());
       return undefined;
     }
-    const waiter = new SharedWaiter(this, store.nextId(), target, this.now());
+    const waiter = new SharedWaiter(this, store.nextId(weight), target, this.now(), weight);
     this.#waiters.add(waiter);
     this.#byTicket.set(waiter.id, waiter);
     // A re-check shortly before the deadline (the heartbeat may be far later): a wake-up lost
@@ -322,29 +345,46 @@ export class SharedSemaphore extends Semaphore {
   #pump(): void {
     if (this.#store.degraded) return; // storeDown moved them to the local share
     for (const waiter of this.#local) {
-      if (this.limit < this.sharedLimit && this.held + this.#tickets >= this.limit) return;
+      // In units, and in order: a waiter that does not fit holds back the ones behind it.
+      if (this.limit < this.sharedLimit && this.held + this.#tickets + waiter.weight > this.limit)
+        return;
       this.#local.delete(waiter);
       this.#send(waiter);
     }
   }
 
   #send(waiter: SharedWaiter): void {
-    if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets++;
+    if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets += waiter.weight;
     waiter.state = SENDING;
     waiter.epoch = this.#store.wakeupEpoch;
     this.#store.acquire(this, waiter.id).then(
-      ({ granted, held, queued, processes, cap }) => {
+      ({ granted, held, queued, processes, cap, recoveryMs }) => {
         this.cluster(held, queued, cap);
+        if (recoveryMs > 0) this.#recheckAfter(recoveryMs);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted) this.#grant(waiter, true);
+        if (granted === 1) this.#grant(waiter, true);
+        else if (granted === -1) this.#refuse(waiter, tooHeavy(waiter.weight, cap, this.name));
         else if (waiter.grantedEarly) this.#claim(waiter);
         else if (this.#maxQueue === 0)
           this.#shedFull(waiter); // no waiting, in Redis either
         else waiter.state = QUEUED;
       },
-      () => this.#sendFailed(waiter),
+      (error: unknown) => this.#sendFailed(waiter, error),
     );
+  }
+
+  /**
+   * Redis grants nothing for `ms` (it lost the gate's state): no release will hand our tickets
+   * on when that window ends, so they are looked up then, not at the next heartbeat.
+   */
+  #recheckAfter(ms: number): void {
+    if (this.#recoveryTimer !== undefined) return;
+    this.#recoveryTimer = setTimeout(() => {
+      this.#recoveryTimer = undefined;
+      if (this.#waiters.size > 0) this.#store.recheck(this);
+    }, ms + 1);
+    this.#recoveryTimer.unref?.();
   }
 
   /** A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). */
@@ -361,12 +401,20 @@ export class SharedSemaphore extends Semaphore {
         } else if (waiter.grantedEarly) this.#claim(waiter);
         else waiter.state = QUEUED;
       },
-      () => this.#sendFailed(waiter),
+      (error: unknown) => this.#sendFailed(waiter, error),
     );
   }
 
-  #sendFailed(waiter: SharedWaiter): void {
+  #sendFailed(waiter: SharedWaiter, error?: unknown): void {
     if (waiter.state !== SENDING) return;
+    if (error instanceof SharedLayoutError) {
+      // Refused before any write: no ticket to give back, and no local fallback either.
+      this.#finish(waiter);
+      this.layoutRefused(error);
+      waiter.target.rejected(error);
+      this.#pump();
+      return;
+    }
     // The outcome is unknown: give the id back (after a late answer, never before it).
     this.#store.release(this, [waiter.id]);
     if (this.#store.options.onStoreError === 'reject') {
@@ -381,15 +429,15 @@ export class SharedSemaphore extends Semaphore {
 
   #grant(waiter: SharedWaiter, inRedis: boolean): void {
     this.#finish(waiter);
-    const permit = this.grantNow(this.now() - waiter.enqueuedAt);
-    const lease = { id: waiter.id, inRedis };
+    const permit = this.grantNow(this.now() - waiter.enqueuedAt, waiter.weight);
+    const lease = { id: waiter.id, weight: waiter.weight, inRedis };
     this.#leases.set(permit, lease);
     this.#byId.set(lease.id, permit);
     waiter.target.granted(permit);
   }
 
   #finish(waiter: SharedWaiter): void {
-    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets--;
+    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets -= waiter.weight;
     else if (waiter.state === LOCAL) this.#local.delete(waiter);
     waiter.state = DONE;
     this.#waiters.delete(waiter);
@@ -437,6 +485,16 @@ export class SharedSemaphore extends Semaphore {
     if (waiter.state === QUEUED && this.#store.wakeupsUnreliableSince(waiter.epoch)) {
       this.#store.recheck(this);
     }
+  }
+
+  /**
+   * Redis keeps this gate in another layout (another hostgate version or mode on the prefix):
+   * said once per gate as a process warning, `HOSTGATE_SHARED_LAYOUT`; every call rejects.
+   */
+  layoutRefused(error: SharedLayoutError): void {
+    if (this.#layoutWarned) return;
+    this.#layoutWarned = true;
+    process.emitWarning(error.message, { code: SharedLayoutError.CODE });
   }
 
   /** A waiter leaves: aborted by its caller, or its deadline passed. */
@@ -494,7 +552,9 @@ export class SharedSemaphore extends Semaphore {
     this.#known = true;
     this.#clusterHeld = held;
     this.#clusterQueued = queued;
-    this.#ownHeld = this.#leases.size;
+    let own = 0;
+    for (const lease of this.#leases.values()) own += lease.weight;
+    this.#ownHeld = own;
     if (cap !== this.#cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
   }
 
@@ -513,8 +573,26 @@ export class SharedSemaphore extends Semaphore {
         { code: 'HOSTGATE_SHARED_CAP_MISMATCH' },
       );
     }
-    super.setLimit(this.limit >= previous ? cap : Math.min(this.limit, cap));
+    const limit = this.limit >= previous ? cap : Math.min(this.limit, cap);
+    super.setLimit(limit);
+    this.#refuseHeavierThan(limit);
     this.#pump();
+  }
+
+  /** Waiters heavier than `limit` could never be granted: refused, as a local gate's are. */
+  #refuseHeavierThan(limit: number): void {
+    for (const waiter of [...this.#waiters]) {
+      if (waiter.weight > limit) this.#refuse(waiter, tooHeavy(waiter.weight, limit, this.name));
+    }
+  }
+
+  /** A waiter leaves with `reason` (its ticket, if any, withdrawn). */
+  #refuse(waiter: SharedWaiter, reason: unknown): void {
+    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
+    this.#finish(waiter);
+    if (ticketed) this.#store.release(this, [waiter.id]);
+    waiter.target.rejected(reason);
+    if (ticketed) this.#pump();
   }
 
   heartbeat(
@@ -614,12 +692,12 @@ export class SharedSemaphore extends Semaphore {
   }
 
   #toFallback(waiter: SharedWaiter): void {
-    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets--;
+    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets -= waiter.weight;
     else if (waiter.state === LOCAL) this.#local.delete(waiter);
     waiter.state = FALLBACK;
     waiter.grantedEarly = false;
     this.#byTicket.delete(waiter.id);
-    waiter.id = this.#store.nextId(); // a fresh id: the old one may still turn up in Redis
+    waiter.id = this.#store.nextId(waiter.weight); // a fresh id: the old one may still turn up in Redis
     this.#byTicket.set(waiter.id, waiter);
   }
 
@@ -637,7 +715,8 @@ export class SharedSemaphore extends Semaphore {
     let waiting = 0;
     for (const waiter of [...this.#waiters]) {
       if (waiter.state !== FALLBACK) continue;
-      if (this.held < share) this.#grant(waiter, false);
+      // In units and in order: once one does not fit, nobody behind it is granted either.
+      if (waiting === 0 && this.held + waiter.weight <= share) this.#grant(waiter, false);
       // Past the local queue bound (the newest): shed now, as a local gate would, not at the deadline.
       else if (++waiting > this.#maxQueue) this.#shedFull(waiter);
     }

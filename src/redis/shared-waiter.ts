@@ -4,22 +4,27 @@
  * process's local share), LOCAL (this process's own limit is full: it waits here, with no
  * ticket, until a permit of this process goes back), DONE.
  */
-import { describe } from '../common/options.js';
+import { describe, positiveInteger } from '../common/options.js';
 import type { WaitOptions, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 
-/** A shared permit is one unit of the cap in one FIFO: weights and priority classes stay local-only. */
-export function waitTimeout(options: WaitOptions): number | undefined {
-  if (options.weight !== undefined && options.weight !== 1) {
-    throw new RangeError(
-      `weight must be 1 on a shared gate (weighted permits are local-only), got ${describe(options.weight)}`,
-    );
-  }
+/** A shared call's options: its deadline (undefined: the gate's) and its units of the cap. */
+export interface SharedCall {
+  timeout: number | undefined;
+  weight: number;
+}
+
+/**
+ * A shared permit holds `weight` units of the cap (default 1) in one FIFO across processes;
+ * priority classes stay local-only. The weight's bound (the limit) is the gate's to check.
+ */
+export function sharedCall(options: WaitOptions): SharedCall {
   if (options.priority !== undefined) {
     throw new TypeError(
       `priority classes are local-only: a shared gate is one FIFO, got priority ${describe(options.priority)}`,
     );
   }
-  return options.timeout;
+  const weight = options.weight === undefined ? 1 : positiveInteger('weight', options.weight);
+  return { timeout: options.timeout, weight };
 }
 export const SENDING = 0;
 export const QUEUED = 1;
@@ -49,6 +54,8 @@ export class SharedWaiter implements WaitTicket {
     public id: string,
     readonly target: WaitTarget,
     readonly enqueuedAt: number,
+    /** Units of the cap it waits for (its id carries them to Redis). */
+    readonly weight: number,
   ) {}
   cancel(reason: unknown): void {
     this.gate.leave(this, reason, 'aborted');

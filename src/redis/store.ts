@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { SharedLayoutError } from '../common/errors.js';
 import { checkKnownKeys, checkObject, describe } from '../common/options.js';
 import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
@@ -9,9 +10,10 @@ import {
   type ResolvedStoreOptions,
   resolveStoreOptions,
 } from './options.js';
-import { KEY_SUFFIXES, scripts } from './scripts.js';
+import { KEY_SUFFIXES, LOST, type Script, scripts } from './scripts.js';
 import {
   type ClusterCounts,
+  type GrantAnswer,
   SharedSemaphore,
   type SharedSemaphoreOptions,
 } from './shared-semaphore.js';
@@ -62,6 +64,12 @@ export class RedisStore {
    * write. Forgotten on an outage, after which Redis may have lost it.
    */
   #registered = new WeakSet<SharedSemaphore>();
+  /** Each gate's wake-up channels, `<prefix>{<name>}:wake:` + the owner's process id. */
+  readonly #wakePrefix = new Map<SharedSemaphore, string>();
+  /** A gate by its channel for "Redis lost this gate's state". */
+  readonly #byLostChannel = new Map<string, SharedSemaphore>();
+  /** Resolves once a gate's wake-up channel is subscribed (or wake-ups are polled instead). */
+  readonly #subscribed = new Map<SharedSemaphore, Promise<void>>();
   #degraded = false;
   readonly #outage: OutageWarning;
   /** Looks up queued tickets while wake-ups are not pushed. */
@@ -90,14 +98,16 @@ export class RedisStore {
     this.#calls = new RedisCalls(
       client,
       this.options.commandTimeoutMs,
-      `${this.options.prefix}wake:${this.processId}`,
       {
-        wake: (id) => this.#tickets.get(id)?.wake(id),
-        down: (error, forbidden) => {
+        wake: (message, channel) => {
+          if (message === LOST) this.#lostHeard(channel);
+          else this.#tickets.get(message)?.wake(message);
+        },
+        down: (error, refusal) => {
           if (this.#closed) return;
-          this.#poll.down(error, forbidden);
+          this.#poll.down(error, refusal);
           // A fresh connection at once; if that fails too, each heartbeat tries again.
-          if (!forbidden) void this.#calls.wakeups.ensure().catch(() => undefined);
+          if (refusal === undefined) void this.#calls.wakeups.ensure().catch(() => undefined);
         },
         up: () => this.#poll.up(),
       },
@@ -119,6 +129,15 @@ export class RedisStore {
   /** Counts the losses of the wake-up subscription. */
   get wakeupEpoch(): number {
     return this.#calls.wakeups.epoch;
+  }
+
+  /**
+   * Redis lost a gate's state and a script says so (a first use looks the same): our leases of
+   * it are registered again now, not at the next heartbeat, while nobody is granted.
+   */
+  #lostHeard(channel: string): void {
+    const gate = this.#byLostChannel.get(channel);
+    if (gate !== undefined && (gate.held > 0 || gate.queued > 0)) this.#poll.recheck(gate);
   }
 
   /** Looks up this process's tickets of `gate` in Redis now, for wake-ups that may be lost. */
@@ -167,13 +186,30 @@ export class RedisStore {
     const keys = KEY_SUFFIXES.map((suffix) => base + suffix);
     const gate = new SharedSemaphore(this, keys, options);
     this.#gates.set(name, gate);
+    // The gate's wake-up channel is in its hash slot: a grant's SPUBLISH stays on its shard.
+    this.#wakePrefix.set(gate, `${base}wake:`);
+    const wakeups = this.#calls.wakeups;
+    this.#subscribed.set(
+      gate,
+      Promise.all([
+        wakeups.add(`${base}wake:${this.processId}`),
+        wakeups.add(`${base}wake:${LOST}`),
+      ]).then(() => undefined),
+    );
+    this.#byLostChannel.set(`${base}wake:${LOST}`, gate);
     this.#startHeartbeat();
     return gate;
   }
 
-  /** A fresh ticket/lease id: `<process id>:<n>`. */
-  nextId(): string {
-    return `${this.processId}:${(++this.#seq).toString(36)}`;
+  /** A fresh ticket/lease id: `<process id>:<n>`, and `/<weight>` for more than one unit. */
+  nextId(weight = 1): string {
+    const id = `${this.processId}:${(++this.#seq).toString(36)}`;
+    return weight === 1 ? id : `${id}/${weight}`;
+  }
+
+  /** One of `gate`'s scripts; a gate kept in another layout rejects with `SharedLayoutError`. */
+  #eval(script: Script, gate: SharedSemaphore, args: (string | number)[]): Promise<unknown> {
+    return this.#calls.eval(script, gate.keys, args, gate.name);
   }
 
   /** Script arguments every script starts with. */
@@ -186,12 +222,12 @@ export class RedisStore {
       // Liveness: a process that missed one heartbeat keeps its tickets, one that missed two
       // (and a command timeout) is taken for dead, and its tickets are never granted.
       2 * heartbeatMs + commandTimeoutMs,
-      `${this.options.prefix}wake:`,
+      this.#wakePrefix.get(gate)!,
       known,
-      // Recovery window after Redis lost a gate's state: a whole lease, so every holder that
-      // can still be alive (stalled for up to lease − heartbeat) registers its leases again
-      // before anyone else is granted.
-      leaseMs,
+      // Recovery window after Redis lost a gate's state, for a caller that cannot tell the loss
+      // from a first use (one that can waits a whole lease, so every holder that can still be
+      // alive, stalled for up to lease − heartbeat, registers its leases again first).
+      this.options.firstUseWaitMs,
       // Claim window of a grant made by a release: a live owner claims it on its wake-up, or
       // its next heartbeat finds it; an owner that died hands it back this soon.
       heartbeatMs + commandTimeoutMs,
@@ -205,12 +241,15 @@ export class RedisStore {
   acquire(
     gate: SharedSemaphore,
     id: string,
-  ): Promise<{ granted: boolean; processes: number; cap: number } & ClusterCounts> {
+  ): Promise<
+    { granted: GrantAnswer; processes: number; cap: number; recoveryMs: number } & ClusterCounts
+  > {
     this.#tickets.set(id, gate);
     const raw = this.#calls
       .whenReady()
+      .then(() => this.#subscribed.get(gate))
       .then(() =>
-        this.#calls.eval(scripts.acquire, gate.keys, [
+        this.#eval(scripts.acquire, gate, [
           ...this.#common(gate),
           this.processId,
           id,
@@ -225,15 +264,16 @@ export class RedisStore {
     void settled.then(() => this.#inflight.delete(id));
     return this.#calls.timed(raw).then(async (reply) => {
       this.#outage.reached();
-      const [granted, held, queued, processes, cap] = reply as number[];
+      const [granted, held, queued, processes, cap, recoveryMs] = reply as number[];
       if (granted === 1 && this.options.replicas > 0)
         await this.#calls.replicate(this.options.replicas);
       return {
-        granted: granted === 1,
+        granted: Number(granted) as GrantAnswer,
         held: Number(held),
         queued: Number(queued),
         processes: Number(processes),
         cap: Number(cap),
+        recoveryMs: Number(recoveryMs),
       };
     });
   }
@@ -249,7 +289,7 @@ export class RedisStore {
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts> {
     const raw = this.#calls
       .whenReady()
-      .then(() => this.#calls.eval(scripts.claim, gate.keys, [...this.#common(gate), id]));
+      .then(() => this.#eval(scripts.claim, gate, [...this.#common(gate), id]));
     const settled = raw.then(
       () => undefined,
       () => undefined,
@@ -279,7 +319,7 @@ export class RedisStore {
   setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts> {
     const raw = this.#calls
       .whenReady()
-      .then(() => this.#calls.eval(scripts.setCap, gate.keys, [...this.#common(gate), cap]));
+      .then(() => this.#eval(scripts.setCap, gate, [...this.#common(gate), cap]));
     return this.#calls.timed(raw).then((reply) => {
       const [held, queued, stored] = reply as number[];
       return { held: Number(held), queued: Number(queued), cap: Number(stored) };
@@ -340,13 +380,15 @@ export class RedisStore {
   #releaseNow(gate: SharedSemaphore, ids: string[]): Promise<void> {
     const args = [...this.#common(gate), ...ids];
     const sent = this.#calls
-      .timed(this.#calls.whenReady().then(() => this.#calls.eval(scripts.release, gate.keys, args)))
+      .timed(this.#calls.whenReady().then(() => this.#eval(scripts.release, gate, args)))
       .then(
         (reply) => {
           const [held, queued, cap] = reply as number[];
           gate.cluster(Number(held), Number(queued), Number(cap));
         },
-        () => {
+        (error: unknown) => {
+          // Refused by another layout: nothing of ours is in that gate to give back.
+          if (error instanceof SharedLayoutError) return gate.layoutRefused(error);
           // Kept for the next try: the heartbeat that ends the outage sends them first.
           const again = this.#releaseSet(gate);
           for (const id of ids) again.add(id);
@@ -433,7 +475,7 @@ export class RedisStore {
   async #beatGate(gate: SharedSemaphore): Promise<void> {
     const leases = gate.leaseIds();
     const tickets = gate.ticketIds();
-    const raw = this.#calls.eval(scripts.heartbeat, gate.keys, [
+    const raw = this.#eval(scripts.heartbeat, gate, [
       ...this.#common(gate),
       this.processId,
       leases.length,
@@ -462,7 +504,11 @@ export class RedisStore {
     );
     this.#beats.add(handled);
     void handled.then(() => this.#beats.delete(handled));
-    await this.#calls.timed(raw);
+    await this.#calls.timed(raw).catch((error: unknown) => {
+      // A gate kept in another layout is refused, not an outage: the other gates beat on.
+      if (!(error instanceof SharedLayoutError)) throw error;
+      gate.layoutRefused(error);
+    });
   }
 
   #recovered(): void {

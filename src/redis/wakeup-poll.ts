@@ -6,7 +6,7 @@
 import { storeChannels } from './channels.js';
 import type { ResolvedStoreOptions } from './options.js';
 import type { SharedSemaphore } from './shared-semaphore.js';
-import { NO_WAKEUPS } from './wakeups.js';
+import { NO_WAKEUPS, type NoWakeupsReason } from './wakeups.js';
 
 export class WakeupPoll {
   #timer: ReturnType<typeof setInterval> | undefined = undefined;
@@ -32,15 +32,22 @@ export class WakeupPoll {
       .then(() => this.#checking.delete(gate));
   }
 
-  /** Wake-ups stopped: published, warned when forbidden (for good), and polled from now on. */
-  down(error: unknown, forbidden: boolean): void {
+  /** Wake-ups stopped: published, warned when refused for good, and polled from now on. */
+  down(error: unknown, refusal: NoWakeupsReason | undefined): void {
     const { pollMs, prefix } = this.options;
+    const forbidden = refusal !== undefined;
     if (storeChannels.wakeupsDown.hasSubscribers) {
       storeChannels.wakeupsDown.publish({ store: this.store, error, forbidden, pollMs });
     }
-    if (forbidden) {
+    const polling = `shared gates work, but a waiter learns of its grant by polling every ${pollMs} ms instead of at once`;
+    if (refusal === 'forbidden') {
       process.emitWarning(
-        `hostgate: this Redis user may not subscribe to ${prefix}wake:* (ACL channel permissions): shared gates work, but a waiter learns of its grant by polling every ${pollMs} ms instead of at once; grant it with &${prefix}*`,
+        `hostgate: this Redis user may not subscribe to ${prefix}{…}:wake:* (ACL channel permissions): ${polling}; grant it with &${prefix}*`,
+        { code: NO_WAKEUPS },
+      );
+    } else if (refusal === 'unsupported') {
+      process.emitWarning(
+        `hostgate: this Redis has no sharded pub/sub (SSUBSCRIBE, Redis 7.0 and later): ${polling}; upgrade Redis for pushed wake-ups`,
         { code: NO_WAKEUPS },
       );
     }

@@ -97,3 +97,12 @@ export function useFleet(kind: ClientKind, server: () => RedisServer): Fleet {
   });
   return fleet;
 }
+
+/** Resolves once `done()` holds, asked of Redis every 5 ms; rejects after 10 s (a hang, not a slow machine). */
+export async function untilAsync(done: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = performance.now() + 10_000;
+  while (!(await done())) {
+    if (performance.now() > deadline) throw new Error(`still not ${what} after 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -41,7 +41,7 @@ describeRedis('a shared gate on Redis Cluster (node-redis and ioredis cluster cl
     return Number(range[2][1]);
   }
 
-  it('shares each cap across both clients, routes each script to its node, wakes waiters by push across nodes, and leaves no lease', async () => {
+  it("shares each cap across both clients, routes each script to its node, wakes waiters by sharded push (SPUBLISH on the gate's node, no PUBLISH), and leaves no lease", async () => {
     // Gates spread over more than one node: the test would prove little on one.
     const owners = new Set(await Promise.all(GATES.map((g) => ownerOf(`cl:{${g}}:h`))));
     expect(owners.size).toBeGreaterThan(1);
@@ -99,6 +99,15 @@ describeRedis('a shared gate on Redis Cluster (node-redis and ioredis cluster cl
         expect(String(await node.command('INFO', 'errorstats')), `:${node.port}`).not.toMatch(
           /errorstat_MOVED/,
         );
+      }
+      // Wake-ups are sharded: SPUBLISH ran on the nodes that own gates (inside their scripts),
+      // and no classic PUBLISH anywhere (on a Cluster it is broadcast to every node).
+      for (const node of cluster.nodes) {
+        const stats = String(await node.command('INFO', 'commandstats'));
+        const spublish = Number(/^cmdstat_spublish:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
+        expect(stats, `:${node.port}`).not.toMatch(/^cmdstat_publish:/m);
+        if (owners.has(node.port)) expect(spublish, `spublish on :${node.port}`).toBeGreaterThan(0);
+        else expect(spublish, `spublish on :${node.port}`).toBe(0);
       }
       // Every lease and ticket is gone from the node that owns its gate.
       await Promise.all(stores.map((store) => store.settled()));

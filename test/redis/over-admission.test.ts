@@ -243,18 +243,17 @@ for (const kind of CLIENT_KINDS) {
       expect(await zcard(redis(), 'flush', 'h')).toBe(0);
     });
 
-    // Item 2, the case that stays: nothing in an emptied Redis tells a process that never used
-    // the gate a loss from a first use, so it is granted at once; the holders' next heartbeat
-    // counts their leases again, and nobody else is granted until the gate is under its cap.
-    it('after a FLUSHDB, a process that never used the gate is granted at once: the excess is at most the leases held at the flush, until they end', async () => {
-      const options = { leaseMs: 2500, heartbeatMs: 200, commandTimeoutMs: 300 };
+    // Item 2, the newcomer: nothing in an emptied Redis tells a process that never used the gate
+    // a loss from a first use. It grants nothing for firstUseWaitMs and tells every process of
+    // the gate, whose holders register their leases again at once (not at their heartbeat).
+    it('after a FLUSHDB, a process that never used the gate grants nothing while the holders, told at once, register their leases again (firstUseWaitMs)', async () => {
+      // Heartbeats far beyond the test: only the message makes a register again. The wait is
+      // wide for a busy machine (the default is 100 ms, a round trip on a healthy one).
+      const options = { leaseMs: 20_000, heartbeatMs: 5000, commandTimeoutMs: 2000 };
       const a = await fleet.store(options);
-      const ga = a.semaphore({ name: 'newcomer', limit: 2 });
+      const ga = a.semaphore({ name: 'first-use', limit: 2 });
       const held = await holdAll(ga, 2);
       await redis().command('FLUSHDB');
-      const c = await fleet.store(options);
-      const gc = c.semaphore({ name: 'newcomer', limit: 2, queueTimeout: 20_000 });
-      const newcomer = await holdAll(gc, 2); // granted: Redis holds nothing
       const lost = deferred<void>();
       let lostCount = 0;
       const onLost = () => {
@@ -264,16 +263,63 @@ for (const kind of CLIENT_KINDS) {
       onTestFinished(() => {
         unsubscribe('hostgate:lease-lost', onLost);
       });
-      await lost.promise; // a's next heartbeat registers its two leases again
+      const c = await fleet.store({ ...options, firstUseWaitMs: 600 });
+      const gc = c.semaphore({ name: 'first-use', limit: 2, queueTimeout: 20_000 });
+      let granted = false;
+      const first = gc.acquire().then((permit) => {
+        granted = true;
+        return permit;
+      });
+      await lost.promise; // a's two leases are registered again, told by c's first call
       await a.settled();
-      // The bound: cap + the leases held at the flush (2 + 2), and no grant while over the cap.
-      expect(await zcard(redis(), 'newcomer', 'h')).toBe(4);
-      const third = gc.acquire();
       await c.settled();
-      expect(gc.held).toBe(2);
-      for (const permit of [...held, newcomer[0]!]) permit.release();
-      (await third).release();
-      newcomer[1]!.release();
+      expect(await zcard(redis(), 'first-use', 'h')).toBe(2);
+      expect(granted, 'the newcomer was not granted over the cap').toBe(false);
+      for (const permit of held) permit.release();
+      (await first).release();
+      await c.settled();
+      expect(await zcard(redis(), 'first-use', 'h')).toBe(0);
+    });
+
+    // Item 2 with firstUseWaitMs: 0 (the behaviour before it): the newcomer is granted at once;
+    // the holders' next heartbeat counts their leases again, and nobody else is granted until
+    // the gate is under its cap.
+    it('with firstUseWaitMs 0, after a FLUSHDB a process that never used the gate is granted at once: the excess is at most the leases held at the flush, until the holders register again', async () => {
+      // a's heartbeat far off: else it can find the loss first, and open a whole lease's window.
+      const options = {
+        leaseMs: 20_000,
+        heartbeatMs: 5000,
+        commandTimeoutMs: 2000,
+        firstUseWaitMs: 0,
+      };
+      const a = await fleet.store(options);
+      const ga = a.semaphore({ name: 'newcomer', limit: 2 });
+      const held = await holdAll(ga, 2);
+      await redis().command('FLUSHDB');
+      const c = await fleet.store(options);
+      const gc = c.semaphore({ name: 'newcomer', limit: 2, queueTimeout: 20_000 });
+      const lost = deferred<void>();
+      let lostCount = 0;
+      const onLost = () => {
+        if (++lostCount === 2) lost.resolve();
+      };
+      subscribe('hostgate:lease-lost', onLost);
+      onTestFinished(() => {
+        unsubscribe('hostgate:lease-lost', onLost);
+      });
+      // Granted: Redis holds nothing. Its script tells a at once, which registers its leases
+      // again within a round trip (a second grant to c would race that).
+      const newcomer = await gc.acquire();
+      await lost.promise;
+      await a.settled();
+      // The bound: cap + the leases held at the flush (here 2 + 1), and no grant while over it.
+      expect(await zcard(redis(), 'newcomer', 'h')).toBe(3);
+      const second = gc.acquire();
+      await c.settled();
+      expect(gc.held).toBe(1);
+      for (const permit of held) permit.release();
+      (await second).release();
+      newcomer.release();
       await a.settled();
       await c.settled();
       expect(await zcard(redis(), 'newcomer', 'h')).toBe(0);
@@ -311,7 +357,7 @@ for (const kind of CLIENT_KINDS) {
       await Promise.all(dead);
     });
 
-    // Item 4: PUBLISH of a queued ticket's id on its owner's wake channel granted it locally.
+    // Item 4: PUBLISH (SPUBLISH since wake-ups are sharded) of a queued ticket's id on its owner's wake channel granted it locally.
     it('a forged wake-up message grants nothing: the grant is confirmed by Redis', async () => {
       const options = { leaseMs: 3000, heartbeatMs: 200, commandTimeoutMs: 300 };
       const h = await fleet.store(options);
@@ -323,7 +369,7 @@ for (const kind of CLIENT_KINDS) {
       await w.settled();
       const [id] = gw.ticketIds();
       expect(id).toBeDefined();
-      expect(await redis().command('PUBLISH', `test:wake:${w.processId}`, id!)).toBe(1);
+      expect(await redis().command('SPUBLISH', `test:{forged}:wake:${w.processId}`, id!)).toBe(1);
       await expect(waiting).rejects.toBeInstanceOf(QueueTimeoutError);
       await w.settled();
       expect(gw.held).toBe(0);
@@ -480,6 +526,148 @@ describeRedis('a Redis whose eviction policy can drop keys', () => {
     await c.settled();
     (await c.semaphore({ name: 'evict-all', limit: 1 }).acquire()).release();
     expect(warnings[2]?.message).toMatch(/allkeys-lru.*leases included/);
+  });
+
+  // Item 3 under allkeys-*: the lease set evicted (its holder alive, the meta hash kept) let the
+  // next caller grant the whole cap again until the holder's heartbeat counted its leases.
+  it('under allkeys-lru, a lease set evicted while its holder lives grants nothing: the next script sees it gone and the holder registers again at once', async () => {
+    const server = await startRedis({ args: ['--maxmemory-policy', 'allkeys-lru'] });
+    const clients = [
+      await connectClient('node-redis', server),
+      await connectClient('ioredis', server),
+    ];
+    const stores: RedisStore[] = [];
+    onTestFinished(async () => {
+      await Promise.all(stores.map((s) => s.close()));
+      await Promise.all(clients.map((c) => c.close()));
+      await server.close();
+    });
+    // Heartbeats far beyond the test: only the script's notice makes the holder register again.
+    const options = {
+      prefix: 'test:',
+      leaseMs: 20_000,
+      heartbeatMs: 5000,
+      commandTimeoutMs: 2000,
+    };
+    const a = redisStore({ client: clients[0]!.client, ...options });
+    // Wide for a busy machine, should the meta hash go too.
+    const b = redisStore({ client: clients[1]!.client, ...options, firstUseWaitMs: 2000 });
+    stores.push(a, b);
+    const ga = a.semaphore({ name: 'evicted', limit: 2 });
+    const held = await holdAll(ga, 2);
+    await a.settled();
+    const H = 'test:{evicted}:h';
+    const M = 'test:{evicted}:m';
+    // Redis's LRU clock ticks in seconds. Oldest first: the lease set (its heartbeat is far
+    // off), then 200 other keys, then the meta hash, read by every script (read again below).
+    const idle = async (key: string, seconds: number) => {
+      const deadline = performance.now() + 10_000;
+      while (Number(await server.command('OBJECT', 'IDLETIME', key)) < seconds) {
+        if (performance.now() > deadline) throw new Error(`${key} never went idle`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    await idle(H, 1);
+    const filler = 'x'.repeat(8 * 1024);
+    for (let i = 0; i < 200; i++) await server.command('SET', `old:${i}`, filler);
+    await idle('old:199', 1);
+    // Memory pressure: each new key evicts the least recently used ones, until the lease set goes.
+    const used = Number(
+      /used_memory:(\d+)/.exec(String(await server.command('INFO', 'memory')))![1],
+    );
+    await server.command('CONFIG', 'SET', 'maxmemory', used - 100 * 1024);
+    for (let i = 0; i < 150 && Number(await server.command('EXISTS', H)) === 1; i++) {
+      await server.command('HGET', M, 'c');
+      await server.command('SET', `new:${i}`, filler);
+    }
+    expect(Number(await server.command('EXISTS', H)), 'the lease set was evicted').toBe(0);
+    // Usually the meta hash stays (read just now), and the lease set's absence opens a whole
+    // lease's recovery window; when LRU's sampling took it too, the gate is as after a flush,
+    // and b's first-use wait covers it. Either way a is told at once.
+    const metaKept = Number(await server.command('EXISTS', M)) === 1;
+    console.log(`allkeys-lru: lease set evicted, meta hash ${metaKept ? 'kept' : 'evicted too'}`);
+    // Room again (what an eviction leaves), and a caller that never used the gate.
+    await server.command('CONFIG', 'SET', 'maxmemory', 0);
+    const lost = deferred<void>();
+    let lostCount = 0;
+    const onLost = () => {
+      if (++lostCount === 2) lost.resolve();
+    };
+    subscribe('hostgate:lease-lost', onLost);
+    onTestFinished(() => {
+      unsubscribe('hostgate:lease-lost', onLost);
+    });
+    const gb = b.semaphore({ name: 'evicted', limit: 2, queueTimeout: 20_000 });
+    let granted = false;
+    const waiting = gb.acquire().then(
+      (permit) => {
+        granted = true;
+        return permit;
+      },
+      () => undefined, // rejected by close(): the window outlasts the test
+    );
+    await lost.promise; // a's leases counted again, told by b's script
+    await a.settled();
+    await b.settled();
+    expect(await zcard(server, 'evicted', 'h')).toBe(2);
+    expect(granted, 'b was not granted over the cap').toBe(false);
+    for (const permit of held) permit.release();
+    // The window is a whole lease (the holders could be stalled): b waits it out, or gives up.
+    await b.close();
+    await waiting;
+  });
+
+  // The same with the lease set gone for certain and the meta hash kept: the marker path.
+  it('a lease set that vanished without a script emptying it (evicted, deleted) opens a whole lease without grants, and its holders register again at once', async () => {
+    const server = redis();
+    const clients = [
+      await connectClient('node-redis', server),
+      await connectClient('node-redis', server),
+    ];
+    const options = { prefix: 'test:', leaseMs: 20_000, heartbeatMs: 5000, commandTimeoutMs: 2000 };
+    const [a, b] = clients.map((c) => redisStore({ client: c.client, ...options })) as [
+      RedisStore,
+      RedisStore,
+    ];
+    onTestFinished(async () => {
+      await Promise.all([a.close(), b.close()]);
+      await Promise.all(clients.map((c) => c.close()));
+      await server.command('FLUSHALL');
+    });
+    const ga = a.semaphore({ name: 'vanished', limit: 2 });
+    const held = await holdAll(ga, 2);
+    await server.command('DEL', 'test:{vanished}:h');
+    const lost = deferred<void>();
+    let lostCount = 0;
+    const onLost = () => {
+      if (++lostCount === 2) lost.resolve();
+    };
+    subscribe('hostgate:lease-lost', onLost);
+    onTestFinished(() => {
+      unsubscribe('hostgate:lease-lost', onLost);
+    });
+    const gb = b.semaphore({ name: 'vanished', limit: 2, queueTimeout: 20_000 });
+    let granted = false;
+    const waiting = gb.acquire().then(
+      (permit) => {
+        granted = true;
+        return permit;
+      },
+      () => undefined, // rejected by close(): the window outlasts the test
+    );
+    await lost.promise;
+    await a.settled();
+    await b.settled();
+    expect(await zcard(server, 'vanished', 'h')).toBe(2);
+    expect(granted).toBe(false);
+    const [ends, now] = [
+      Number(await server.command('HGET', 'test:{vanished}:m', 'r')),
+      Date.now(),
+    ];
+    expect(ends - now).toBeGreaterThan(options.leaseMs / 2); // a lease's window, not a first use's
+    for (const permit of held) permit.release();
+    await b.close();
+    await waiting;
   });
 
   it('does not warn under noeviction (the default)', async () => {

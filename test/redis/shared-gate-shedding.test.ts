@@ -21,7 +21,9 @@ for (const kind of CLIENT_KINDS) {
     });
 
     it('maxQueue 0 with Redis up: a caller the cap cannot serve now is shed, its ticket withdrawn', async () => {
-      const [a, b] = [await fleet.store(PATIENT), await fleet.store(PATIENT)];
+      // No waiting at all: a new gate's first-use wait (firstUseWaitMs) would shed its first call.
+      const options = { ...PATIENT, firstUseWaitMs: 0 };
+      const [a, b] = [await fleet.store(options), await fleet.store(options)];
       const ga = a.semaphore({ name: 'q0', limit: 1, maxQueue: 0, queueTimeout: 10_000 });
       const gb = b.semaphore({ name: 'q0', limit: 1, maxQueue: 0, queueTimeout: 10_000 });
       const held = await gb.acquire();
@@ -41,7 +43,12 @@ for (const kind of CLIENT_KINDS) {
 
     it('maxQueue 0 in local fallback mode sheds at once when the local share is full', async () => {
       // Two processes on a cap of 4: while Redis is unreachable each may hold 2.
-      const options = { leaseMs: 6000, heartbeatMs: 1000, commandTimeoutMs: 800 } as const;
+      const options = {
+        leaseMs: 6000,
+        heartbeatMs: 1000,
+        commandTimeoutMs: 800,
+        firstUseWaitMs: 0, // no waiting at all, not even a new gate's first-use wait
+      } as const;
       const [a, b] = [await fleet.store(options), await fleet.store(options)];
       const gb = b.semaphore({ name: 'fb', limit: 4, maxQueue: 0, queueTimeout: 10_000 });
       const ga = a.semaphore({ name: 'fb', limit: 4, maxQueue: 0, queueTimeout: 10_000 });

@@ -21,17 +21,20 @@ describe('redisStore options', () => {
     [{ onLeaseLost: 'retake' }, /onLeaseLost must be 'continue' or 'abort'/],
     [{ localLimit: 0 }, /localLimit must be a positive integer/],
     [{ replicas: 1.5 }, /replicas must be a positive integer/],
+    [{ firstUseWaitMs: -1 }, /firstUseWaitMs must be a duration in ms .* got -1/],
+    [{ leaseMs: 1000, firstUseWaitMs: 2000 }, /firstUseWaitMs must be at most leaseMs \(1000\)/],
     [{ leases: 3 }, /unknown option "leases"/],
   ])('names the option and the value: %o', (options, message) => {
     expect(() => redisStore({ client, ...(options as object) })).toThrow(message);
   });
 
-  it('defaults to a 10 s lease renewed every 2 s, local fallback, 1 s per command', () => {
+  it('defaults to a 10 s lease renewed every 2 s, local fallback, 1 s per command, 100 ms first-use wait', () => {
     const store = redisStore({ client });
     expect(store.options).toMatchObject({
       prefix: 'hostgate:',
       leaseMs: DEFAULT_LEASE_MS,
       heartbeatMs: 2000,
+      firstUseWaitMs: 100,
       commandTimeoutMs: 1000,
       onStoreError: 'local',
       onLeaseLost: 'continue',
@@ -51,11 +54,18 @@ describe('redisStore options', () => {
     expect(() => store.semaphore({ name: 'x', limit: 0 })).toThrow(/limit must be a positive/);
     const gate = store.semaphore({ name: 'billing', limit: 2 });
     // A promise-returning method rejects, never throws (issue 23), on a shared gate as on a local one.
-    await expect(gate.acquire({ weight: 2 })).rejects.toThrow(/weight must be 1 on a shared gate/);
+    // Weights as on a local gate: a positive integer, at most the limit (it could never be granted).
+    await expect(gate.acquire({ weight: 3 })).rejects.toThrow(
+      new RangeError('weight 3 exceeds the limit 2 of billing: it could never be granted'),
+    );
+    await expect(gate.acquire({ weight: 0 })).rejects.toThrow(
+      /weight must be a positive integer, got 0/,
+    );
+    await expect(gate.acquire({ weight: 1.5 })).rejects.toBeInstanceOf(TypeError);
     await expect(gate.acquire({ priority: 'batch' })).rejects.toThrow(
       /priority classes are local-only/,
     );
-    await expect(gate.run(() => 1, { weight: 2 })).rejects.toThrow(/weight must be 1/);
+    await expect(gate.run(() => 1, { weight: 3 })).rejects.toBeInstanceOf(RangeError);
     expect(gate.tryAcquire()).toBeUndefined(); // a shared grant is always a round trip
     expect(() => store.semaphore({ name: 'billing', limit: 2 })).toThrow(
       /already has a shared gate/,

@@ -4,11 +4,12 @@ import { createClient } from 'redis';
 import { expect, it, onTestFinished } from 'vitest';
 import type { Permit } from '../../src/gate/semaphore.js';
 import { type RedisStore, redisStore, type WakeupsDownMessage } from '../../src/redis/index.js';
-import { describeRedis } from '../helpers/redis-server.js';
+import { describeRedis, startRedis } from '../helpers/redis-server.js';
 import {
   CLIENT_KINDS,
   type ClientKind,
   deferred,
+  Fleet,
   privateRedis,
   useFleet,
   zcard,
@@ -144,3 +145,38 @@ for (const kind of CLIENT_KINDS) {
     });
   });
 }
+
+// A Redis before 7.0 has no SSUBSCRIBE/SPUBLISH; a Redis 7 with both commands renamed away
+// answers exactly as one does ("unknown command").
+describeRedis('a Redis without sharded pub/sub (before 7.0)', () => {
+  it('polls for good and says so once per store (HOSTGATE_STORE_NO_WAKEUPS), and its waiters are still granted', async () => {
+    const server = await startRedis({
+      args: ['--rename-command', 'SSUBSCRIBE', '', '--rename-command', 'SPUBLISH', ''],
+    });
+    onTestFinished(() => server.close());
+    const warnings: string[] = [];
+    const onWarning = (warning: Error & { code?: string }) => {
+      if (warning.code === 'HOSTGATE_STORE_NO_WAKEUPS') warnings.push(warning.message);
+    };
+    process.on('warning', onWarning);
+    onTestFinished(() => {
+      process.off('warning', onWarning);
+    });
+    const fleet = new Fleet('node-redis', () => server);
+    onTestFinished(() => fleet.closeAll());
+    const options = { leaseMs: 5000, heartbeatMs: 800, commandTimeoutMs: 2000 };
+    const holder = (await fleet.store(options)).semaphore({ name: 'old', limit: 1 });
+    const waiterStore = await fleet.store(options);
+    const waiter = waiterStore.semaphore({ name: 'old', limit: 1 });
+    const held = await holder.acquire();
+    const waiting = waiter.acquire({ timeout: 3000 });
+    await waiterStore.settled();
+    held.release();
+    (await waiting).release(); // found by a poll (every 100 ms here), not a wake-up
+    expect(waiter.stats().shared.wakeups).toBe('poll');
+    expect(warnings).toEqual([
+      expect.stringMatching(/no sharded pub\/sub \(SSUBSCRIBE, Redis 7\.0 and later\)/),
+      expect.stringMatching(/no sharded pub\/sub/),
+    ]);
+  });
+});
