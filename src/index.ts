@@ -121,4 +121,10 @@ export {
   type HostLimiterOptions,
   type PartnerRule,
 } from './partners/host-limiter.js';
+export type {
+  CostRequest,
+  CostResponse,
+  RequestCost,
+  SettleCost,
+} from './partners/rate-rules.js';
 export * from './retry/index.js';

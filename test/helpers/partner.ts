@@ -38,8 +38,6 @@ export interface Partner {
   readonly peakOpen: number;
   /** Requests that arrived. */
   readonly arrived: number;
-  /** Each request's arrival time (`performance.now()`, ms), in order: a rate's oracle. */
-  readonly arrivals: readonly number[];
   /** Requests the client closed before the partner finished answering. */
   readonly closedEarly: number;
   /** The most TCP connections open at once (a partner whose cap is a connection pool). */
@@ -69,7 +67,6 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
   let open = 0;
   let peakOpen = 0;
   let arrived = 0;
-  const arrivals: number[] = [];
   let closedEarly = 0;
   const held: (() => void)[] = [];
   const flakyCounts = new Map<string, number>();
@@ -88,7 +85,6 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
   const handler: http.RequestListener = (req, res) => {
     active++;
     arrived++;
-    arrivals.push(performance.now());
     if (active > peak) peak = active;
     open++;
     if (open > peakOpen) peakOpen = open;
@@ -240,7 +236,6 @@ export async function startPartner(options: PartnerOptions = {}): Promise<Partne
     get arrived() {
       return arrived;
     },
-    arrivals,
     get closedEarly() {
       return closedEarly;
     },

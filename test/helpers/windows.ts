@@ -13,7 +13,10 @@ export function maxInWindow(
   let start = 0;
   for (let end = 0; end < times.length; end++) {
     sum += weights?.[end] ?? 1;
-    while (times[end]! - times[start]! >= windowMs) sum -= weights?.[start++] ?? 1;
+    while (times[end]! - times[start]! >= windowMs) {
+      sum -= weights?.[start] ?? 1;
+      start++;
+    }
     if (sum > best) best = sum;
   }
   return best;
