@@ -35,7 +35,7 @@ import {
   type WaitTargetOf,
 } from './permit.js';
 import { nextWaiter } from './queue-order.js';
-import { checkSettled, GateRate, type RateStats, type ResolvedRate } from './rate.js';
+import { checkSettled, GateRate, type RateOptions, type RateStats } from './rate.js';
 import { retryAfterEstimate } from './retry-estimate.js';
 import type { ResolvedSemaphoreOptions } from './semaphore-options.js';
 import { WaitDeadlines } from './wait-deadlines.js';
@@ -177,7 +177,7 @@ export class CountingGate {
     return this.#queue.size;
   }
   /** The request rate (`limit`, `per`, `burst`, defaults filled in), when the gate has one. */
-  get rate(): ResolvedRate | undefined {
+  get rate(): Readonly<Required<RateOptions>> | undefined {
     return this.#rate?.options;
   }
   /** The ways into the gate, for Semaphore's calls (coreEntry): a permit now, or a place in the queue. */
