@@ -187,6 +187,38 @@ describe('a gate with a rate (fake clock)', () => {
     expectInvariant(gate);
   });
 
+  it('priority classes share the one rate: the class picked next waits at its head for the slot', async () => {
+    const gate = new Semaphore({
+      limit: 10,
+      now,
+      rate: { limit: 10, per: 100 },
+      priorities: [
+        { name: 'interactive', share: 0.75 },
+        { name: 'batch', share: 0.25 },
+      ],
+    });
+    gate.tryAcquire()!.release();
+    const order: string[] = [];
+    const ask = (priority: string, id: string) =>
+      gate.acquire({ priority }).then((p) => {
+        order.push(id);
+        p.release();
+      });
+    const all = [
+      ask('batch', 'b1'),
+      ask('batch', 'b2'),
+      ask('interactive', 'i1'),
+      ask('interactive', 'i2'),
+    ];
+    expect(gate.stats().rate!.backlog).toBe(4);
+    await vi.advanceTimersByTimeAsync(40);
+    await Promise.all(all);
+    expect(order).toHaveLength(4);
+    expect(order.indexOf('i1')).toBeLessThan(order.indexOf('b2')); // interactive's share is served
+    expect(order.indexOf('b1')).toBeLessThan(order.indexOf('b2')); // FIFO within a class
+    expectInvariant(gate);
+  });
+
   it('cost 5 takes five slots', async () => {
     const gate = new Semaphore({ limit: 10, now, rate: { limit: 10, per: 100, burst: 4 } });
     const big = gate.tryAcquire({ cost: 5 })!;

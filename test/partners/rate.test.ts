@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { createClient } from 'redis';
 import { Agent, request, fetch as undiciFetch } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HostLimiter, limitFetch, limitHosts } from '../../src/index.js';
+import { HostLimiter, LimitedHttpAgent, limitFetch, limitHosts } from '../../src/index.js';
 import { redisStore } from '../../src/redis/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { maxInWindow } from '../helpers/windows.js';
@@ -206,6 +206,38 @@ describe('costs on a partner rule', () => {
     // Charged 4 each, no window could hold more than (20 + 3) / 4 = 5 calls; settled at 1, it does.
     const times = [...o.arrivals.values()].sort((a, b) => a - b);
     expect(maxInWindow(times, rate.per)).toBeGreaterThan(5);
+    expectInvariant(gate);
+  });
+
+  it('charges the cost function through node:http (LimitedHttpAgent) too, and settles from its headers', async () => {
+    const o = await oracle();
+    const limiter = new HostLimiter({
+      partners: [
+        {
+          name: 'llm',
+          hosts: [o.origin],
+          limit: 4,
+          rate: { limit: 10, per: 1000, burst: 3 },
+          cost: (req) => (req.url.pathname === '/big' ? 4 : 1),
+          settleCost: (res) =>
+            res.header('x-usage') === undefined ? undefined : Number(res.header('x-usage')),
+        },
+      ],
+    });
+    const agent = new LimitedHttpAgent(new http.Agent({ keepAlive: true }), limiter);
+    cleanups.push(() => agent.destroy());
+    const get = (path: string) =>
+      new Promise<void>((resolve, reject) => {
+        http
+          .get(`${o.origin}${path}`, { agent }, (res) => res.resume().on('end', resolve))
+          .on('error', reject);
+      });
+    const gate = limiter.gate('llm')!;
+    await get('/big?id=1'); // 4 units: the whole bucket (burst 3 + 1)
+    expect(gate.stats().rate!.nextSlotMs).toBeGreaterThan(0);
+    await get('/small?id=2&used=0'); // waits for its slot, then refunds itself
+    expect(o.arrivals.size).toBe(2);
+    expect(gate.stats().rate!.backlog).toBe(0);
     expectInvariant(gate);
   });
 
