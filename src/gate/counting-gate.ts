@@ -184,10 +184,10 @@ export class CountingGate {
   #take(call: Call<Held> | undefined): Held | undefined {
     const weight = call?.weight ?? 1;
     if (this.#queue.size > 0 || this.#held + weight > this.#limit) return undefined;
-    const cost = call?.cost ?? 1;
-    if (this.#rate !== undefined && !this.#rate.take(cost)) return undefined;
+    const rate = this.#rate;
+    if (rate !== undefined && !rate.take(call?.cost ?? 1)) return undefined;
     const permit = this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
-    permit.cost = cost;
+    if (rate !== undefined) permit.cost = call?.cost ?? 1;
     return permit;
   }
 
