@@ -69,7 +69,8 @@ export function setRateRules(where: string, gate: Semaphore, cost: unknown, sett
  * `wait(target, callFor(...))`, which grants at once when free, else the plain `tryAcquire()`.
  */
 export function asksWith(gate: Semaphore, priority: string | undefined): boolean {
-  return priority !== undefined || rules.get(gate)?.cost !== undefined;
+  // A gate without a rate has no cost rule: no map lookup on its requests.
+  return priority !== undefined || (gate.rate !== undefined && rules.get(gate)?.cost !== undefined);
 }
 
 /**
