@@ -126,6 +126,7 @@ export class CountingGate {
     gateEntry.abort = (gate, waiter, reason) => (gate as Gate).#abort(waiter as Held, reason);
     gateEntry.expire = (gate, waiter) => (gate as Gate).#expire(waiter as Held);
     gateEntry.settleCost = (gate, p, actual) => (gate as Gate).#settleCost(p as Held, actual);
+    gateEntry.costOf = (gate, p) => (gate as Gate).#rate?.costOf(p) ?? 1;
     coreEntry.rateStats = (gate) => gate.#rate?.stats();
     coreEntry.parts = (gate) => gate.#parts;
     coreEntry.observe = (gate) =>
@@ -187,7 +188,7 @@ export class CountingGate {
     const rate = this.#rate;
     if (rate !== undefined && !rate.take(call?.cost ?? 1)) return undefined;
     const permit = this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
-    if (rate !== undefined) permit.cost = call?.cost ?? 1;
+    if (rate !== undefined) rate.charge(permit, call?.cost ?? 1);
     return permit;
   }
 
@@ -196,7 +197,7 @@ export class CountingGate {
     const refused = this.#rate === undefined ? this.#admit(cls) : this.#admitRated(call);
     if (refused !== undefined) return refused;
     const waiter: Held = newWaiter(target, signal, this.#clock(), cls, call?.weight ?? 1);
-    if (this.#rate !== undefined) this.#rate.backlog += waiter.cost = call?.cost ?? 1;
+    if (this.#rate !== undefined) this.#rate.queued(waiter, call?.cost ?? 1);
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#deadlines.add(waiter, call);
     this.#queue.push(waiter);
@@ -258,10 +259,9 @@ export class CountingGate {
   }
 
   #settleCost(permit: Held, actual: number): void {
-    const charged = permit.cost;
-    permit.cost = checkSettled(this.#rate, this.#name, actual);
+    checkSettled(this.#rate, this.#name, actual);
     // A refund may open the head's slot now.
-    if (this.#rate!.settle(charged, actual)) this.#drain();
+    if (this.#rate!.settle(permit, actual)) this.#drain();
   }
 
   /** `now`: from `#stamp()` (NaN: unmeasured). `waiter`: the one served (none: immediate). */
@@ -383,7 +383,7 @@ export class CountingGate {
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
         if (this.#held + waiter.weight > this.#limit) break;
         // Its rate slot at the same point: not come yet, the rate's timer serves it then.
-        if (this.#rate !== undefined && !this.#rate.take(waiter.cost)) break;
+        if (this.#rate !== undefined && !this.#rate.take(this.#rate.costOf(waiter))) break;
         this.#dequeue(waiter);
         if (single === undefined) queue.charge(cls, waiter.weight);
         // One timestamp serves every grant of this pass (and the release that started it).
@@ -403,7 +403,7 @@ export class CountingGate {
     waiter.signal?.removeEventListener('abort', waiter);
     const rate = this.#rate;
     if (rate !== undefined) {
-      rate.backlog -= waiter.cost;
+      rate.backlog -= rate.costOf(waiter);
       if (this.#queue.size === 0) rate.idle();
     }
   }

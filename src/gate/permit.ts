@@ -26,6 +26,7 @@ export const gateEntry = {
   abort: undefined as unknown as (gate: unknown, waiter: Waiter, reason: unknown) => void,
   expire: undefined as unknown as (gate: unknown, waiter: Waiter) => void,
   settleCost: undefined as unknown as (gate: unknown, permit: Waiter, actual: number) => void,
+  costOf: undefined as unknown as (gate: unknown, permit: Waiter) => number,
 };
 
 /** Only a gate holds this: `new` on a permit's constructor from anywhere else throws. */
@@ -149,8 +150,6 @@ export class GatePermit<G = unknown> implements PermitOf<G>, WaitTicket {
   // would also define each as `undefined` first (class fields have define semantics), one
   // DefineNamedOwnIC per field per call.
   declare readonly weight: number;
-  /** Rate units charged (1 by default; always set, so every permit keeps one map). */
-  declare cost: number;
   declare onHoldTimeout: ((error: PermitHoldTimeoutError) => void) | undefined;
   declare acquiredFrom: AcquireSite | undefined;
   /** @internal While waiting: its class's queue; once held: the holders list, least recently alive first. */
@@ -210,7 +209,6 @@ export class GatePermit<G = unknown> implements PermitOf<G>, WaitTicket {
     this.#request = undefined;
     this.acquiredAt = acquiredAt;
     this.weight = weight;
-    this.cost = 1;
     this.aliveAt = acquiredAt;
     this.onHoldTimeout = undefined;
     this.acquiredFrom = undefined;
@@ -263,6 +261,11 @@ export class GatePermit<G = unknown> implements PermitOf<G>, WaitTicket {
       // After a maxHold take-back (EXPIRED) the holder's own release is expected, not a bug.
       gateEntry.doubleRelease(this.cls.gate, this);
     }
+  }
+
+  get cost(): number {
+    // Kept by the gate's rate, and only when not 1: a permit carries no field for it.
+    return gateEntry.costOf(this.cls.gate, this);
   }
 
   settleCost(actual: number): void {

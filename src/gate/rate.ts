@@ -106,6 +106,8 @@ export class GateRate {
   #tat = Number.NEGATIVE_INFINITY;
   /** Cost units queued (the gate adds on join, subtracts on leaving the queue). */
   backlog = 0;
+  /** Waiters' and permits' costs other than 1 (the default, never stored). */
+  readonly #costs = new WeakMap<object, number>();
   shed = 0;
   #timer: ReturnType<typeof setTimeout> | undefined = undefined;
   #timerAt = Number.POSITIVE_INFINITY;
@@ -152,12 +154,29 @@ export class GateRate {
     return true;
   }
 
+  costOf(call: object): number {
+    return this.#costs.get(call) ?? 1;
+  }
+
+  /** A permit granted at once, charged `cost`. */
+  charge(permit: object, cost: number): void {
+    if (cost !== 1) this.#costs.set(permit, cost);
+  }
+
+  /** A waiter of `cost` joins the queue. */
+  queued(waiter: object, cost: number): void {
+    this.charge(waiter, cost);
+    this.backlog += cost;
+  }
+
   /**
-   * A call charged `charged` units used `actual`: the TAT moves by the difference. Extra units
+   * A permit charged its cost used `actual`: the TAT moves by the difference. Extra units
    * are taken as of now, unchecked (a debt the next calls wait out); a refund moves the TAT
    * back, never below now (no credit beyond a full bucket). Returns whether it moved earlier.
    */
-  settle(charged: number, actual: number): boolean {
+  settle(permit: object, actual: number): boolean {
+    const charged = this.costOf(permit);
+    this.#costs.set(permit, actual);
     const now = this.now();
     const tat = this.#tat;
     if (actual > charged) this.#tat = Math.max(tat, now) + (actual - charged) * this.interval;
