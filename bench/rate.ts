@@ -5,7 +5,7 @@
  * p-throttle (default and `strict`), in one run.
  *
  *   npm run bench:rate                  2,000 calls at 100/s per peer (about 20 s each)
- *   npm run bench:rate -- --smoke       60 calls at 40/s per peer: checks, not speed
+ *   npm run bench:rate -- --smoke       60 calls at 40/s, three peers: checks, not speed
  *   npm run bench:rate -- --calls 500 --only hostgate,p-throttle
  *
  * Per peer, from the partner's log: the most arrivals in any window of 1 s against what the peer
@@ -52,7 +52,13 @@ const calls = Number(args.calls ?? (smoke ? 60 : 2000));
 const perSecond = Number(args.rate ?? (smoke ? 40 : 100));
 /** Concurrency: far above what the rate needs, so the rate is what binds. */
 const CONCURRENCY = 50;
-const peers = (args.only?.split(',') ?? PEERS) as Peer[];
+/** The smoke runs one peer of each library's code path (each at 1.5 s): npm test's time. */
+const SMOKE_PEERS: readonly Peer[] = [
+  'hostgate',
+  'bottleneck minTime (Redis)',
+  'p-throttle strict',
+];
+const peers = (args.only?.split(',') ?? (smoke ? SMOKE_PEERS : PEERS)) as Peer[];
 
 /** The partner: answers at once and logs each arrival. */
 async function startPartner() {
