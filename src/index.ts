@@ -26,6 +26,7 @@ export {
   QueueClearedError,
   QueueFullError,
   QueueTimeoutError,
+  RateLimitedError,
   ResponseSentError,
   SharedLayoutError,
   ShedError,
@@ -70,6 +71,8 @@ export {
   type PermitTarget,
   type PriorityClassOptions,
   type PriorityClassStats,
+  type RateOptions,
+  type RateStats,
   Semaphore,
   type SemaphoreOptions,
   type SemaphoreStats,
@@ -119,4 +122,10 @@ export {
   type HostLimiterOptions,
   type PartnerRule,
 } from './partners/host-limiter.js';
+export type {
+  CostRequest,
+  CostResponse,
+  RequestCost,
+  SettleCost,
+} from './partners/rate-rules.js';
 export * from './retry/index.js';

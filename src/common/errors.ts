@@ -19,7 +19,8 @@ export type HostgateErrorCode =
   | 'HOSTGATE_LEASE_LOST'
   | 'HOSTGATE_SHARED_LAYOUT'
   | 'HOSTGATE_DEADLINE_SHED'
-  | 'HOSTGATE_DEADLINE_EXCEEDED';
+  | 'HOSTGATE_DEADLINE_EXCEEDED'
+  | 'HOSTGATE_RATE_LIMITED';
 
 export class HostgateError extends Error {
   /** Stable machine-readable code; branch on this rather than on the message. */
@@ -129,6 +130,28 @@ export class QueueTimeoutError extends ShedError {
     super(
       'HOSTGATE_QUEUE_TIMEOUT',
       `no permit for ${label(partner)} within ${Math.round(waitedMs)} ms; retry after ${seconds(retryAfterMs)}`,
+      partner,
+      retryAfterMs,
+    );
+  }
+}
+
+/**
+ * A gate's request rate (`rate`) had no slot for the caller within its wait deadline, given the
+ * cost already queued: shed at once, not at the deadline. `retryAfterMs` is exact: when the
+ * rate would have that slot (GCRA knows).
+ */
+export class RateLimitedError extends ShedError {
+  static readonly CODE = 'HOSTGATE_RATE_LIMITED';
+  constructor(
+    partner: string | undefined,
+    rate: { readonly limit: number; readonly per: number; readonly burst: number },
+    backlog: number,
+    retryAfterMs: number,
+  ) {
+    super(
+      'HOSTGATE_RATE_LIMITED',
+      `no slot in the rate of ${label(partner)} (${rate.limit} per ${rate.per} ms, burst ${rate.burst}; ${backlog} queued) within this call's wait deadline; retry after ${seconds(retryAfterMs)}`,
       partner,
       retryAfterMs,
     );

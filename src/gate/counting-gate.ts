@@ -7,7 +7,7 @@
  * estimate (retry-estimate.ts). `Semaphore` (semaphore.ts) is this gate with its options and
  * the read side: stats, histograms, holders, idle waits.
  */
-import { QueueFullError, QueueTimeoutError } from '../common/errors.js';
+import { QueueFullError, QueueTimeoutError, type RateLimitedError } from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
 import { type Call, tooHeavy } from './call-options.js';
 import { cachedPlatformNow, platformNow } from './clock.js';
@@ -35,6 +35,7 @@ import {
   type WaitTargetOf,
 } from './permit.js';
 import { nextWaiter } from './queue-order.js';
+import { checkSettled, GateRate, type RateOptions, type RateStats } from './rate.js';
 import { retryAfterEstimate } from './retry-estimate.js';
 import type { ResolvedSemaphoreOptions } from './semaphore-options.js';
 import { WaitDeadlines } from './wait-deadlines.js';
@@ -86,6 +87,8 @@ export const coreEntry = {
   dequeue: undefined as unknown as (gate: CountingGate, waiter: Held) => void,
   /** The Retry-After estimate for a caller at `position` in the queue. */
   retryAfter: undefined as unknown as (gate: CountingGate, position: number) => number,
+  /** The rate's state, when the gate has a `rate`. */
+  rateStats: undefined as unknown as (gate: CountingGate) => RateStats | undefined,
   /** Calls `resolve` once nothing is held or queued: now, or at the release that gets there. */
   whenIdle: undefined as unknown as (gate: CountingGate, resolve: () => void) => void,
 };
@@ -100,6 +103,8 @@ export class CountingGate {
   readonly #counts = new GateCounts();
   readonly #deadlines: WaitDeadlines;
   readonly #bounds: HoldBounds | undefined;
+  /** The request rate (rate.ts), only on a gate with a `rate`. */
+  readonly #rate: GateRate | undefined;
   /** Histograms, hold estimate, progress clock, acquire sites: absent until someone looks. */
   #observer: GateObserver | undefined = undefined;
   readonly #name: string | undefined;
@@ -120,6 +125,9 @@ export class CountingGate {
     gateEntry.progress = (gate, p) => (gate as Gate).#progress(p as Held);
     gateEntry.abort = (gate, waiter, reason) => (gate as Gate).#abort(waiter as Held, reason);
     gateEntry.expire = (gate, waiter) => (gate as Gate).#expire(waiter as Held);
+    gateEntry.settleCost = (gate, p, actual) => (gate as Gate).#settleCost(p as Held, actual);
+    gateEntry.costOf = (gate, p) => (gate as Gate).#rate?.costOf(p) ?? 1;
+    coreEntry.rateStats = (gate) => gate.#rate?.stats();
     coreEntry.parts = (gate) => gate.#parts;
     coreEntry.observe = (gate) =>
       (gate.#observer ??= GateObserver.attach(gate.#now(), gate.#queue.classes, gate.#holders));
@@ -152,6 +160,7 @@ export class CountingGate {
       const takeBack = (p: GatePermit): void => this.#release(p as Held, 'hold_timeout');
       this.#bounds = new HoldBounds(o.maxHold, o.maxHoldTotal, this, this.#parts, takeBack);
     }
+    this.#rate = o.rate && new GateRate(o.rate, this.#now, () => this.#drain());
   }
 
   get name(): string | undefined {
@@ -169,18 +178,27 @@ export class CountingGate {
   get queued(): number {
     return this.#queue.size;
   }
+  /** The request rate (`limit`, `per`, `burst`, defaults filled in), when the gate has one. */
+  get rate(): Readonly<Required<RateOptions>> | undefined {
+    return this.#rate?.options;
+  }
   /** The ways into the gate, for Semaphore's calls (coreEntry): a permit now, or a place in the queue. */
   #take(call: Call<Held> | undefined): Held | undefined {
     const weight = call?.weight ?? 1;
     if (this.#queue.size > 0 || this.#held + weight > this.#limit) return undefined;
-    return this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
+    const rate = this.#rate;
+    if (rate !== undefined && !rate.take(call?.cost ?? 1)) return undefined;
+    const permit = this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
+    if (rate !== undefined) rate.charge(permit, call?.cost ?? 1);
+    return permit;
   }
 
   #join(call: Call<Held> | undefined, target?: WaitTargetOf<Permit>, signal?: AbortSignal): Joined {
     const cls = call?.cls ?? this.#queue.classes[0]!;
-    const refused = this.#admit(cls);
+    const refused = this.#rate === undefined ? this.#admit(cls) : this.#admitRated(call);
     if (refused !== undefined) return refused;
     const waiter: Held = newWaiter(target, signal, this.#clock(), cls, call?.weight ?? 1);
+    if (this.#rate !== undefined) this.#rate.queued(waiter, call?.cost ?? 1);
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#deadlines.add(waiter, call);
     this.#queue.push(waiter);
@@ -223,7 +241,28 @@ export class CountingGate {
   #retryAfter(position: number): number {
     const hold = this.#observer?.holdEstimate;
     const { queueTimeout, maxQueue } = this.#parts;
-    return retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
+    const ms = retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
+    const rate = this.#rate;
+    if (rate === undefined) return ms;
+    return Math.max(ms, Math.ceil(rate.waitMs(1, rate.backlog, this.#now())));
+  }
+
+  /** `#admit`, and on a gate with a rate its slot: sooner than the wait deadline, or shed now. */
+  #admitRated(call: Call<Held> | undefined): QueueFullError | RateLimitedError | undefined {
+    const cls = call?.cls ?? this.#queue.classes[0]!;
+    const timeout = call?.timeout ?? this.#parts.queueTimeout;
+    const error = this.#rate!.refuse(this.#name, call?.cost ?? 1, timeout);
+    if (error === undefined) return this.#admit(cls);
+    if (shedChannel.hasSubscribers) {
+      publishShed(this, 'rate_limited', error, this.#queue.size, cls.name);
+    }
+    return error;
+  }
+
+  #settleCost(permit: Held, actual: number): void {
+    checkSettled(this.#rate, this.#name, actual);
+    // A refund may open the head's slot now.
+    if (this.#rate!.settle(permit, actual)) this.#drain();
   }
 
   /** `now`: from `#stamp()` (NaN: unmeasured). `waiter`: the one served (none: immediate). */
@@ -344,6 +383,8 @@ export class CountingGate {
         }
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
         if (this.#held + waiter.weight > this.#limit) break;
+        // Its rate slot at the same point: not come yet, the rate's timer serves it then.
+        if (this.#rate !== undefined && !this.#rate.take(this.#rate.costOf(waiter))) break;
         this.#dequeue(waiter);
         if (single === undefined) queue.charge(cls, waiter.weight);
         // One timestamp serves every grant of this pass (and the release that started it).
@@ -361,6 +402,11 @@ export class CountingGate {
     this.#queue.remove(waiter);
     this.#deadlines.remove(waiter);
     waiter.signal?.removeEventListener('abort', waiter);
+    const rate = this.#rate;
+    if (rate !== undefined) {
+      rate.backlog -= rate.costOf(waiter);
+      if (this.#queue.size === 0) rate.idle();
+    }
   }
 
   #abort(waiter: Held, reason: unknown): void {

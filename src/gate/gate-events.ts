@@ -22,7 +22,9 @@ export type ShedReason =
   /** Refused before queueing: the request's deadline budget was shorter than wait + p50 hold. */
   | 'deadline'
   /** A shared gate's Redis is unavailable and its `onStoreError` is `'reject'`. */
-  | 'store_unavailable';
+  | 'store_unavailable'
+  /** A gate's `rate` had no slot for the caller within its wait deadline. */
+  | 'rate_limited';
 
 /** The channels, for subscribing by object rather than by name. */
 export const channels = Object.freeze({

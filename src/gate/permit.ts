@@ -25,6 +25,8 @@ export const gateEntry = {
   progress: undefined as unknown as (gate: unknown, permit: Waiter) => void,
   abort: undefined as unknown as (gate: unknown, waiter: Waiter, reason: unknown) => void,
   expire: undefined as unknown as (gate: unknown, waiter: Waiter) => void,
+  settleCost: undefined as unknown as (gate: unknown, permit: Waiter, actual: number) => void,
+  costOf: undefined as unknown as (gate: unknown, permit: Waiter) => number,
 };
 
 /** Only a gate holds this: `new` on a permit's constructor from anywhere else throws. */
@@ -47,6 +49,8 @@ export interface PermitOf<G> extends Disposable {
   readonly aliveAt: number;
   /** Units of the gate's limit this permit holds (1 unless acquired with a `weight`). */
   readonly weight: number;
+  /** Units of the gate's `rate` charged for this call: its `cost`, or what `settleCost` said. */
+  readonly cost: number;
   /** Whether the slot has gone back to the gate (released, or taken back after `maxHold`). */
   readonly released: boolean;
   /**
@@ -74,6 +78,13 @@ export interface PermitOf<G> extends Disposable {
    * the request was cancelled by its caller (a client disconnect): counted as `abortedInFlight`.
    */
   release(how?: 'released' | 'aborted'): void;
+  /**
+   * The call's real cost, known only from its response (an LLM API's token usage): the gate's
+   * rate is corrected by `actual − cost`. Extra units delay the next calls; a refund lets them
+   * go sooner. Callable while held or after the release; a second call settles against the
+   * first. A TypeError on a gate without a `rate`, or for a negative or non-finite `actual`.
+   */
+  settleCost(actual: number): void;
 }
 
 /** The gate's access to a permit's private state. */
@@ -250,6 +261,15 @@ export class GatePermit<G = unknown> implements PermitOf<G>, WaitTicket {
       // After a maxHold take-back (EXPIRED) the holder's own release is expected, not a bug.
       gateEntry.doubleRelease(this.cls.gate, this);
     }
+  }
+
+  get cost(): number {
+    // Kept by the gate's rate, and only when not 1: a permit carries no field for it.
+    return gateEntry.costOf(this.cls.gate, this);
+  }
+
+  settleCost(actual: number): void {
+    gateEntry.settleCost(this.cls.gate, this, actual);
   }
 
   [Symbol.dispose](): void {

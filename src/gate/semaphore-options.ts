@@ -8,6 +8,7 @@ import {
   positiveInteger,
 } from '../common/options.js';
 import { parseQueueOrder } from './queue-order.js';
+import { type RateOptions, type RateStats, type ResolvedRate, resolveRate } from './rate.js';
 import { type PriorityClassOptions, type PriorityClassStats, queueBound } from './wait-queue.js';
 
 /**
@@ -59,6 +60,17 @@ export interface SemaphoreOptions {
    * priorities: [{ name: 'interactive', share: 0.8 }, { name: 'batch', share: 0.2, maxQueue: 50 }]
    */
   priorities?: PriorityClassOptions[];
+  /**
+   * A request rate beside the concurrency cap (GCRA): at most `limit + burst` calls (cost
+   * units) in any window of `per` ms. A call takes its permit and its rate slot at the same
+   * point of the same queue: the head is granted when a permit is free and its slot has come.
+   * A caller whose wait deadline comes before its slot could is shed at once
+   * (`RateLimitedError`, with an exact `retryAfterMs`). Unset: no rate, and no cost for one.
+   *
+   * @example
+   * rate: { limit: 100, per: 1000, burst: 20 } // 100/s sustained, at most 120 in any second
+   */
+  rate?: RateOptions;
   /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
   name?: string;
   /**
@@ -89,6 +101,8 @@ export interface SemaphoreOptions {
 export interface TryAcquireOptions {
   /** Units of the limit to take (default 1). */
   weight?: number | undefined;
+  /** Units of the gate's rate to take (default 1), see {@link WaitOptions.cost}. */
+  cost?: number | undefined;
   /** The priority class the permit counts for (default the first). */
   priority?: string | undefined;
 }
@@ -112,8 +126,15 @@ export interface WaitOptions {
    * is refused at once (RangeError).
    */
   weight?: number | undefined;
+  /**
+   * Units of the gate's `rate` this call takes (default 1; a non-negative finite number, at
+   * most `rate.burst + 1`): for budgets in tokens or credits. Settle the real cost afterwards
+   * with `permit.settleCost(n)`. A TypeError on a gate without a rate.
+   */
+  cost?: number | undefined;
 }
 
+export type { RateOptions, RateStats } from './rate.js';
 export type { PriorityClassOptions, PriorityClassStats } from './wait-queue.js';
 
 export interface SemaphoreStats {
@@ -142,6 +163,8 @@ export interface SemaphoreStats {
   hold: DurationSummary;
   /** Per priority class, when the gate has `priorities`. */
   priorities?: Record<string, PriorityClassStats>;
+  /** The rate's state (next slot, backlog), when the gate has a `rate`. */
+  rate?: RateStats;
 }
 
 /** A {@link DurationHistogram} to read, not to record into. */
@@ -163,6 +186,7 @@ const SEMAPHORE_KEYS = [
   'lifoAfter',
   'priorities',
   'observe',
+  'rate',
 ] as const;
 
 /** {@link SemaphoreOptions} checked, with the defaults filled in. */
@@ -178,6 +202,7 @@ export interface ResolvedSemaphoreOptions {
   /** Adaptive LIFO's standing-queue age (ms); `undefined`: FIFO (queue-order.ts). */
   lifoAfter: number | undefined;
   observe: boolean;
+  rate: ResolvedRate | undefined;
 }
 
 /** Checks a Semaphore's options: a TypeError naming the option and the value for bad input. */
@@ -207,5 +232,6 @@ export function resolveSemaphoreOptions(options: SemaphoreOptions): ResolvedSema
     now: options.now,
     lifoAfter: parseQueueOrder(options.queueOrder, options.lifoAfter),
     observe: options.observe === true,
+    rate: options.rate === undefined ? undefined : resolveRate('rate', options.rate),
   };
 }

@@ -52,9 +52,9 @@ export interface WaitTarget extends WaitTargetOf<Permit> {}
 export type RunCallback<T> = ((signal: AbortSignal) => T | PromiseLike<T>) &
   ((signal: AbortSignal | undefined) => T | PromiseLike<T>);
 
-const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
-const WAIT_KEYS = ['timeout', 'weight', 'priority'] as const;
-const TRY_KEYS = ['weight', 'priority'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority', 'cost'] as const;
+const WAIT_KEYS = ['timeout', 'weight', 'priority', 'cost'] as const;
+const TRY_KEYS = ['weight', 'priority', 'cost'] as const;
 
 /**
  * A gate and a permit, kept for the life of the module: they hold the hidden classes (V8 maps)
@@ -331,6 +331,7 @@ export class Semaphore extends CountingGate {
       wait: observer.waitTimes.summary(),
       hold: observer.holdTimes.summary(),
       ...(observer.classWaits.length > 0 ? { priorities: queue.stats(observer.classWaits) } : {}),
+      ...(this.rate === undefined ? {} : { rate: coreEntry.rateStats(this)! }),
     };
   }
 

@@ -6,6 +6,7 @@ import {
 } from '../gate/diagnostics.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { runHolding } from '../partners/gate-layers.js';
+import { asksWith, callFor } from '../partners/rate-rules.js';
 import { type AbortWatcher, unwatchAbort, watchAbort } from './abort-watch.js';
 import {
   type CallableFetch,
@@ -67,8 +68,9 @@ export class FetchCall implements WaitTarget, AbortWatcher {
   /** Takes a permit of `gate`: `undefined` when one was free, else a promise of the grant. */
   acquire(gate: Semaphore, priority?: string): Promise<void> | undefined {
     if (this.#caller !== undefined) watchAbort(this.#caller, this);
-    // tryAcquire knows no class: a classed call asks wait(), which grants at once when free.
-    const permit = priority === undefined ? gate.tryAcquire() : undefined;
+    // A classed or costed call asks wait(), which grants at once when free.
+    const asks = asksWith(gate, priority);
+    const permit = asks ? undefined : gate.tryAcquire();
     if (permit !== undefined) {
       this.#hold(permit);
       return undefined;
@@ -78,9 +80,10 @@ export class FetchCall implements WaitTarget, AbortWatcher {
     return new Promise<void>((resolve, reject) => {
       this.#waiting = { resolve, reject };
       try {
-        this.#ticket = gate.wait(this, priority === undefined ? undefined : { priority });
+        const call = asks ? callFor(gate, priority, this.#request) : undefined;
+        this.#ticket = gate.wait(this, call);
       } catch (error) {
-        this.rejected(error); // an unknown priority class: a TypeError naming the gate's classes
+        this.rejected(error); // an unknown priority class, a bad cost: a TypeError naming it
       }
     });
   }

@@ -3,6 +3,7 @@ import type { Dispatcher } from 'undici';
 import type { PermitHoldTimeoutError } from '../common/errors.js';
 import { publishRequestError } from '../gate/diagnostics.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
+import { asksWith, callFor } from '../partners/rate-rules.js';
 import { type PriorityClassOption, priorityFor } from './priority.js';
 import { releaseAfterTeardown } from './teardown.js';
 import { loadUndici } from './undici.js';
@@ -83,8 +84,9 @@ export abstract class GatedRequest implements WaitTarget {
     this.startCaller();
     if (this.#phase === SETTLED) return true; // the caller aborted from inside onConnect
     const priority = priorityFor(gate, (this.#opts as PriorityClassOption).priorityClass);
-    // tryAcquire knows no class: a classed request asks wait(), which grants at once when free.
-    const permit = priority === undefined ? gate.tryAcquire() : undefined;
+    // A classed or costed request asks wait(), which grants at once when free.
+    const asks = asksWith(gate, priority);
+    const permit = asks ? undefined : gate.tryAcquire();
     if (permit !== undefined) {
       this.#hold(permit);
       return this.#dispatchInner();
@@ -95,9 +97,9 @@ export abstract class GatedRequest implements WaitTarget {
     const handler = this.callerHandler;
     this.#scope = handler instanceof AsyncResource ? handler : new AsyncResource('hostgate:queued');
     try {
-      this.#ticket = gate.wait(this, priority === undefined ? undefined : { priority });
+      this.#ticket = gate.wait(this, asks ? callFor(gate, priority, this.#opts) : undefined);
     } catch (error) {
-      this.rejected(error); // an unknown priority class: a TypeError naming the gate's classes
+      this.rejected(error); // an unknown priority class, a bad cost: a TypeError naming it
     }
     return true;
   }

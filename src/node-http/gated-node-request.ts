@@ -5,6 +5,7 @@ import type { PermitHoldTimeoutError } from '../common/errors.js';
 import { publishRequestError, publishResponse } from '../gate/diagnostics.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { holdAfterAbortOf } from '../partners/gate-layers.js';
+import { asksWith, callFor } from '../partners/rate-rules.js';
 
 /*
  * One node:http request's claim on its gate, one phase at a time (it only moves forward):
@@ -71,7 +72,8 @@ export class GatedNodeRequest implements WaitTarget {
 
   /** Takes a permit of `gate` (at once, or by waiting), then hands the request on. */
   start(gate: Semaphore): void {
-    const permit = gate.tryAcquire();
+    const asks = asksWith(gate, undefined); // a partner rule's cost: asked through wait()
+    const permit = asks ? undefined : gate.tryAcquire();
     if (permit !== undefined) {
       this.#hold(permit);
       this.#send();
@@ -79,7 +81,20 @@ export class GatedNodeRequest implements WaitTarget {
     }
     this.#phase = QUEUED;
     this.#scope = new AsyncResource('hostgate:queued');
-    this.#ticket = gate.wait(this);
+    try {
+      this.#ticket = gate.wait(
+        this,
+        asks ? callFor(gate, undefined, this.#costRequest()) : undefined,
+      );
+    } catch (error) {
+      this.rejected(error); // a cost function that threw, or a bad cost
+    }
+  }
+
+  /** What a partner rule's cost function sees: the method, origin and path. */
+  #costRequest(): { method: string; origin: string; path: string } {
+    const req = this.#req;
+    return { method: req.method, origin: originOf(req, this.#options), path: req.path };
   }
 
   /** WaitTarget: granted from inside the releasing request's microtask; sent in our own. */

@@ -3,11 +3,12 @@ import { type AdaptiveOptions, parseAdaptive } from '../adaptive/options.js';
 import { attachController, controllerOf } from '../adaptive/signals.js';
 import { TooManyHostsError, UnknownHostError } from '../common/errors.js';
 import { checkKnownKeys, checkObject, describe, positiveInteger } from '../common/options.js';
-import { Semaphore, type SemaphoreStats } from '../gate/semaphore.js';
+import { type RateOptions, Semaphore, type SemaphoreStats } from '../gate/semaphore.js';
 import type { PriorityClassOptions } from '../gate/wait-queue.js';
 import { type LeakSuspect, leakSuspects } from '../observe/leaks.js';
 import { setHoldAfterAbort } from './gate-layers.js';
 import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
+import { type RequestCost, type SettleCost, setRateRules } from './rate-rules.js';
 
 /**
  * Default `maxHold`: 60 s without response progress. Every response chunk resets it, so a
@@ -58,6 +59,15 @@ export interface GateOptions {
    * or `outbound({ priority })`; unnamed, the first. Local gates only (not with `shared`).
    */
   priorities?: PriorityClassOptions[];
+  /**
+   * The partner's request rate beside its concurrency cap: at most `limit + burst` requests
+   * (cost units) in any window of `per` ms, taken at the head of the same queue as the permit.
+   * See docs/rates.md. Local gates only for now (not with `shared`).
+   *
+   * @example
+   * rate: { limit: 100, per: 1000, burst: 20 }
+   */
+  rate?: RateOptions;
 }
 
 export interface PartnerRule extends GateOptions {
@@ -84,6 +94,19 @@ export interface PartnerRule extends GateOptions {
    * cancellation by about one request's duration.
    */
   holdAfterAbort?: number | 'typical';
+  /**
+   * Units of `rate` each request takes (default 1): a number, or a function of the request
+   * (`{ method, url }`) for budgets in tokens or credits. Needs `rate`.
+   */
+  cost?: RequestCost;
+  /**
+   * The request's real cost, read from its response head (a usage header), or `undefined` to
+   * keep the charge: the rate is corrected by the difference (`permit.settleCost`). Needs `rate`.
+   *
+   * @example
+   * settleCost: (res) => Number(res.header('x-usage-tokens') ?? Number.NaN) || undefined
+   */
+  settleCost?: SettleCost;
 }
 
 /** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
@@ -131,8 +154,18 @@ const GATE_KEYS = [
   'queueOrder',
   'lifoAfter',
   'priorities',
+  'rate',
 ] as const;
-const RULE_KEYS = ['name', 'hosts', 'shared', 'adaptive', 'holdAfterAbort', ...GATE_KEYS] as const;
+const RULE_KEYS = [
+  'name',
+  'hosts',
+  'shared',
+  'adaptive',
+  'holdAfterAbort',
+  'cost',
+  'settleCost',
+  ...GATE_KEYS,
+] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
 
@@ -281,8 +314,12 @@ export class HostLimiter {
     if (rule.priorities !== undefined && rule.shared === true) {
       throw new TypeError(`${where}: priorities are not supported with shared: true yet`);
     }
+    if (rule.rate !== undefined && rule.shared === true) {
+      throw new TypeError(`${where}: rate is not supported with shared: true yet`);
+    }
     const gate =
       rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
+    setRateRules(where, gate, rule.cost, rule.settleCost);
     const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
     for (const text of rule.hosts) {
       const pattern = parseHostPattern(where, text);
@@ -388,6 +425,7 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
       queueOrder: options.queueOrder,
       lifoAfter: options.lifoAfter,
       priorities: options.priorities,
+      rate: options.rate,
       name,
     });
   } catch (error) {
@@ -420,8 +458,9 @@ function parseUnknownHosts(value: HostLimiterOptions['unknownHosts']): UnknownPo
   checkObject('unknownHosts', value);
   checkKnownKeys('unknownHosts', value, GATE_KEYS);
   makeGate('unknownHosts', value, 'unknownHosts'); // fail at construction, not on first use
-  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter } = value;
-  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter };
+  const { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter, rate } =
+    value;
+  return { limit, maxQueue, queueTimeout, maxHold, maxHoldTotal, queueOrder, lifoAfter, rate };
 }
 
 /**

@@ -166,6 +166,11 @@ export class RedisStore {
    */
   semaphore(options: SharedSemaphoreOptions): SharedSemaphore {
     checkObject('semaphore options', options);
+    if ((options as { rate?: unknown }).rate !== undefined) {
+      throw new TypeError(
+        'store.semaphore: rate is not supported on shared gates yet (local gates only)',
+      );
+    }
     checkKnownKeys('store.semaphore', options, GATE_KEYS);
     const { name } = options;
     if (typeof name !== 'string' || name === '' || /[{}]/.test(name)) {

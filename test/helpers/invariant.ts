@@ -27,8 +27,10 @@ export function expectInvariant(gate: Semaphore): void {
   expect(s.held).toBe(holders.reduce((sum, permit) => sum + permit.weight, 0));
   expect(s.queued).toBeGreaterThanOrEqual(0);
   expect(s.queued).toBeLessThanOrEqual(s.maxQueue);
-  // A waiter sits beside free units only when it needs more than are free (weights).
-  if (s.queued > 0) expect(s.available).toBeLessThan(s.limit);
+  // A waiter sits beside free units only when it needs more than are free (weights), or, on a
+  // gate with a rate, waits for its slot.
+  if (s.queued > 0 && s.rate === undefined) expect(s.available).toBeLessThan(s.limit);
+  if (s.rate !== undefined) expect(s.rate.backlog).toBeGreaterThanOrEqual(0);
   // Every grant and release since the gate was first observed is in its histograms.
   let before = unobserved.get(gate);
   if (before === undefined) {
