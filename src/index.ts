@@ -117,5 +117,6 @@ export {
   HostLimiter,
   type HostLimiterOptions,
   type PartnerRule,
+  type SharedRule,
 } from './partners/host-limiter.js';
 export * from './retry/index.js';
