@@ -120,7 +120,8 @@ describeRedis('a leased gate when a process dies, stalls, or Redis loses its sta
     const [sa, sb] = [await fleet.store(), await ioFleet.store()];
     const ga = sa.semaphore({ name: 'flushed', limit: 6, mode: 'leased', ...LEASE });
     const gb = sb.semaphore({ name: 'flushed', limit: 6, mode: 'leased', ...LEASE });
-    const [pa, pb]: Permit[][] = [[], []];
+    const pa: Permit[] = [];
+    const pb: Permit[] = [];
     await grab(ga, 3, pa);
     await grab(gb, 3, pb);
     await redis().command('FLUSHALL');
