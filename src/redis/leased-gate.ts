@@ -312,9 +312,17 @@ export class LeasedSemaphore extends Semaphore {
     const sentAt = performance.now();
     this.#lastSent = sentAt;
     const valid = sentAt < this.#validUntil;
-    const held = this.held;
+    const wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
+    this.#wants = wants;
+    // What Redis counts for us until the answer: held, plus a little of a valid block that
+    // demand still wants, kept in use while the answer is on its way (so a refresh does not
+    // stall the next grant). An idle process reserves nothing.
+    const slack = Math.max(1, Math.ceil(this.held / 10));
+    const held =
+      valid && wants > this.held
+        ? Math.max(this.held, Math.min(this.#block, wants, this.held + slack))
+        : this.held;
     this.#heldAtSend = held;
-    this.#wants = this.#demand.wants(held + this.queuedWeight, sentAt, this.#cap);
     const args = [
       this.#requested,
       this.#o.leaseMs,
