@@ -9,8 +9,8 @@
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants>"`. No TTL (so a
  *   `volatile-*` eviction never drops a block); an expired entry is deleted by the next refresh
  *   of any process, and an empty hash by Redis itself.
- * - `H`, `Q`: the FIFO mode's holders and tickets, only read: a leased process refuses a gate
- *   that FIFO processes use (and they refuse `v = 'leased/1'`).
+ * - `H`, `Q`: the FIFO mode's holders and tickets, only read (when a process registers): a
+ *   leased process refuses a gate that FIFO processes use (and they refuse `v = 'leased/1'`).
  *
  * The invariant, over live entries: Σ max(block, held) ≤ cap. A held permit cannot be taken
  * back, so a block that shrinks below what its process holds grants nothing new until enough
@@ -46,7 +46,7 @@ local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x')
 if meta[1] and meta[1] ~= '${LEASED_LAYOUT}' then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
-if (not meta[1] and meta[2]) or redis.call('EXISTS', H, Q) > 0 then
+if not meta[1] and meta[2] then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
 local t = redis.call('TIME')
@@ -83,6 +83,11 @@ for i = 1, #all, 2 do
     ids[#ids + 1] = id
     want[id] = tonumber(w)
   end
+end
+-- FIFO keys beside ours: checked when a process registers (once per process and lease), not
+-- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
+if not mine and redis.call('EXISTS', H, Q) > 0 then
+  return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
 for i = 1, #dead, 1000 do
   redis.call('HDEL', L, unpack(dead, i, math.min(#dead, i + 999)))

@@ -14,9 +14,9 @@ import type { SharedSemaphoreOptions } from './shared-stats.js';
 export const DEFAULT_REFRESH_MS = 1000;
 /**
  * An early refresh (a process wants more than its block, or holds a block it no longer needs)
- * comes at most every `refreshMs / 4` (at least 5 ms): a burst asks once, not per request.
+ * comes at most every `refreshMs / 10` (at least 5 ms): a burst asks once, not per request.
  */
-export const ASK_DIVISOR = 4;
+export const ASK_DIVISOR = 10;
 
 /** How the processes of a shared gate share its cap. */
 export type ShareMode = 'fifo' | 'leased';
@@ -72,9 +72,9 @@ export function resolveLeasedOptions(
 }
 
 /**
- * This process's demand: held + queued units, as a peak that decays by half every quarter
- * refresh once the load is gone (a burst is remembered briefly, an idle process lets go within
- * about one interval).
+ * This process's demand: held + queued units, as a peak that decays by half every eighth of a
+ * refresh once the load is gone (a burst is remembered briefly, an idle process lets go of most
+ * of its block within a third of an interval).
  */
 export class Demand {
   #value = 0;
@@ -82,7 +82,7 @@ export class Demand {
   readonly #halfLifeMs: number;
 
   constructor(refreshMs: number) {
-    this.#halfLifeMs = Math.max(1, refreshMs / 4);
+    this.#halfLifeMs = Math.max(1, refreshMs / 8);
   }
 
   /** Takes in the units held and queued now; returns the smoothed demand. */
