@@ -50,11 +50,11 @@ const FULL: Sizes = {
   processes: 50,
   callers: 8,
   cap: 100,
-  warmS: 3,
-  steadyS: 6,
+  warmS: 2,
+  steadyS: 5,
   shiftS: 5,
   shifts: 4,
-  idleS: 4,
+  idleS: 3,
   leaseMs: 3000,
   refreshMs: 1000,
   latencyRounds: 10,
@@ -282,8 +282,12 @@ async function main(): Promise<number> {
   const rows: ModeResult[] = [];
   for (const lib of s.libs) {
     try {
+      const started = Date.now();
       const r = await runMode(lib, s);
       rows.push(r);
+      console.error(
+        `# ${lib}: ${((Date.now() - started) / 1000).toFixed(0)} s, ${JSON.stringify({ ...r, series: undefined })}`,
+      );
       if (lib.startsWith('hostgate') && (r.peak > s.cap || r.errors > 0)) failed = true;
       if (r.errors > 0) console.error(`${lib}: ${r.errors} errors, first: ${r.firstError}`);
     } catch (error) {

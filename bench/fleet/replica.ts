@@ -36,7 +36,9 @@ export interface ReplicaResult {
 const MAX_WAITS = 4000;
 const config = workerConfig<ReplicaConfig>();
 const gate = await createGate(config);
-const agent = new http.Agent({ keepAlive: true, maxSockets: config.callers });
+// Idle sockets closed before the partner's 5 s keep-alive timeout would close them under a
+// request (a half of the fleet idles 5 s at a time).
+const agent = new http.Agent({ keepAlive: true, maxSockets: config.callers, timeout: 2000 });
 let seed = config.seed >>> 0 || 1;
 const random = () => {
   seed = (seed * 1664525 + 1013904223) >>> 0;
