@@ -342,14 +342,21 @@ async function main(): Promise<number> {
   console.log('\n## one leased refresh in Redis, by processes on the gate\n');
   console.log(
     markdownTable(
-      ['processes', 'µs / refresh (Redis CPU)', 'block hash bytes', 'wire bytes / refresh'],
+      [
+        'processes',
+        'µs / refresh (Redis CPU)',
+        'µs / walk of the fleet',
+        'block hash bytes',
+        'wire bytes / refresh',
+      ],
       costs.map((c) => [
         String(c.processes),
         fmt(c.usecPerRefresh, 1),
+        fmt(c.usecPerWalk, 1),
         String(c.hashBytes),
         fmt(c.wireBytes, 0),
       ]),
-      ['right', 'right', 'right', 'right'],
+      ['right', 'right', 'right', 'right', 'right'],
     ),
   );
   const leased = rows.find((r) => r.lib === 'hostgate-leased');

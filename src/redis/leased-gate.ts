@@ -334,6 +334,8 @@ export class LeasedSemaphore extends Semaphore {
       this.#closed ? 0 : this.#wants,
       valid ? 1 : 0,
       setCap,
+      // How often some refresh walks the fleet's entries: twice per interval per gate.
+      Math.max(1, Math.floor(this.#o.refreshMs / 2)),
     ];
     const inflight = this.#store.refreshLeased(this.keys, args).then(
       (reply) => this.#answer(reply, sentAt),
@@ -441,7 +443,17 @@ export class LeasedSemaphore extends Semaphore {
     const last = this.#inflight ?? Promise.resolve();
     return last.then(() => {
       if (this.#refused !== undefined) return;
-      const args = [this.#requested, this.#o.leaseMs, 1, this.#store.processId, 0, 0, 0, 0];
+      const args = [
+        this.#requested,
+        this.#o.leaseMs,
+        1,
+        this.#store.processId,
+        0,
+        0,
+        0,
+        0,
+        this.#o.refreshMs,
+      ];
       return this.#store.refreshLeased(this.keys, args).then(
         () => undefined,
         () => undefined,
