@@ -48,7 +48,7 @@ interface Sizes {
 
 const FULL: Sizes = {
   processes: 50,
-  callers: 8,
+  callers: 6,
   cap: 100,
   warmS: 2,
   steadyS: 5,
@@ -86,8 +86,12 @@ interface ModeResult {
   waitP99: number;
   peak: number;
   errors: number;
+  /** Partner busy / cap while demand shifts (end to end: includes a CPU-starved client). */
   utilization?: number;
+  /** Permits held / cap while demand shifts, from every replica's own count. */
+  heldUtilization?: number;
   series?: [number, number][];
+  heldSeries?: [number, number][];
   killReturnMs?: number;
   idleCallsPerProcessPerS?: number;
   firstError?: string;
@@ -211,7 +215,8 @@ async function runMode(lib: LibName, s: Sizes): Promise<ModeResult> {
       const c0 = totalCalls(await info(redis, 'commandstats'));
       await until(end - 100);
       const c1 = totalCalls(await info(redis, 'commandstats'));
-      idleCalls = (c1 - c0 - 1) / ((end - 100 - idleFrom) / 1000) / alive.length;
+      const idleS = (end - 100 - idleFrom) / 1000;
+      if (idleS >= 1) idleCalls = (c1 - c0 - 1) / idleS / alive.length;
     }
     const results = await Promise.all(
       alive.map((w) => w.next<ReplicaResult>('done', end - Date.now() + 60_000)),
@@ -246,6 +251,20 @@ async function runMode(lib: LibName, s: Sizes): Promise<ModeResult> {
         series.push([(from - shiftStart + bucket / 2) / 1000, mean / s.cap]);
       }
       result.series = series;
+      // The gates' own permit-seconds: each replica's held, averaged per bucket, summed.
+      const heldSeries: [number, number][] = [];
+      let heldSum = 0;
+      for (let from = shiftStart; from < shiftEnd; from += bucket) {
+        let total = 0;
+        for (const r of results) {
+          const inside = r.held.filter(([at]) => at >= from && at < from + bucket);
+          if (inside.length > 0) total += inside.reduce((n, [, h]) => n + h, 0) / inside.length;
+        }
+        heldSum += total;
+        heldSeries.push([(from - shiftStart + bucket / 2) / 1000, total / s.cap]);
+      }
+      result.heldSeries = heldSeries;
+      result.heldUtilization = heldSum / heldSeries.length / s.cap;
     }
     for (const w of alive) w.send({ type: 'close' });
     await Promise.all(alive.map((w) => w.next('closed', 10_000).catch(() => undefined)));
@@ -286,7 +305,7 @@ async function main(): Promise<number> {
       const r = await runMode(lib, s);
       rows.push(r);
       console.error(
-        `# ${lib}: ${((Date.now() - started) / 1000).toFixed(0)} s, ${JSON.stringify({ ...r, series: undefined })}`,
+        `# ${lib}: ${((Date.now() - started) / 1000).toFixed(0)} s, ${JSON.stringify({ ...r, series: undefined, heldSeries: undefined })}`,
       );
       if (lib.startsWith('hostgate') && (r.peak > s.cap || r.errors > 0)) failed = true;
       if (r.errors > 0) console.error(`${lib}: ${r.errors} errors, first: ${r.firstError}`);
@@ -305,7 +324,8 @@ async function main(): Promise<number> {
         'wait p50',
         'wait p99',
         'partner peak / cap',
-        'utilization while demand shifts',
+        'permits held / cap while demand shifts',
+        'partner busy / cap then',
         'SIGKILLed permits back after',
         'idle calls / process / s',
       ],
@@ -317,11 +337,24 @@ async function main(): Promise<number> {
         `${fmt(r.waitP50)} ms`,
         `${fmt(r.waitP99)} ms`,
         `${r.peak} / ${s.cap}`,
+        r.heldUtilization === undefined ? '—' : `${(r.heldUtilization * 100).toFixed(1)}%`,
         r.utilization === undefined ? '—' : `${(r.utilization * 100).toFixed(1)}%`,
         r.killReturnMs === undefined ? '—' : `${r.killReturnMs} ms (lease ${s.leaseMs})`,
         fmt(r.idleCallsPerProcessPerS, 2),
       ]),
-      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+      [
+        'left',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+      ],
     ),
   );
   const latency = await freeLatency(s.latencyRounds);
@@ -363,18 +396,24 @@ async function main(): Promise<number> {
   const fifo = rows.find((r) => r.lib === 'hostgate');
   if (!values.smoke && leased?.series && fifo?.series) {
     const shifts = Array.from({ length: s.shifts - 1 }, (_, i) => (i + 1) * s.shiftS);
+    const pctOf = (u: number | undefined) => `${fmt((u ?? 0) * 100, 1)}%`;
     const svg = utilizationChart(
-      `Partner utilization, ${s.processes} processes, cap ${s.cap}, demand moving every ${s.shiftS} s`,
+      `Permits held / cap, ${s.processes} processes, cap ${s.cap}, demand moving every ${s.shiftS} s`,
       [
         {
-          label: `leased (${fmt((leased.utilization ?? 0) * 100, 1)}%)`,
+          label: `leased: held ${pctOf(leased.heldUtilization)}`,
           color: '#1b6ac9',
-          points: leased.series,
+          points: leased.heldSeries ?? [],
         },
         {
-          label: `FIFO (${fmt((fifo.utilization ?? 0) * 100, 1)}%)`,
+          label: `FIFO: held ${pctOf(fifo.heldUtilization)}`,
           color: '#d9731a',
-          points: fifo.series,
+          points: fifo.heldSeries ?? [],
+        },
+        {
+          label: `leased: partner busy ${pctOf(leased.utilization)}`,
+          color: '#7fb0e8',
+          points: leased.series,
         },
       ],
       shifts,

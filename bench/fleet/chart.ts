@@ -57,7 +57,7 @@ export function utilizationChart(
       .map(([t, u], j) => `${j === 0 ? 'M' : 'L'}${px(t).toFixed(1)},${py(u).toFixed(1)}`)
       .join(' ');
     parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="1.8"/>`);
-    const lx = LEFT + 10 + i * 260;
+    const lx = LEFT + 10 + i * 270;
     parts.push(
       `<line x1="${lx}" x2="${lx + 24}" y1="42" y2="42" stroke="${s.color}" stroke-width="3"/>`,
       `<text x="${lx + 30}" y="46">${esc(s.label)}</text>`,

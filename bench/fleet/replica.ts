@@ -26,6 +26,8 @@ export interface Phase {
 }
 
 export interface ReplicaResult {
+  /** [epoch ms, permits held] every 50 ms (hostgate only): the gate's own utilization. */
+  held: [number, number][];
   grants: number[];
   /** Waits (ms) of a sample of grants, per phase. */
   waits: number[][];
@@ -62,6 +64,7 @@ function call(delay: number): Promise<void> {
 await toParent({ type: 'ready', processId: gate.processId });
 const { phases } = await fromParent<{ phases: Phase[] }>('run');
 const result: ReplicaResult = {
+  held: [],
   grants: phases.map(() => 0),
   waits: phases.map(() => []),
   errors: 0,
@@ -96,7 +99,13 @@ async function caller(): Promise<void> {
   }
 }
 
+const heldNow = gate.held;
+const sampler =
+  heldNow === undefined
+    ? undefined
+    : setInterval(() => result.held.push([Date.now(), heldNow()]), 50);
 await Promise.all(Array.from({ length: config.callers }, caller));
+clearInterval(sampler);
 await toParent({ type: 'done', ...result });
 await fromParent('close');
 await gate.close();

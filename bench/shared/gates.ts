@@ -28,6 +28,8 @@ export interface GateConfig {
 export interface SharedGate {
   /** hostgate: the store's process id in Redis. */
   processId?: string;
+  /** hostgate: permits this process holds now. */
+  held?: () => number;
   /** Resolves with the function that gives the permit back. */
   acquire(): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -67,6 +69,7 @@ async function hostgateGate(config: GateConfig): Promise<SharedGate> {
       : store.semaphore(options);
   return {
     processId: store.processId,
+    held: () => gate.held,
     async acquire() {
       const permit = await gate.acquire();
       return async () => permit.release();
@@ -105,8 +108,10 @@ async function bottleneckGate(config: GateConfig): Promise<SharedGate> {
     clearDatastore: false,
     clientOptions: { host: '127.0.0.1', port: config.redisPort },
   });
+  let errors = 0;
   limiter.on('error', (error: unknown) => {
-    console.error('bottleneck error:', error);
+    // The first in full; a flood under load (its clients expire) would bury every other line.
+    if (errors++ === 0) console.error('bottleneck error:', error);
   });
   await limiter.ready();
   return {
