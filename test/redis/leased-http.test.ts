@@ -1,6 +1,8 @@
+import { Registry } from 'prom-client';
 import { Agent, request } from 'undici';
 import { afterEach, expect, it } from 'vitest';
 import { HostLimiter, limitHosts } from '../../src/index.js';
+import { registerMetrics } from '../../src/observe/prometheus.js';
 import type { LeasedSemaphore } from '../../src/redis/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { prng } from '../helpers/prng.js';
@@ -67,6 +69,13 @@ describeRedis('limitHosts through a leased shared gate (shared: { mode: "leased"
       expect(gate.held).toBe(0);
       expect(gate.stats().shared.sharing).toBe('leased');
     }
+    // The block and the demand reach Prometheus beside the cluster's numbers.
+    const registry = new Registry();
+    registerMetrics(replicas[0]!.limiter, { registry });
+    const text = await registry.metrics();
+    expect(text).toMatch(/hostgate_shared_block\{partner="billing"\} \d+/);
+    expect(text).toMatch(/hostgate_shared_demand\{partner="billing"\} \d+/);
+    expect(text).toMatch(/hostgate_shared_store_up\{partner="billing"\} 1/);
     await Promise.all(replicas.map(({ limiter }) => limiter.close()));
   });
 
