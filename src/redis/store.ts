@@ -152,6 +152,8 @@ export class RedisStore {
    * @example
    * const jobs = store.semaphore({ name: 'pdf-render', limit: 8, maxQueue: 100, queueTimeout: 5000 });
    * await jobs.run(() => render(doc));
+   * // leased mode: each process grants from its block of the cap, no Redis call per request
+   * const bulk = store.semaphore({ name: 'bulk', limit: 200, mode: 'leased' });
    */
   semaphore(options: LeasedSemaphoreOptions): LeasedSemaphore;
   semaphore(options: SharedSemaphoreOptions & { mode?: 'fifo' }): SharedSemaphore;
