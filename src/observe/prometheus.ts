@@ -238,7 +238,7 @@ export function registerMetrics(
   );
   gauge(
     'shared_demand',
-    'Leased shared gates: this process\'s demand (held + queued, smoothed) as last sent to Redis.',
+    "Leased shared gates: this process's demand (held + queued, smoothed) as last sent to Redis.",
     (r) => r.shared?.demand ?? undefined,
   );
   counter(
