@@ -61,7 +61,7 @@ describeRedis('a leased gate when a process dies, stalls, or Redis loses its sta
     stopped = child('stopped', 'ioredis');
     workers.push(killed, stopped);
     await Promise.all([killed.next('ready'), stopped.next('ready')]);
-  });
+  }, 90_000); // two forks through the tsx loader: seconds quiet, tens of seconds beside a CPU hog
   afterAll(async () => {
     for (const w of workers) w.kill('SIGKILL');
     await fleet.closeAll();
