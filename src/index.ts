@@ -121,6 +121,7 @@ export {
   HostLimiter,
   type HostLimiterOptions,
   type PartnerRule,
+  type SharedRule,
 } from './partners/host-limiter.js';
 export type {
   CostRequest,

@@ -25,6 +25,10 @@ test.concurrent.each([
     'bench/shared.ts',
     redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK',
   ],
+  [
+    'bench/fleet.ts',
+    redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK',
+  ],
 ])(
   '%s --smoke completes',
   async (script, expected) => {

@@ -42,11 +42,12 @@ process.on('exit', () => {
 export function forkWorker(
   script: string | URL,
   config: unknown,
-  options: { env?: NodeJS.ProcessEnv } = {},
+  /** `execArgv`: instead of the tsx loader (a bundled script with a small heap, say). */
+  options: { env?: NodeJS.ProcessEnv; execArgv?: string[] } = {},
 ): Worker {
   const path = typeof script === 'string' ? script : fileURLToPath(script);
   const child = fork(path, [JSON.stringify(config)], {
-    execArgv: ['--import', TSX_LOADER],
+    execArgv: options.execArgv ?? ['--import', TSX_LOADER],
     stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     env: options.env ?? process.env,
   });

@@ -9,7 +9,7 @@ import { createClient } from 'redis';
 import { Semaphore as RedisSemaphore } from 'redis-semaphore';
 import { redisStore } from '../../src/redis/index.js';
 
-export type LibName = 'hostgate' | 'redis-semaphore' | 'bottleneck';
+export type LibName = 'hostgate' | 'hostgate-leased' | 'redis-semaphore' | 'bottleneck';
 
 export interface GateConfig {
   lib: LibName;
@@ -19,9 +19,17 @@ export interface GateConfig {
   client: 'node-redis' | 'ioredis';
   /** Shared name of the gate in Redis. */
   name: string;
+  /** hostgate: the store's lease (and a leased gate's), ms (default: the store's default). */
+  leaseMs?: number;
+  /** hostgate-leased: the block refresh interval, ms. */
+  refreshMs?: number;
 }
 
 export interface SharedGate {
+  /** hostgate: the store's process id in Redis. */
+  processId?: string;
+  /** hostgate: permits this process holds now. */
+  held?: () => number;
   /** Resolves with the function that gives the permit back. */
   acquire(): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -44,14 +52,24 @@ async function hostgateGate(config: GateConfig): Promise<SharedGate> {
     client = nodeRedis;
     closeClient = () => nodeRedis.close();
   }
-  const store = redisStore({ client, prefix: 'bench:' });
-  const gate = store.semaphore({
+  const store = redisStore({
+    client,
+    prefix: 'bench:',
+    ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }),
+  });
+  const options = {
     name: config.name,
     limit: config.cap,
     maxQueue: 10_000,
     queueTimeout: NO_TIMEOUT_MS,
-  });
+  };
+  const gate =
+    config.lib === 'hostgate-leased'
+      ? store.semaphore({ ...options, mode: 'leased', refreshMs: config.refreshMs })
+      : store.semaphore(options);
   return {
+    processId: store.processId,
+    held: () => gate.held,
     async acquire() {
       const permit = await gate.acquire();
       return async () => permit.release();
@@ -90,8 +108,10 @@ async function bottleneckGate(config: GateConfig): Promise<SharedGate> {
     clearDatastore: false,
     clientOptions: { host: '127.0.0.1', port: config.redisPort },
   });
+  let errors = 0;
   limiter.on('error', (error: unknown) => {
-    console.error('bottleneck error:', error);
+    // The first in full; a flood under load (its clients expire) would bury every other line.
+    if (errors++ === 0) console.error('bottleneck error:', error);
   });
   await limiter.ready();
   return {
@@ -121,6 +141,7 @@ export async function createGate(config: GateConfig): Promise<SharedGate> {
     case 'bottleneck':
       return bottleneckGate(config);
     case 'hostgate':
+    case 'hostgate-leased':
       return hostgateGate(config);
   }
 }

@@ -95,6 +95,14 @@ export const coreEntry = {
 
 export class CountingGate {
   #limit: number;
+  /**
+   * What grants may fill: `limit`, or less while a subclass sets a ceiling (a leased shared
+   * gate's block of the cap, which may be 0 and never rejects a waiter heavier than it).
+   */
+  #grantable: number;
+  #ceiling = Number.POSITIVE_INFINITY;
+  /** Units waiting in the queue (a leased gate's demand). */
+  #queuedWeight = 0;
   /** Units granted and not yet back: `held + available === limit` while `held <= limit`. */
   #held = 0;
   /** Waiters, by priority class (one class unless `priorities` is set). */
@@ -147,6 +155,7 @@ export class CountingGate {
 
   constructor(o: ResolvedSemaphoreOptions, priorities: PriorityClassOptions[] | undefined) {
     this.#limit = o.limit;
+    this.#grantable = o.limit;
     this.#name = o.name;
     this.#now = o.now ?? platformNow;
     this.#cacheClock = o.now === undefined;
@@ -173,7 +182,22 @@ export class CountingGate {
     return this.#held;
   }
   get available(): number {
-    return this.#held < this.#limit ? this.#limit - this.#held : 0;
+    return this.#held < this.#grantable ? this.#grantable - this.#held : 0;
+  }
+  /** @internal Units waiting (weights summed). */
+  protected get queuedWeight(): number {
+    return this.#queuedWeight;
+  }
+
+  /**
+   * @internal Grants stay within `min(limit, ceiling)` (a non-negative integer, or Infinity):
+   * for gates whose room comes from elsewhere (a leased block of a shared cap). Lowering it
+   * takes nothing back; raising it grants to waiters at once.
+   */
+  protected setCeiling(ceiling: number): void {
+    this.#ceiling = ceiling;
+    this.#grantable = Math.min(this.#limit, ceiling);
+    this.#drain();
   }
   get queued(): number {
     return this.#queue.size;
@@ -185,7 +209,7 @@ export class CountingGate {
   /** The ways into the gate, for Semaphore's calls (coreEntry): a permit now, or a place in the queue. */
   #take(call: Call<Held> | undefined): Held | undefined {
     const weight = call?.weight ?? 1;
-    if (this.#queue.size > 0 || this.#held + weight > this.#limit) return undefined;
+    if (this.#queue.size > 0 || this.#held + weight > this.#grantable) return undefined;
     const rate = this.#rate;
     if (rate !== undefined && !rate.take(call?.cost ?? 1)) return undefined;
     const permit = this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
@@ -202,6 +226,7 @@ export class CountingGate {
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#deadlines.add(waiter, call);
     this.#queue.push(waiter);
+    this.#queuedWeight += waiter.weight;
     signal?.addEventListener('abort', waiter, { once: true });
     return waiter;
   }
@@ -212,6 +237,7 @@ export class CountingGate {
    */
   setLimit(limit: number): void {
     this.#limit = positiveInteger('limit', limit);
+    this.#grantable = Math.min(this.#limit, this.#ceiling);
     for (const cls of this.#queue.classes) {
       for (let waiter = cls.head; waiter !== undefined; ) {
         const next = waiter.next;
@@ -374,7 +400,7 @@ export class CountingGate {
       const queue = this.#queue;
       // One class (every gate without priorities): no class to pick, no share to charge.
       const single = queue.classes.length === 1 ? queue.classes[0]! : undefined;
-      while (queue.size > 0 && this.#held < this.#limit) {
+      while (queue.size > 0 && this.#held < this.#grantable) {
         const cls = single ?? queue.next()!;
         let waiter = cls.head!;
         if (this.#lifoAfter !== undefined) {
@@ -382,7 +408,7 @@ export class CountingGate {
           waiter = nextWaiter(waiter, cls.tail!, now, this.#lifoAfter);
         }
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
-        if (this.#held + waiter.weight > this.#limit) break;
+        if (this.#held + waiter.weight > this.#grantable) break;
         // Its rate slot at the same point: not come yet, the rate's timer serves it then.
         if (this.#rate !== undefined && !this.#rate.take(this.#rate.costOf(waiter))) break;
         this.#dequeue(waiter);
@@ -399,6 +425,7 @@ export class CountingGate {
   /** Takes a waiter out of every list and detaches its signal and timer. */
   #dequeue(waiter: Held): void {
     waiter.queued = false;
+    this.#queuedWeight -= waiter.weight;
     this.#queue.remove(waiter);
     this.#deadlines.remove(waiter);
     waiter.signal?.removeEventListener('abort', waiter);

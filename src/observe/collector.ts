@@ -164,6 +164,10 @@ export interface SharedPartnerMetrics {
   storeUp: boolean;
   /** Leases Redis lost while this process held them (stalls, a Redis restart). */
   leasesLost: number;
+  /** Leased mode (`sharing: 'leased'`): this process's block of the cap; `null` in FIFO mode. */
+  block: number | null;
+  /** Leased mode: this process's demand as last sent to Redis; `null` in FIFO mode. */
+  demand: number | null;
 }
 
 /** What a shared gate's `stats()` adds (read by shape: metrics do not import hostgate/redis). */
@@ -173,6 +177,9 @@ interface SharedStatsView {
   processes: number;
   mode: string;
   leasesLost: number;
+  sharing?: string;
+  block?: number;
+  demand?: number;
 }
 
 const COLLECTOR_KEYS = ['maxOriginLabels', 'stallAfter', 'retrier', 'now'] as const;
@@ -428,7 +435,19 @@ export class MetricsCollector {
       maxQueue += stats.maxQueue;
       const view = (stats as { shared?: SharedStatsView }).shared;
       if (view !== undefined) {
-        shared ??= { held: 0, queued: 0, processes: 0, storeUp: true, leasesLost: 0 };
+        shared ??= {
+          held: 0,
+          queued: 0,
+          processes: 0,
+          storeUp: true,
+          leasesLost: 0,
+          block: null,
+          demand: null,
+        };
+        if (view.sharing === 'leased') {
+          shared.block = (shared.block ?? 0) + (view.block ?? 0);
+          shared.demand = (shared.demand ?? 0) + (view.demand ?? 0);
+        }
         shared.held += view.held;
         shared.queued += view.queued;
         shared.processes = Math.max(shared.processes, view.processes);

@@ -83,6 +83,8 @@ export const CLASS_ATTRIBUTE = 'hostgate.priority_class';
  * | `hostgate.shared.active_request_leases` | observable up-down | `{request}` | shared gates: held by every replica |
  * | `hostgate.shared.queued_requests`     | observable up-down  | `{request}` | shared gates: waiting in Redis, all replicas |
  * | `hostgate.shared.leases_lost`         | observable counter  | `{request}` | shared gates: leases Redis lost under us |
+ * | `hostgate.shared.block`               | observable up-down  | `{request}` | leased shared gates: this process's block |
+ * | `hostgate.shared.demand`              | observable up-down  | `{request}` | leased shared gates: this process's demand |
  * | `hostgate.retries`                    | observable counter  | `{request}` | retries (only with `retrier`) |
  *
  * Every instrument has the attribute `hostgate.partner`: the partner's name; unknown origins by
@@ -221,13 +223,16 @@ export function registerOtelMetrics(
   const shared = (
     suffix: string,
     description: string,
-    value: (s: SharedPartnerMetrics) => number,
+    value: (s: SharedPartnerMetrics) => number | null,
     isCounter = false,
   ) => {
     const instrument = isCounter
       ? meter.createObservableCounter(name(suffix), { unit, description })
       : meter.createObservableUpDownCounter(name(suffix), { unit, description });
-    const values: Values = (r) => (r.shared === null ? [] : [[value(r.shared)]]);
+    const values: Values = (r) => {
+      const v = r.shared === null ? null : value(r.shared);
+      return v === null ? [] : [[v]];
+    };
     readings.push({ instrument, counter: isCounter, values });
   };
   shared(
@@ -239,6 +244,16 @@ export function registerOtelMetrics(
     'shared.queued_requests',
     'Shared gates: requests of every replica waiting in Redis.',
     (s) => s.queued,
+  );
+  shared(
+    'shared.block',
+    "Leased shared gates: this process's block of the cap (permits it may hold now).",
+    (s) => s.block,
+  );
+  shared(
+    'shared.demand',
+    "Leased shared gates: this process's demand (held + queued, smoothed) as last sent.",
+    (s) => s.demand,
   );
   shared(
     'shared.leases_lost',

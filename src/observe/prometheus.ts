@@ -64,6 +64,8 @@ export const CLASS_LABEL = 'priority_class';
  * | `hostgate_shared_processes`         | gauge     | shared gates: live processes                 |
  * | `hostgate_shared_store_up`          | gauge     | shared gates: 1 while Redis answers          |
  * | `hostgate_shared_leases_lost_total` | counter   | shared gates: leases Redis lost under us     |
+ * | `hostgate_shared_block`             | gauge     | leased shared gates: this process's block    |
+ * | `hostgate_shared_demand`            | gauge     | leased shared gates: this process's demand   |
  * | `hostgate_acquired_total`           | counter   | permits granted                              |
  * | `hostgate_released_total`           | counter   | permits returned (any way)                   |
  * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`,   |
@@ -228,6 +230,16 @@ export function registerMetrics(
     'shared_store_up',
     "Shared gates: 1 while Redis answers, 0 while the store's onStoreError policy is in force.",
     (r) => (r.shared === null ? undefined : r.shared.storeUp ? 1 : 0),
+  );
+  gauge(
+    'shared_block',
+    "Leased shared gates: this process's block of the cap (permits it may hold now).",
+    (r) => r.shared?.block ?? undefined,
+  );
+  gauge(
+    'shared_demand',
+    "Leased shared gates: this process's demand (held + queued, smoothed) as last sent to Redis.",
+    (r) => r.shared?.demand ?? undefined,
   );
   counter(
     'shared_leases_lost_total',

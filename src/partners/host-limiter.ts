@@ -77,9 +77,12 @@ export interface PartnerRule extends GateOptions {
   hosts: string[];
   /**
    * One cap for every process: the gate lives in the limiter's `store` (`hostgate/redis`), and
-   * every process with the same store prefix and partner name shares `limit`.
+   * every process with the same store prefix and partner name shares `limit`. `true` (or
+   * `{ mode: 'fifo' }`): every grant is a Redis round trip, one FIFO queue for all processes.
+   * `{ mode: 'leased' }`: each process grants from a block of the cap sized by its demand, with
+   * no Redis call per request (see docs/shared-gates.md); `priorities` work in this mode.
    */
-  shared?: boolean;
+  shared?: boolean | SharedRule;
   /**
    * Adapt the limit to the partner's real capacity, within [`min`, `limit`]: `limit` stays the
    * hard ceiling. `true` takes every default (loss-based AIMD from 20). See {@link AdaptiveOptions}.
@@ -109,6 +112,18 @@ export interface PartnerRule extends GateOptions {
   settleCost?: SettleCost;
 }
 
+/** How a partner's gate is shared (`shared: { ... }`). */
+export interface SharedRule {
+  /** `'fifo'` (default, as `shared: true`) or `'leased'`. */
+  mode?: 'fifo' | 'leased';
+  /** Leased mode: block refresh interval in ms (default 1000). */
+  refreshMs?: number;
+  /** Leased mode: a block's lease in ms (default: the store's `leaseMs`). */
+  leaseMs?: number;
+}
+
+const SHARED_KEYS = ['mode', 'refreshMs', 'leaseMs'] as const;
+
 /** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
 export interface GateStats extends SemaphoreStats {
   adaptive?: AdaptiveStats;
@@ -125,6 +140,10 @@ export interface GateStore {
     maxQueue?: number | undefined;
     queueTimeout?: number | undefined;
     maxHold?: number | undefined;
+    mode?: 'fifo' | 'leased';
+    refreshMs?: number | undefined;
+    leaseMs?: number | undefined;
+    priorities?: PriorityClassOptions[] | undefined;
   }): Semaphore;
   close(): Promise<void>;
 }
@@ -308,17 +327,19 @@ export class HostLimiter {
     if (!Array.isArray(rule.hosts) || rule.hosts.length === 0) {
       throw new TypeError(`${where}: hosts must be a non-empty array, got ${describe(rule.hosts)}`);
     }
-    if (rule.shared !== undefined && typeof rule.shared !== 'boolean') {
-      throw new TypeError(`${where}: shared must be a boolean, got ${describe(rule.shared)}`);
+    const shared = parseShared(where, rule.shared);
+    if (rule.priorities !== undefined && shared?.mode === 'fifo') {
+      throw new TypeError(
+        `${where}: priorities are not supported with shared: true yet (the FIFO mode; shared: { mode: 'leased' } has them)`,
+      );
     }
-    if (rule.priorities !== undefined && rule.shared === true) {
-      throw new TypeError(`${where}: priorities are not supported with shared: true yet`);
-    }
-    if (rule.rate !== undefined && rule.shared === true) {
-      throw new TypeError(`${where}: rate is not supported with shared: true yet`);
+    if (rule.rate !== undefined && shared !== undefined) {
+      throw new TypeError(`${where}: rate is not supported on shared gates yet (local gates only)`);
     }
     const gate =
-      rule.shared === true ? this.#sharedGate(where, rule) : makeGate(where, rule, rule.name);
+      shared !== undefined
+        ? this.#sharedGate(where, rule, shared)
+        : makeGate(where, rule, rule.name);
     setRateRules(where, gate, rule.cost, rule.settleCost);
     const adaptive = parseAdaptive(where, rule.adaptive, gate.limit);
     for (const text of rule.hosts) {
@@ -340,7 +361,11 @@ export class HostLimiter {
     if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
   }
 
-  #sharedGate(where: string, rule: PartnerRule): Semaphore {
+  #sharedGate(
+    where: string,
+    rule: PartnerRule,
+    shared: Required<Pick<SharedRule, 'mode'>> & SharedRule,
+  ): Semaphore {
     if (this.#store === undefined) {
       throw new TypeError(
         `${where}: shared: true needs the limiter's store option (hostgate/redis)`,
@@ -353,6 +378,14 @@ export class HostLimiter {
         maxQueue: rule.maxQueue,
         queueTimeout: rule.queueTimeout,
         maxHold: rule.maxHold ?? DEFAULT_MAX_HOLD_MS,
+        ...(shared.mode === 'leased'
+          ? {
+              mode: 'leased',
+              refreshMs: shared.refreshMs,
+              leaseMs: shared.leaseMs,
+              priorities: rule.priorities,
+            }
+          : {}),
       });
     } catch (error) {
       throw new TypeError(`${where}: ${(error as Error).message}`);
@@ -431,6 +464,34 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
   } catch (error) {
     throw new TypeError(`${where}: ${(error as Error).message}`);
   }
+}
+
+/** `shared`: absent or false (a local gate), `true` (FIFO), or `{ mode, refreshMs, leaseMs }`. */
+function parseShared(
+  where: string,
+  shared: unknown,
+): (Required<Pick<SharedRule, 'mode'>> & SharedRule) | undefined {
+  if (shared === undefined || shared === false) return undefined;
+  if (shared === true) return { mode: 'fifo' };
+  if (shared === null || typeof shared !== 'object' || Array.isArray(shared)) {
+    throw new TypeError(
+      `${where}: shared must be a boolean or { mode: 'fifo' | 'leased' }, got ${describe(shared)}`,
+    );
+  }
+  checkKnownKeys(`${where}: shared`, shared, SHARED_KEYS);
+  const rule = shared as SharedRule;
+  const mode = rule.mode ?? 'fifo';
+  if (mode !== 'fifo' && mode !== 'leased') {
+    throw new TypeError(
+      `${where}: shared.mode must be 'fifo' or 'leased', got ${describe(rule.mode)}`,
+    );
+  }
+  if (mode === 'fifo' && (rule.refreshMs !== undefined || rule.leaseMs !== undefined)) {
+    throw new TypeError(
+      `${where}: shared.refreshMs and shared.leaseMs are options of mode 'leased', got mode 'fifo'`,
+    );
+  }
+  return { ...rule, mode };
 }
 
 function parseStore(store: unknown): GateStore | undefined {

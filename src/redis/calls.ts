@@ -53,13 +53,15 @@ export class RedisCalls {
 
   /**
    * EVALSHA, and EVAL when Redis lost its script cache (SCRIPT FLUSH, restart, failover). A
-   * gate kept in another layout rejects with {@link SharedLayoutError} (`gate` names it).
+   * gate kept in another layout rejects with {@link SharedLayoutError} (`gate` names it,
+   * `layout` is this process's: the FIFO mode's unless a leased gate's script says otherwise).
    */
   eval(
     script: Script,
     keys: readonly string[],
     args: readonly (string | number)[],
     gate?: string,
+    layout: string = LAYOUT,
   ): Promise<unknown> {
     const tail = [keys.length, ...keys, ...args];
     return this.client
@@ -71,7 +73,7 @@ export class RedisCalls {
       .catch((error: unknown) => {
         const message = messageOf(error);
         if (!message.startsWith(LAYOUT_REFUSED)) throw error;
-        throw new SharedLayoutError(gate, message.slice(LAYOUT_REFUSED.length), LAYOUT);
+        throw new SharedLayoutError(gate, message.slice(LAYOUT_REFUSED.length), layout);
       });
   }
 

@@ -15,6 +15,19 @@ export {
 } from './channels.js';
 export type { StoreClient, Subscriber } from './client.js';
 export {
+  type LeasedGateView,
+  LeasedSemaphore,
+  type LeasedSemaphoreStats,
+} from './leased-gate.js';
+export { LEASED_LAYOUT } from './leased-scripts.js';
+export {
+  ASK_DIVISOR,
+  DEFAULT_REFRESH_MS,
+  type LeasedGateOptions,
+  type LeasedSemaphoreOptions,
+  type ShareMode,
+} from './leased-share.js';
+export {
   DEFAULT_COMMAND_TIMEOUT_MS,
   DEFAULT_FIRST_USE_WAIT_MS,
   DEFAULT_HEARTBEAT_DIVISOR,

@@ -4,6 +4,9 @@ import { checkKnownKeys, checkObject, describe } from '../common/options.js';
 import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
 import { storeClient } from './client.js';
+import { LeasedSemaphore } from './leased-gate.js';
+import { LEASED_KEY_SUFFIXES, LEASED_LAYOUT, leasedScripts } from './leased-scripts.js';
+import type { LeasedSemaphoreOptions } from './leased-share.js';
 import {
   MAX_GATE_NAME_BYTES,
   type RedisStoreOptions,
@@ -32,7 +35,10 @@ const GATE_KEYS = [
   'queueTimeout',
   'maxHold',
   'leakWarnAfter',
+  'mode',
 ] as const;
+/** Options only a leased gate takes. */
+const LEASED_KEYS = [...GATE_KEYS, 'refreshMs', 'leaseMs', 'priorities'] as const;
 
 /**
  * Shared gates on one Redis: every process with the same Redis, prefix and gate name shares one
@@ -44,6 +50,8 @@ export class RedisStore {
   readonly processId = randomBytes(8).toString('hex');
   readonly #calls: RedisCalls;
   readonly #gates = new Map<string, SharedSemaphore>();
+  /** Gates in leased mode (`mode: 'leased'`): no heartbeat, tickets or wake-ups of theirs here. */
+  readonly #leased = new Map<string, LeasedSemaphore>();
   /** Ticket id -> its gate, for routing wake-ups. */
   readonly #tickets = new Map<string, SharedSemaphore>();
   /** Acquires not yet answered: a release of the same id waits for them (never overtakes). */
@@ -163,15 +171,28 @@ export class RedisStore {
    * @example
    * const jobs = store.semaphore({ name: 'pdf-render', limit: 8, maxQueue: 100, queueTimeout: 5000 });
    * await jobs.run(() => render(doc));
+   * // leased mode: each process grants from its block of the cap, no Redis call per request
+   * const bulk = store.semaphore({ name: 'bulk', limit: 200, mode: 'leased' });
    */
-  semaphore(options: SharedSemaphoreOptions): SharedSemaphore {
+  semaphore(options: LeasedSemaphoreOptions): LeasedSemaphore;
+  semaphore(options: SharedSemaphoreOptions & { mode?: 'fifo' }): SharedSemaphore;
+  semaphore(
+    options: SharedSemaphoreOptions | LeasedSemaphoreOptions,
+  ): SharedSemaphore | LeasedSemaphore;
+  semaphore(
+    options: SharedSemaphoreOptions | LeasedSemaphoreOptions,
+  ): SharedSemaphore | LeasedSemaphore {
     checkObject('semaphore options', options);
     if ((options as { rate?: unknown }).rate !== undefined) {
       throw new TypeError(
         'store.semaphore: rate is not supported on shared gates yet (local gates only)',
       );
     }
-    checkKnownKeys('store.semaphore', options, GATE_KEYS);
+    const mode = (options as { mode?: unknown }).mode;
+    if (mode !== undefined && mode !== 'fifo' && mode !== 'leased') {
+      throw new TypeError(`mode must be 'fifo' or 'leased', got ${describe(mode)}`);
+    }
+    checkKnownKeys('store.semaphore', options, mode === 'leased' ? LEASED_KEYS : GATE_KEYS);
     const { name } = options;
     if (typeof name !== 'string' || name === '' || /[{}]/.test(name)) {
       throw new TypeError(
@@ -183,11 +204,17 @@ export class RedisStore {
         `name of a shared gate must be at most ${MAX_GATE_NAME_BYTES} bytes (it is sent in every Redis key of every call), got ${Buffer.byteLength(name)} bytes: ${describe(name.slice(0, 40))}…`,
       );
     }
-    if (this.#gates.has(name)) {
+    if (this.#gates.has(name) || this.#leased.has(name)) {
       throw new TypeError(`this store already has a shared gate named ${JSON.stringify(name)}`);
     }
     if (this.#closed) throw new TypeError('the store is closed');
     const base = `${this.options.prefix}{${name}}:`;
+    if (mode === 'leased') {
+      const keys = LEASED_KEY_SUFFIXES.map((suffix) => base + suffix);
+      const gate = new LeasedSemaphore(this, keys, options as LeasedSemaphoreOptions);
+      this.#leased.set(name, gate);
+      return gate;
+    }
     const keys = KEY_SUFFIXES.map((suffix) => base + suffix);
     const gate = new SharedSemaphore(this, keys, options);
     this.#gates.set(name, gate);
@@ -204,6 +231,27 @@ export class RedisStore {
     this.#byLostChannel.set(`${base}wake:${LOST}`, gate);
     this.#startHeartbeat();
     return gate;
+  }
+
+  /**
+   * @internal A leased gate's refresh: one script, timed as every call; a layout refusal
+   * rejects with `SharedLayoutError` without degrading the store, and an answer ends an outage
+   * as a heartbeat's does.
+   */
+  refreshLeased(
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    gate: string,
+  ): Promise<number[]> {
+    const raw = this.#calls.eval(leasedScripts.refresh, keys, args, gate, LEASED_LAYOUT);
+    return this.#calls.timed(raw).then((reply) => {
+      this.#outage.reached();
+      if (this.#degraded && !this.#closed) {
+        this.#recovered();
+        if (this.#gates.size > 0) void this.#beat();
+      }
+      return reply as number[];
+    });
   }
 
   /** A fresh ticket/lease id: `<process id>:<n>`, and `/<weight>` for more than one unit. */
@@ -560,6 +608,7 @@ export class RedisStore {
     this.#poll.close();
     // No wake-up is needed now, and the releases below must not wait to subscribe again.
     const unsubscribed = this.#calls.closeSubscriber();
+    const leased = Promise.all([...this.#leased.values()].map((gate) => gate.close()));
     for (const gate of this.#gates.values()) {
       const ids = gate.storeClosed();
       if (ids.length > 0) this.release(gate, ids);
@@ -577,6 +626,7 @@ export class RedisStore {
     }
     this.#toRelease.clear();
     this.#tickets.clear();
+    await within(leased, deadline - performance.now());
     await within(unsubscribed, deadline - performance.now());
   }
 }

@@ -270,7 +270,7 @@ describe('costs on a partner rule', () => {
           store,
           partners: [{ name: 'a', hosts, limit: 1, shared: true, rate: { limit: 5 } }],
         }),
-    ).toThrow(/rate is not supported with shared: true yet/);
+    ).toThrow(/rate is not supported on shared gates yet/);
   });
 
   it('refuses a rate on a store gate: not supported on shared gates yet', async () => {

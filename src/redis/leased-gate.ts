@@ -1,0 +1,443 @@
+import { SharedLayoutError, StoreUnavailableError } from '../common/errors.js';
+import { positiveInteger } from '../common/options.js';
+import type { ReleaseReason } from '../gate/diagnostics.js';
+import {
+  type AcquireOptions,
+  type Permit,
+  type RunCallback,
+  Semaphore,
+  type SemaphoreStats,
+  type TryAcquireOptions,
+  type WaitOptions,
+  type WaitTarget,
+  type WaitTicket,
+} from '../gate/semaphore.js';
+import {
+  Demand,
+  type LeasedSemaphoreOptions,
+  type ResolvedLeasedOptions,
+  resolveLeasedOptions,
+} from './leased-share.js';
+import type { ResolvedStoreOptions } from './options.js';
+
+/**
+ * What a leased gate uses of its store (a `RedisStore`), declared here so that store.ts can
+ * build the gates without an import circle.
+ */
+export interface LeasedGateStore {
+  readonly options: ResolvedStoreOptions;
+  readonly processId: string;
+  readonly closed: boolean;
+  /** One REFRESH script; rejects on an error or a timeout ({@link SharedLayoutError} for a layout). */
+  refreshLeased(
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    gate: string,
+  ): Promise<number[]>;
+}
+
+/** The cluster-wide view of a leased gate, as of its last refresh. */
+export interface LeasedGateView {
+  /** Always `'leased'` (a FIFO gate's view has no `sharing`). */
+  sharing: 'leased';
+  /** Permits held across every process (as each last reported them). */
+  held: number;
+  /** Nothing waits in Redis in this mode: always 0 (each process queues its own callers). */
+  queued: number;
+  /** Processes with a live block entry. */
+  processes: number;
+  /** `'redis'` while refreshes succeed, else the store's `onStoreError` policy. */
+  mode: 'redis' | 'local' | 'reject';
+  /** This process's block: how many permits it may hold now (0 once its lease lapsed). */
+  block: number;
+  /** This process's demand as last sent: held + queued units, smoothed. */
+  demand: number;
+  /** This process's max-min fair share of the cap by demand, as of the last refresh. */
+  target: number;
+  /** Every process's blocks summed. */
+  blocks: number;
+  /** Permits held when this process's block lapsed without a refresh (Redis stopped counting them). */
+  leasesLost: number;
+  /** Callers shed with `StoreUnavailableError`. */
+  shedStoreUnavailable: number;
+}
+
+export interface LeasedSemaphoreStats extends SemaphoreStats {
+  shared: LeasedGateView;
+}
+
+/**
+ * A shared gate in leased mode: a local `Semaphore` (queue bound, deadlines, abort, maxHold,
+ * priorities, weights, metrics, leak reports as a local gate's) whose grants stay within this
+ * process's *block* of the cap. The block is renewed by one Redis script per refresh, not per
+ * request. Create it with `store.semaphore({ name, limit, mode: 'leased' })`.
+ *
+ * Safety: Redis keeps Σ max(block, held) ≤ cap over live processes. A block is used only until
+ * `sent + leaseMs` on this process's clock (sent: when its refresh left), earlier than Redis
+ * lets it expire; while a refresh is on its way the gate grows past nothing it held when it
+ * was sent. Cross-process FIFO is what this mode gives up: each process serves its own queue.
+ */
+export class LeasedSemaphore extends Semaphore {
+  readonly keys: readonly string[];
+  readonly #store: LeasedGateStore;
+  readonly #o: ResolvedLeasedOptions;
+  readonly #demand: Demand;
+  #requested: number;
+  #cap: number;
+  #warnedCap: number | undefined = undefined;
+  #block = 0;
+  #validUntil = Number.NEGATIVE_INFINITY;
+  #target = 0;
+  #free = 0;
+  #processes = 1;
+  #blocks = 0;
+  #clusterHeld = 0;
+  #answeredAt = Number.NEGATIVE_INFINITY;
+  #recovering = false;
+  #wants = 0;
+  /** The refresh on its way (and the units held when it left), or undefined. */
+  #inflight: Promise<void> | undefined = undefined;
+  #heldAtSend = 0;
+  #lastSent = Number.NEGATIVE_INFINITY;
+  /** The last refresh failed (Redis unreachable, slow, or erroring). */
+  #down = false;
+  #refused: SharedLayoutError | undefined = undefined;
+  #ceiling = 0;
+  #leasesLost = 0;
+  #lapsed = true;
+  #shedUnavailable = 0;
+  #closed = false;
+  readonly #timer: ReturnType<typeof setInterval>;
+
+  /** @internal use `store.semaphore({ mode: 'leased', ... })` */
+  constructor(store: LeasedGateStore, keys: readonly string[], options: LeasedSemaphoreOptions) {
+    super({
+      limit: options.limit,
+      maxQueue: options.maxQueue,
+      queueTimeout: options.queueTimeout,
+      maxHold: options.maxHold,
+      leakWarnAfter: options.leakWarnAfter,
+      name: options.name,
+      priorities: options.priorities,
+    });
+    this.#o = resolveLeasedOptions(options, store.options.leaseMs);
+    this.#store = store;
+    this.keys = keys;
+    this.#requested = this.limit;
+    this.#cap = this.limit;
+    this.#demand = new Demand(this.#o.refreshMs);
+    this.setCeiling(0);
+    this.#timer = setInterval(() => this.#tick(), this.#o.askMs);
+    this.#timer.unref?.();
+    this.#refresh();
+  }
+
+  /** The cap every process shares: Redis's, as of its last answer. */
+  get sharedLimit(): number {
+    return this.#cap;
+  }
+
+  /** This process's block of the cap (0 once its lease lapsed without a refresh). */
+  get block(): number {
+    return this.#ceiling;
+  }
+
+  /** Resolves once a refresh has been answered (or has failed): a first block, for tests and warm-ups. */
+  async ready(): Promise<void> {
+    while (
+      this.#answeredAt === Number.NEGATIVE_INFINITY &&
+      !this.#closed &&
+      !this.#down &&
+      this.#refused === undefined
+    ) {
+      await (this.#inflight ?? this.#refresh());
+    }
+  }
+
+  /**
+   * Changes the cap in Redis for every process of this gate (as a FIFO gate's
+   * `setSharedLimit`). Rejects while Redis is unreachable.
+   */
+  async setSharedLimit(limit: number): Promise<void> {
+    const value = positiveInteger('limit', limit);
+    this.#requested = value;
+    await this.#inflight;
+    await this.#refresh(value);
+    if (this.#down) throw new StoreUnavailableError(this.name, this.#o.refreshMs);
+  }
+
+  /** Bounds this process's share: at most `limit` permits here, within [1, `sharedLimit`]. */
+  override setLimit(limit: number): void {
+    const value = positiveInteger('limit', limit);
+    if (value > this.#cap) {
+      throw new RangeError(
+        `limit of shared gate ${this.name ?? ''} must be at most its shared cap ${this.#cap} (this process's share), got ${value}`,
+      );
+    }
+    super.setLimit(value);
+  }
+
+  override acquire(options?: AcquireOptions): Promise<Permit> {
+    const refused = this.#refusal();
+    if (refused !== undefined) return Promise.reject(refused);
+    const promise = super.acquire(options);
+    this.#nudge();
+    return promise;
+  }
+
+  override tryAcquire(options?: number | TryAcquireOptions): Permit | undefined {
+    if (this.#refusal() !== undefined) return undefined;
+    return super.tryAcquire(options);
+  }
+
+  override wait(target: WaitTarget, options?: number | WaitOptions): WaitTicket | undefined {
+    const refused = this.#refusal();
+    if (refused !== undefined) {
+      target.rejected(refused);
+      return undefined;
+    }
+    const ticket = super.wait(target, options);
+    this.#nudge();
+    return ticket;
+  }
+
+  override run<T>(
+    fn: (signal: AbortSignal) => T | PromiseLike<T>,
+    options: AcquireOptions & { signal: AbortSignal },
+  ): Promise<T>;
+  override run<T>(
+    fn: (signal: AbortSignal | undefined) => T | PromiseLike<T>,
+    options?: AcquireOptions,
+  ): Promise<T>;
+  override run<T>(fn: RunCallback<T>, options?: AcquireOptions): Promise<T> {
+    const refused = this.#refusal();
+    if (refused !== undefined) return Promise.reject(refused);
+    const promise = super.run(fn as (signal: AbortSignal | undefined) => T, options);
+    this.#nudge();
+    return promise;
+  }
+
+  override stats(): LeasedSemaphoreStats {
+    return {
+      ...super.stats(),
+      shared: {
+        sharing: 'leased',
+        held: this.#clusterHeld,
+        queued: 0,
+        processes: this.#processes,
+        mode: this.#down ? this.#store.options.onStoreError : 'redis',
+        block: this.#ceiling,
+        demand: this.#wants,
+        target: this.#target,
+        blocks: this.#blocks,
+        leasesLost: this.#leasesLost,
+        shedStoreUnavailable: this.#shedUnavailable,
+      },
+    };
+  }
+
+  /** Semaphore hook: before a release serves the next waiter, a lapsed block is noticed. */
+  protected override released(_permit: Permit, _reason: ReleaseReason): void {
+    if (performance.now() >= this.#validUntil) this.#apply();
+  }
+
+  /**
+   * Checked on every way in: the block's lease may have lapsed (a stall past it: its first
+   * timer may not have run yet). Returns the error to refuse with, if any.
+   */
+  #refusal(): Error | undefined {
+    if (performance.now() >= this.#validUntil) this.#apply();
+    if (this.#refused !== undefined) return this.#refused;
+    if (this.#rejecting()) {
+      this.#shedUnavailable++;
+      return new StoreUnavailableError(this.name, this.#o.refreshMs);
+    }
+    return undefined;
+  }
+
+  #rejecting(): boolean {
+    return this.#down && this.#lapsed && this.#store.options.onStoreError === 'reject';
+  }
+
+  /** Someone queued: ask for more now if that can help (at most every `askMs`). */
+  #nudge(): void {
+    if (this.queuedWeight > 0 && this.#inflight === undefined) this.#tick();
+  }
+
+  #tick(): void {
+    if (this.#closed) return;
+    const now = performance.now();
+    if (now >= this.#validUntil) this.#apply();
+    const units = this.held + this.queuedWeight;
+    const wants = this.#demand.wants(units, now, this.#cap);
+    if (this.#inflight !== undefined || this.#refused !== undefined) return;
+    const since = now - this.#lastSent;
+    const block = this.#block;
+    const idle = wants === 0 && this.held === 0 && block === 0;
+    if (since >= (idle && !this.#down ? this.#o.leaseMs / 2 : this.#o.refreshMs)) {
+      this.#refresh();
+      return;
+    }
+    if (since < this.#o.askMs) return;
+    // More than the block, and Redis last said there is some (free permits, or a fair share
+    // above this block that others give back), or that answer is old: ask now.
+    const stale = now - this.#answeredAt >= this.#o.refreshMs;
+    const more =
+      wants > block && (stale || (!this.#recovering && (this.#free > 0 || block < this.#target)));
+    // A block twice what is wanted: give the unused part back now, for processes that need it.
+    const less = block > this.held && wants <= Math.floor(block / 2);
+    if (more || less) this.#refresh();
+  }
+
+  #refresh(setCap = 0): Promise<void> {
+    const sentAt = performance.now();
+    this.#lastSent = sentAt;
+    const valid = sentAt < this.#validUntil;
+    const wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
+    this.#wants = wants;
+    // What Redis counts for us until the answer: held, plus a little of a valid block that
+    // demand still wants, kept in use while the answer is on its way (so a refresh does not
+    // stall the next grant). An idle process reserves nothing.
+    const slack = Math.max(1, Math.ceil(this.held / 10));
+    const held =
+      valid && wants > this.held
+        ? Math.max(this.held, Math.min(this.#block, wants, this.held + slack))
+        : this.held;
+    this.#heldAtSend = held;
+    const args = [
+      this.#requested,
+      this.#o.leaseMs,
+      // A first use or a loss: no block beyond what is held until a process that had a block
+      // before could have refreshed (one interval and one command timeout).
+      this.#o.refreshMs + this.#store.options.commandTimeoutMs,
+      this.#store.processId,
+      held,
+      this.#closed ? 0 : this.#wants,
+      valid ? 1 : 0,
+      setCap,
+      // How often some refresh walks the fleet's entries: twice per interval per gate.
+      Math.max(1, Math.floor(this.#o.refreshMs / 2)),
+    ];
+    const inflight = this.#store.refreshLeased(this.keys, args, this.name ?? '').then(
+      (reply) => this.#answer(reply, sentAt),
+      (error: unknown) => this.#failed(error),
+    );
+    this.#inflight = inflight;
+    this.#apply(); // no growth while the answer is on its way
+    void inflight.then(() => {
+      if (this.#inflight === inflight) this.#inflight = undefined;
+      this.#apply();
+    });
+    return inflight;
+  }
+
+  #answer(reply: number[], sentAt: number): void {
+    const [block, lease, cap, processes, blocks, held, free, target, recovering] = reply.map(
+      Number,
+    ) as [number, number, number, number, number, number, number, number, number];
+    this.#recovering = recovering === 1;
+    this.#block = block;
+    this.#validUntil = sentAt + lease;
+    this.#processes = Math.max(1, processes);
+    this.#blocks = blocks;
+    this.#clusterHeld = held;
+    this.#free = free;
+    this.#target = target;
+    this.#answeredAt = performance.now();
+    this.#down = false;
+    if (cap !== this.#cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
+  }
+
+  #failed(error: unknown): void {
+    if (error instanceof SharedLayoutError) {
+      if (this.#refused === undefined) {
+        this.#refused = error;
+        process.emitWarning(error.message, { code: SharedLayoutError.CODE });
+      }
+      this.#apply();
+      this.clearQueue(this.#refused);
+      return;
+    }
+    this.#down = true;
+  }
+
+  /** The cap lives in Redis: as a FIFO gate, this process gates by Redis's and says so once. */
+  #adoptCap(cap: number): void {
+    const previous = this.#cap;
+    this.#cap = cap;
+    if (cap !== this.#requested && this.#warnedCap !== cap) {
+      this.#warnedCap = cap;
+      process.emitWarning(
+        `shared gate ${JSON.stringify(this.name ?? '')}: Redis holds cap ${cap} for it, this process asked for ${this.#requested}; gating by ${cap} (change it for every process with setSharedLimit(n))`,
+        { code: 'HOSTGATE_SHARED_CAP_MISMATCH' },
+      );
+    }
+    super.setLimit(this.limit >= previous ? cap : Math.min(this.limit, cap));
+  }
+
+  /** Sets the local ceiling from the block, its lease, a refresh on its way and the store policy. */
+  #apply(): void {
+    const now = performance.now();
+    let room: number;
+    if (this.#refused !== undefined || this.#closed) room = 0;
+    else if (now < this.#validUntil) {
+      if (this.#lapsed) this.#lapsed = false;
+      room = this.#block;
+      // Redis will count max(new block, held at send): no growth past that while it answers.
+      if (this.#inflight !== undefined) room = Math.min(room, this.#heldAtSend);
+    } else {
+      if (!this.#lapsed && this.#validUntil > Number.NEGATIVE_INFINITY) {
+        // Redis stops counting our permits at the lease's end: what we hold now runs uncounted.
+        this.#leasesLost += this.held;
+      }
+      this.#lapsed = true;
+      room = this.#down ? this.#fallback() : 0;
+    }
+    if (room !== this.#ceiling) {
+      this.#ceiling = room;
+      this.setCeiling(room);
+    }
+    if (this.#rejecting() && this.queued > 0) {
+      this.#shedUnavailable += this.queued;
+      this.clearQueue(new StoreUnavailableError(this.name, this.#o.refreshMs));
+    }
+  }
+
+  /**
+   * Redis unreachable past the block's lease, under `onStoreError: 'local'`: `localLimit`, else
+   * the last block Redis granted (at least 1). If every process is cut off, they grant at most
+   * the blocks they had: Σ ≤ cap (+1 a process whose block was 0).
+   */
+  #fallback(): number {
+    if (this.#store.options.onStoreError !== 'local') return 0;
+    return this.#store.options.localLimit ?? Math.max(1, this.#block);
+  }
+
+  /** The store is closing: waiters are shed, the block goes back (held reported as 0). */
+  close(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#closed = true;
+    clearInterval(this.#timer);
+    this.#apply();
+    this.clearQueue(new StoreUnavailableError(this.name, this.#o.refreshMs, 'the store is closed'));
+    const last = this.#inflight ?? Promise.resolve();
+    return last.then(() => {
+      if (this.#refused !== undefined) return;
+      const args = [
+        this.#requested,
+        this.#o.leaseMs,
+        1,
+        this.#store.processId,
+        0,
+        0,
+        0,
+        0,
+        this.#o.refreshMs,
+      ];
+      return this.#store.refreshLeased(this.keys, args, this.name ?? '').then(
+        () => undefined,
+        () => undefined,
+      );
+    });
+  }
+}

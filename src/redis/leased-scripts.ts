@@ -1,0 +1,174 @@
+/**
+ * The one Lua script of a leased shared gate (`mode: 'leased'`): a process's refresh. Doorman's
+ * idea for concurrency permits: each process holds a *block* of the cap sized by its demand and
+ * grants from it locally; Redis only apportions the cap, on Redis `TIME`, once per refresh.
+ *
+ * Keys of a leased gate, all under one `{...}` hash tag:
+ * - `M` meta, a hash (the FIFO mode's meta key): `v` the layout (`'leased/1'`), `c` the cap,
+ *   `r` the end of a recovery window (ms, Redis time), `x` when its 30-day TTL was last set,
+ *   and what the last walk of `L` found (`t` when, `b` `e` `n` `k` `u`: see REFRESH).
+ * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants>"`, and `_s` the sum
+ *   of max(block, held) over its entries. No TTL (so a `volatile-*` eviction never drops a
+ *   block); an expired entry is deleted by the next walk (see REFRESH).
+ * - `H`, `Q`: the FIFO mode's holders and tickets, only read (when a process registers): a
+ *   leased process refuses a gate that FIFO processes use (and they refuse `v = 'leased/1'`).
+ *
+ * The invariant, over live entries: Σ max(block, held) ≤ cap. A held permit cannot be taken
+ * back, so a block that shrinks below what its process holds grants nothing new until enough
+ * of those permits are released.
+ */
+import { createHash } from 'node:crypto';
+import type { Script } from './scripts.js';
+
+/** The layout a leased gate writes in `M.v`; any other found there is refused. */
+export const LEASED_LAYOUT = 'leased/1';
+
+/**
+ * REFRESH(cap, leaseMs, windowMs, processId, held, wants, valid, setCap, scanMs): records this
+ * process's held permits and demand (`wants`) and returns its block: its max-min fair share of
+ * the cap by demand (Doorman's FAIR_SHARE), never more than what the others leave (cap − Σ
+ * others' max(block, held)).
+ *
+ * A constant number of Redis calls and no walk over the fleet: `L._s` keeps Σ max(block, held)
+ * over every entry in `L`, updated by each refresh's difference. At most every `scanMs` one
+ * refresh walks `L`: it drops expired processes (until then their permits stay counted: never
+ * too few), sums `L._s` again, and stores the fair-share level in `M` (`b` the level, or -1 when
+ * every demand fits; `e` the highest process id that gets one unit over it; `n`, `k`, `u` the
+ * processes, blocks and held at that walk). So a refresh costs the same at 10 processes or
+ * 10,000, and the walk is paid a few times per interval per gate, not once per process.
+ *
+ * Recovery: a missing `M` means a first use or a loss (restart, flush, eviction). For a window
+ * nobody gets a block beyond what it holds: `leaseMs` when the caller still had a valid block
+ * (`valid` 1: it knows state was lost), else `windowMs` (one refresh and one command timeout:
+ * a process that held a block before the loss refreshes within it and stretches the window to
+ * a whole lease). A caller with a valid block whose entry is gone stretches it the same way.
+ *
+ * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering}`.
+ */
+const REFRESH = `
+local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lease, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+local proc, held, wants, valid = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
+local setcap, scan = tonumber(ARGV[8]), tonumber(ARGV[9])
+local META_TTL = 2592000000
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u')
+if meta[1] and meta[1] ~= '${LEASED_LAYOUT}' then
+  return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
+end
+if not meta[1] and meta[2] then
+  return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cap, ends, walked = tonumber(meta[2]), tonumber(meta[3] or 0), tonumber(meta[5] or 0)
+if not cap then
+  cap = tonumber(ARGV[1])
+  ends = now + (valid and lease or window)
+  walked = 0
+  redis.call('HSET', M, 'v', '${LEASED_LAYOUT}', 'c', cap, 'r', ends, 'x', now)
+  redis.call('PEXPIRE', M, META_TTL)
+elseif now - tonumber(meta[4] or 0) > 86400000 then
+  -- The TTL only reaps an abandoned gate: renewed once a day, not at every refresh.
+  redis.call('HSET', M, 'x', now)
+  redis.call('PEXPIRE', M, META_TTL)
+end
+if setcap > 0 then
+  cap = setcap
+  redis.call('HSET', M, 'c', cap)
+end
+local cur = redis.call('HMGET', L, proc, '_s')
+local mine = cur[1] ~= false
+local sum = tonumber(cur[2] or 0)
+local before, ownBlock, ownHeld = 0, 0, 0
+if mine then
+  local _, b, h = string.match(cur[1], '^(%d+) (%d+) (%d+)')
+  ownBlock, ownHeld = tonumber(b), tonumber(h)
+  before = math.max(ownBlock, ownHeld)
+end
+-- FIFO keys beside ours: checked when a process registers (once per process and lease), not
+-- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
+if not mine and redis.call('EXISTS', H, Q) > 0 then
+  return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
+end
+local level, top = tonumber(meta[6] or -1), meta[7] or ''
+local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
+if now - walked >= scan then
+  local all = redis.call('HGETALL', L)
+  local ids, want, dead = {}, {}, {}
+  -- Sums over every entry, ours as it stood before this refresh (what stats report).
+  sum, blocks, helds = before, ownBlock, ownHeld
+  for i = 1, #all, 2 do
+    local id = all[i]
+    if id ~= '_s' and id ~= proc then
+      local e, b, h, w = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
+      if tonumber(e) <= now then
+        dead[#dead + 1] = id
+      else
+        b, h = tonumber(b), tonumber(h)
+        sum = sum + math.max(b, h)
+        blocks, helds = blocks + b, helds + h
+        ids[#ids + 1] = id
+        want[id] = tonumber(w)
+      end
+    end
+  end
+  for i = 1, #dead, 1000 do
+    redis.call('HDEL', L, unpack(dead, i, math.min(#dead, i + 999)))
+  end
+  ids[#ids + 1] = proc
+  want[proc] = wants
+  n = #ids
+  -- Max-min fair share by demand: the smallest demands are met in full, the rest share what
+  -- is left equally; the units that do not divide go one each to the lowest ids, so the
+  -- targets sum to the cap and stay put while demands do.
+  table.sort(ids, function(a, b)
+    if want[a] ~= want[b] then return want[a] < want[b] end
+    return a < b
+  end)
+  level, top = -1, ''
+  local left = cap
+  for i, id in ipairs(ids) do
+    local share = math.floor(left / (n - i + 1))
+    if want[id] > share then
+      local rest = {}
+      for j = i, n do rest[#rest + 1] = ids[j] end
+      table.sort(rest)
+      level = share
+      local extra = left - share * #rest
+      if extra > 0 then top = rest[extra] end
+      break
+    end
+    left = left - want[id]
+  end
+  redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds)
+end
+if valid and not mine and ends < now + lease then
+  -- Our block was valid and Redis has no trace of it: its state was lost under us.
+  ends = now + lease
+  redis.call('HSET', M, 'r', ends)
+end
+local recovering = ends > now
+local target
+if recovering then
+  target = held
+elseif level < 0 then
+  target = wants
+else
+  target = math.min(wants, level + ((top ~= '' and proc <= top) and 1 or 0))
+end
+local others = sum - before
+local block = math.max(0, math.min(target, cap - others))
+local after = math.max(block, held)
+sum = others + after
+redis.call('HSET', L, proc, (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants, '_s', sum)
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and 1 or 0}
+`;
+
+function script(name: string, source: string): Script {
+  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
+}
+
+export const leasedScripts = { refresh: script('leasedRefresh', REFRESH) } as const;
+
+/** Key suffixes of a leased gate, in the order the script declares them (`m`, `h`, `q` are the FIFO mode's). */
+export const LEASED_KEY_SUFFIXES = ['m', 'l', 'h', 'q'] as const;
