@@ -7,7 +7,7 @@
  * estimate (retry-estimate.ts). `Semaphore` (semaphore.ts) is this gate with its options and
  * the read side: stats, histograms, holders, idle waits.
  */
-import { QueueFullError, QueueTimeoutError } from '../common/errors.js';
+import { QueueFullError, QueueTimeoutError, type ShedError } from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
 import { type Call, tooHeavy } from './call-options.js';
 import { cachedPlatformNow, platformNow } from './clock.js';
@@ -21,7 +21,9 @@ import {
   publishShed,
   publishWaitAborted,
   type ReleaseReason,
+  type ShedReason,
 } from './gate-events.js';
+import type { GateGuard } from './gate-guard.js';
 import { GateObserver } from './gate-observer.js';
 import { HoldBounds } from './hold-bounds.js';
 import { Holders } from './holders.js';
@@ -60,7 +62,7 @@ export interface GateParts {
 }
 
 /** What joining the queue gives: the waiter, or the error it is refused with (full queue). */
-export type Joined = Held | QueueFullError;
+export type Joined = Held | ShedError;
 
 /** `Semaphore`'s way into the core's private state, bound in the static block below. */
 export const coreEntry = {
@@ -88,6 +90,10 @@ export const coreEntry = {
   retryAfter: undefined as unknown as (gate: CountingGate, position: number) => number,
   /** Calls `resolve` once nothing is held or queued: now, or at the release that gets there. */
   whenIdle: undefined as unknown as (gate: CountingGate, resolve: () => void) => void,
+  /** Sets (or clears) the gate's guard (gate-guard.ts): holds and refusals from above. */
+  guard: undefined as unknown as (gate: CountingGate, guard: GateGuard | undefined) => void,
+  /** The gate's guard, if one is set. */
+  guardOf: undefined as unknown as (gate: CountingGate) => GateGuard | undefined,
 };
 
 export class CountingGate {
@@ -111,6 +117,10 @@ export class CountingGate {
   /** `onIdle()` callers, until nothing is held or queued. */
   #idle: (() => void)[] | undefined = undefined;
   readonly #parts: GateParts;
+  /** Holds and refusals on the partner's word (gate-guard.ts); absent on most gates. */
+  #guard: GateGuard | undefined = undefined;
+  /** Wakes the queue when the guard's hold ends. */
+  #holdTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   static {
     // The permits' way in (permit.ts) and Semaphore's: `#private` stays private to the gate.
@@ -134,6 +144,10 @@ export class CountingGate {
       else if (gate.#idle === undefined) gate.#idle = [resolve];
       else gate.#idle.push(resolve);
     };
+    coreEntry.guard = (gate, guard) => {
+      gate.#guard = guard;
+    };
+    coreEntry.guardOf = (gate) => gate.#guard;
   }
 
   constructor(o: ResolvedSemaphoreOptions, priorities: PriorityClassOptions[] | undefined) {
@@ -172,11 +186,25 @@ export class CountingGate {
   #take(call: Call<Held> | undefined): Held | undefined {
     const weight = call?.weight ?? 1;
     if (this.#queue.size > 0 || this.#held + weight > this.#limit) return undefined;
+    const guard = this.#guard;
+    if (guard !== undefined && (guard.screening || guard.notBefore > this.#clock()))
+      return undefined;
     return this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
   }
 
   #join(call: Call<Held> | undefined, target?: WaitTargetOf<Permit>, signal?: AbortSignal): Joined {
     const cls = call?.cls ?? this.#queue.classes[0]!;
+    const guard = this.#guard;
+    if (guard !== undefined) {
+      const now = this.#now();
+      const refusal = guard.refuse(now, now + (call?.timeout ?? this.#parts.queueTimeout));
+      if (refusal !== undefined) {
+        if (shedChannel.hasSubscribers) {
+          publishShed(this, refusalReason(refusal), refusal, this.#queue.size, cls.name);
+        }
+        return refusal;
+      }
+    }
     const refused = this.#admit(cls);
     if (refused !== undefined) return refused;
     const waiter: Held = newWaiter(target, signal, this.#clock(), cls, call?.weight ?? 1);
@@ -184,6 +212,9 @@ export class CountingGate {
     this.#deadlines.add(waiter, call);
     this.#queue.push(waiter);
     signal?.addEventListener('abort', waiter, { once: true });
+    // Refused the fast path with room free (a hold, a breaker's probe): the queue is served from
+    // a timer or a microtask, never on the caller's stack.
+    if (guard !== undefined && this.#held < this.#limit) this.#wake(0);
     return waiter;
   }
 
@@ -222,7 +253,10 @@ export class CountingGate {
   #retryAfter(position: number): number {
     const hold = this.#observer?.holdEstimate;
     const { queueTimeout, maxQueue } = this.#parts;
-    return retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
+    const estimate = retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
+    // The partner's own "not before": nobody is served earlier, whatever the queue.
+    const heldFor = this.#guard === undefined ? 0 : Math.ceil(this.#guard.notBefore - this.#now());
+    return Math.max(heldFor, estimate);
   }
 
   /** `now`: from `#stamp()` (NaN: unmeasured). `waiter`: the one served (none: immediate). */
@@ -332,6 +366,14 @@ export class CountingGate {
     this.#draining = true;
     try {
       const queue = this.#queue;
+      const guard = this.#guard;
+      if (guard !== undefined && guard.notBefore !== 0 && queue.size > 0) {
+        const wait = guard.notBefore - this.#now();
+        if (wait > 0) {
+          this.#wake(wait);
+          return;
+        }
+      }
       // One class (every gate without priorities): no class to pick, no share to charge.
       const single = queue.classes.length === 1 ? queue.classes[0]! : undefined;
       while (queue.size > 0 && this.#held < this.#limit) {
@@ -352,6 +394,23 @@ export class CountingGate {
     } finally {
       this.#draining = false;
     }
+  }
+
+  /**
+   * Serves the queue in `ms` (0: the next microtask), unless a wake-up is already armed: the
+   * guard's hold only moves later, so an earlier wake-up finds it running and arms the next.
+   */
+  #wake(ms: number): void {
+    if (this.#holdTimer !== undefined) return;
+    if (ms <= 0) {
+      this.#holdTimer = 0 as unknown as ReturnType<typeof setTimeout>;
+      queueMicrotask(() => this.#woken());
+    } else this.#holdTimer = setTimeout(() => this.#woken(), Math.ceil(ms));
+  }
+
+  #woken(): void {
+    this.#holdTimer = undefined;
+    this.#drain();
   }
 
   /** Takes a waiter out of every list and detaches its signal and timer. */
@@ -388,4 +447,9 @@ export class CountingGate {
     // A heavy head leaving on its deadline lets lighter waiters behind it through.
     this.#drain();
   }
+}
+
+/** The shed reason a guard's refusal is published under: its error's code says which. */
+function refusalReason(error: ShedError): ShedReason {
+  return error.code === 'HOSTGATE_PARTNER_OPEN' ? 'breaker_open' : 'partner_hold';
 }

@@ -22,7 +22,11 @@ export type ShedReason =
   /** Refused before queueing: the request's deadline budget was shorter than wait + p50 hold. */
   | 'deadline'
   /** A shared gate's Redis is unavailable and its `onStoreError` is `'reject'`. */
-  | 'store_unavailable';
+  | 'store_unavailable'
+  /** The partner asked for no calls before a time (rate-limit headers, `Retry-After`) that this call's wait deadline ends before. */
+  | 'partner_hold'
+  /** The partner's breaker is open (or half-open with its probes out). */
+  | 'breaker_open';
 
 /** The channels, for subscribing by object rather than by name. */
 export const channels = Object.freeze({

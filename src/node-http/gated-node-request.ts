@@ -147,7 +147,7 @@ export class GatedNodeRequest implements WaitTarget {
     this.#ticket = undefined;
     const permit = this.#takePermit();
     if (permit !== undefined) {
-      if (error !== undefined) publishRequestError(permit, error);
+      if (error !== undefined) publishRequestError(permit, error, true);
       permit.release('aborted');
     }
     this.#detach();
@@ -181,7 +181,7 @@ export class GatedNodeRequest implements WaitTarget {
   socketFailed(error: Error): void {
     if (this.#failed) return;
     this.#failed = true;
-    publishRequestError(this.#permit, error);
+    publishRequestError(this.#permit, error, this.#aborted);
   }
 
   /** @internal Node's 'close': the socket is closed on our side, or back in the pool. */
@@ -195,7 +195,7 @@ export class GatedNodeRequest implements WaitTarget {
       // No socket error: a response cut short (the partner closed mid-body), or our destroy.
       const res = (this.#req as ClientRequest & { res?: IncomingMessage | null }).res;
       const error = res?.errored ?? (res?.complete === false ? cutShort() : this.#destroyError);
-      if (error != null) publishRequestError(permit, error);
+      if (error != null) publishRequestError(permit, error, this.#aborted);
     }
     if (!this.#aborted) {
       queueMicrotask(() => permit.release('released'));
