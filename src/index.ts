@@ -22,6 +22,7 @@ export {
   isHostgateError,
   isShedError,
   LeaseLostError,
+  PartnerOpenError,
   PermitHoldTimeoutError,
   QueueClearedError,
   QueueFullError,
@@ -108,6 +109,14 @@ export {
   leakSuspects,
 } from './observe/leaks.js';
 export {
+  type BreakerOptions,
+  type BreakerStats,
+  DEFAULT_BREAKER_FAILURES,
+  DEFAULT_BREAKER_MIN_CALLS,
+  DEFAULT_BREAKER_WINDOW_MS,
+  DEFAULT_HALF_OPEN_AFTER_MS,
+} from './partners/breaker.js';
+export {
   DEFAULT_MAX_HOLD_MS,
   DEFAULT_MAX_HOSTS,
   DEFAULT_UNKNOWN_HOST_GATE,
@@ -118,4 +127,14 @@ export {
   type HostLimiterOptions,
   type PartnerRule,
 } from './partners/host-limiter.js';
+export {
+  DEFAULT_MAX_RESET_MS,
+  type PartnerHoldStats,
+  type RateLimitHeadersOptions,
+} from './partners/partner-guard.js';
+export {
+  type HeaderReader,
+  type RateLimitSignal,
+  readRateLimit,
+} from './partners/rate-limit-headers.js';
 export * from './retry/index.js';
