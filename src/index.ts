@@ -86,6 +86,7 @@ export { LimitedAgent, type WrappedDispatcher } from './http/limited-agent.js';
 export { type PriorityClassOption, withPriority } from './http/priority.js';
 export { LimitedHttpAgent, type WrappedHttpAgent } from './node-http/limited-http-agent.js';
 export {
+  BREAKER_STATE_VALUES,
   type BucketCounts,
   DEFAULT_MAX_ORIGIN_LABELS,
   DEFAULT_STALL_AFTER_MS,

@@ -19,4 +19,20 @@ export interface GateGuard {
    * would end) are gate clock readings. Asked once per arrival that did not get a permit at once.
    */
   refuse(now: number, deadline: number): ShedError | undefined;
+  /** What observers read (src/observe): sheds by cause, the hold left, the breaker's state. */
+  counters(): GuardCounters;
+}
+
+/** A guard's counters and state, as metrics and the status page show them. */
+export interface GuardCounters {
+  /** Calls shed because the partner's hold outlasted their wait deadline. */
+  shedHold: number;
+  /** Calls shed by an open (or half-open, probes out) breaker. */
+  shedOpen: number;
+  /** Ms left of the partner's hold; 0 when none runs. */
+  holdRemainingMs: number;
+  /** The breaker's state; `undefined` without a breaker. */
+  breakerState: 'closed' | 'open' | 'half-open' | undefined;
+  /** Times the breaker opened. */
+  breakerOpened: number;
 }

@@ -16,7 +16,7 @@ import type {
   RequestErrorMessage,
   ResponseMessage,
 } from '../gate/diagnostics.js';
-import type { GateGuard } from '../gate/gate-guard.js';
+import type { GateGuard, GuardCounters } from '../gate/gate-guard.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import type { Breaker, BreakerStats } from './breaker.js';
 import { readRateLimit } from './rate-limit-headers.js';
@@ -132,6 +132,17 @@ export class PartnerGuard implements GateGuard {
       holds: this.#holds,
       shed: this.#shed,
       source: this.#source,
+    };
+  }
+
+  counters(): GuardCounters {
+    const breaker = this.breakerStats();
+    return {
+      shedHold: this.#shed,
+      shedOpen: breaker?.shed ?? 0,
+      holdRemainingMs: this.holdStats().remainingMs,
+      breakerState: breaker?.state,
+      breakerOpened: breaker?.opened ?? 0,
     };
   }
 
