@@ -35,6 +35,11 @@ export {
 } from './common/errors.js';
 export type { DurationHistogram, DurationSummary } from './common/histogram.js';
 export {
+  type HeaderReader,
+  type RateLimitSignal,
+  readRateLimit,
+} from './common/rate-limit-headers.js';
+export {
   deadlineShedCount,
   expectedWaitMs,
   formatDuration,
@@ -133,9 +138,4 @@ export {
   type PartnerHoldStats,
   type RateLimitHeadersOptions,
 } from './partners/partner-guard.js';
-export {
-  type HeaderReader,
-  type RateLimitSignal,
-  readRateLimit,
-} from './partners/rate-limit-headers.js';
 export * from './retry/index.js';

@@ -10,6 +10,7 @@ import { subscribe } from 'node:diagnostics_channel';
 import { headerValue } from '../adaptive/controller.js';
 import { PartnerCooldownError, type ShedError } from '../common/errors.js';
 import { checkKnownKeys, checkObject, describe, durationMs } from '../common/options.js';
+import { readRateLimit } from '../common/rate-limit-headers.js';
 import { coreEntry } from '../gate/counting-gate.js';
 import type {
   HoldTimeoutMessage,
@@ -19,7 +20,6 @@ import type {
 import type { GateGuard, GuardCounters } from '../gate/gate-guard.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import type { Breaker, BreakerStats } from './breaker.js';
-import { readRateLimit } from './rate-limit-headers.js';
 
 /** A partner rule's `rateLimitHeaders` option, when not just `true`/`false`. */
 export interface RateLimitHeadersOptions {

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { readRateLimit, resetDelayMs } from '../../src/common/rate-limit-headers.js';
 import {
   HostLimiter,
   LimitedHttpAgent,
@@ -11,7 +12,6 @@ import {
   PartnerCooldownError,
   type PartnerRule,
 } from '../../src/index.js';
-import { readRateLimit, resetDelayMs } from '../../src/partners/rate-limit-headers.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { get as nodeGet } from '../helpers/node-http.js';
 
@@ -313,5 +313,38 @@ describe('holding calls until the partner’s reset', () => {
           store: { semaphore: () => ({}) as never, close: async () => {} },
         }),
     ).toThrow(/rateLimitHeaders is not supported with shared: true yet/);
+  });
+});
+
+describe('with adaptive limits', () => {
+  it('a 429 that says the budget is spent is no drop (the gate holds instead); a bare 429 still is', async () => {
+    const server = http.createServer((req, res) => {
+      const headers: Record<string, string> =
+        req.url === '/spent' ? { ratelimit: '"default";r=0;t=1' } : {};
+      res.writeHead(429, headers).end();
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    closers.push(
+      () =>
+        new Promise((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    );
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const limiter = new HostLimiter({
+      partners: [
+        { name: 'p', hosts: [origin], limit: 16, adaptive: { initial: 8 }, queueTimeout: 3000 },
+      ],
+    });
+    const fetchLimited = limitFetch(fetch, limiter);
+    await (await fetchLimited(`${origin}/spent`)).text();
+    expect(limiter.stats().p!.adaptive).toMatchObject({ drops: 0, effectiveLimit: 8 });
+    expect(limiter.stats().p!.partnerHold!.remainingMs).toBeGreaterThan(0);
+    await (await fetchLimited(`${origin}/bare`)).text(); // waits out the hold, then a plain 429
+    expect(limiter.stats().p!.adaptive!.drops).toBe(1);
+    expect(limiter.stats().p!.adaptive!.effectiveLimit).toBeLessThan(8);
+    expectInvariant(limiter.gate('p')!);
   });
 });

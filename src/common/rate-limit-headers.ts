@@ -1,6 +1,7 @@
 /**
  * The partner's own word on its budget, read from a response's headers: how long until it takes
- * calls again, when it says the budget is spent. Pure functions; partner-guard.ts acts on them.
+ * calls again, when it says the budget is spent. Pure functions: src/partners/partner-guard.ts
+ * acts on them, and adaptive limits tell a 429 that is a spent budget from one that is overload.
  *
  * Read, in this order of trust (the longest hold of every spent budget wins):
  * - `Retry-After` on a 429 or 503 (RFC 9110), when asked to (`retryAfter`): delta-seconds or
@@ -19,7 +20,7 @@
  * epoch seconds), epoch milliseconds from 1e12. `RateLimit-Policy` (quota and window) says
  * nothing about when the current window ends, so it is not needed to act.
  */
-import { parseRetryAfter } from '../common/retry-after.js';
+import { parseRetryAfter } from './retry-after.js';
 
 /** What a response said about the partner's budget. */
 export type RateLimitSignal =
