@@ -19,6 +19,7 @@ test.concurrent.each([
   ['bench/node-agent.ts', 'smoke: OK'],
   ['bench/adaptive.ts', 'smoke: OK'],
   ['bench/semaphore.ts', '| hostgate'],
+  ['bench/contract.ts', 'smoke: OK'],
   // Without redis-server (and outside CI) it prints why and exits 0: nothing to compare.
   [
     'bench/shared.ts',

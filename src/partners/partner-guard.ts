@@ -151,7 +151,8 @@ export class PartnerGuard implements GateGuard {
   }
 
   #read(o: ResolvedHeaders, statusCode: number, headers: unknown): void {
-    const header = (name: string) => headerValue(headers, name);
+    const header = readerOf(headers);
+    if (header === undefined) return;
     const signal = readRateLimit(header, statusCode, Date.now(), o.retryAfter);
     if (signal.kind === 'none') return;
     if (signal.kind === 'malformed') {
@@ -228,6 +229,25 @@ export function parseRateLimitHeaders(where: string, value: unknown): ResolvedHe
         : durationMs(`${where}: rateLimitHeaders.maxResetMs`, maxResetMs),
     retryAfter: retryAfter === true,
   };
+}
+
+/**
+ * A header reader for one response, or `undefined` when it carries no rate-limit header at all
+ * (most responses): raw pairs (undici's callback API) are scanned once, not once per name.
+ */
+function readerOf(headers: unknown): ((name: string) => string | undefined) | undefined {
+  if (!Array.isArray(headers)) return (name) => headerValue(headers, name);
+  let found: Map<string, string> | undefined;
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const raw = headers[i];
+    const name = typeof raw === 'string' ? raw : String(raw);
+    if (name.length < 9) continue; // shorter than `ratelimit`
+    const lower = name.toLowerCase();
+    if (!lower.includes('ratelimit') && lower !== 'retry-after') continue;
+    found ??= new Map();
+    if (!found.has(lower)) found.set(lower, String(headers[i + 1]));
+  }
+  return found === undefined ? undefined : (name) => found.get(name);
 }
 
 function describeFailure(error: unknown): string {
