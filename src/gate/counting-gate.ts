@@ -405,7 +405,11 @@ export class CountingGate {
     if (ms <= 0) {
       this.#holdTimer = 0 as unknown as ReturnType<typeof setTimeout>;
       queueMicrotask(() => this.#woken());
-    } else this.#holdTimer = setTimeout(() => this.#woken(), Math.ceil(ms));
+    } else {
+      // Unref'd: the waiters' own deadline timers keep the process alive while anyone waits.
+      this.#holdTimer = setTimeout(() => this.#woken(), Math.ceil(ms));
+      this.#holdTimer.unref();
+    }
   }
 
   #woken(): void {
