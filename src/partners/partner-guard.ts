@@ -239,10 +239,12 @@ function readerOf(headers: unknown): ((name: string) => string | undefined) | un
   if (!Array.isArray(headers)) return (name) => headerValue(headers, name);
   let found: Map<string, string> | undefined;
   for (let i = 0; i + 1 < headers.length; i += 2) {
-    const raw = headers[i];
-    const name = typeof raw === 'string' ? raw : String(raw);
-    if (name.length < 9) continue; // shorter than `ratelimit`
-    const lower = name.toLowerCase();
+    const raw = headers[i] as string | Uint8Array;
+    // Every name read starts with r or x (`ratelimit…`, `retry-after`, `x-ratelimit…`) and is at
+    // least 9 long: the others are skipped without decoding (undici's raw names are Buffers).
+    const first = (typeof raw === 'string' ? raw.charCodeAt(0) : (raw[0] ?? 0)) | 0x20;
+    if (raw.length < 9 || (first !== 0x72 && first !== 0x78)) continue;
+    const lower = (typeof raw === 'string' ? raw : String(raw)).toLowerCase();
     if (!lower.includes('ratelimit') && lower !== 'retry-after') continue;
     found ??= new Map();
     if (!found.has(lower)) found.set(lower, String(headers[i + 1]));
