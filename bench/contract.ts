@@ -59,8 +59,8 @@ async function round(extra: Partial<PartnerRule>): Promise<number> {
   return REQUESTS / seconds;
 }
 
-/** Calls shed by an open breaker: the gate's refusal alone, then through limitHosts. */
-async function openShed(): Promise<{ gateNs: number; requestUs: number }> {
+/** Calls shed by an open breaker: the gate's refusal alone (beside a full queue's), then through limitHosts. */
+async function openShed(): Promise<{ gateNs: number; fullNs: number; requestUs: number }> {
   const limiter = new HostLimiter({
     partners: [{ name: 'p', hosts: ['http://127.0.0.1:1'], limit: 4, breaker: { failures: 1 } }],
   });
@@ -74,12 +74,21 @@ async function openShed(): Promise<{ gateNs: number; requestUs: number }> {
   let started = process.hrtime.bigint();
   for (let i = 0; i < n; i++) gate.wait(target);
   const gateNs = Number(process.hrtime.bigint() - started) / n;
+  // The peer: the gate's oldest refusal, a full queue (QueueFullError), on a plain gate.
+  const full = new HostLimiter({
+    partners: [{ name: 'full', hosts: ['full.example'], limit: 1, maxQueue: 0 }],
+  }).gate('full')!;
+  const holder = full.tryAcquire()!;
+  started = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) full.wait(target);
+  const fullNs = Number(process.hrtime.bigint() - started) / n;
+  holder.release();
   const m = smoke ? 500 : 5000;
   started = process.hrtime.bigint();
   for (let i = 0; i < m; i++) await request('http://127.0.0.1:1/', { dispatcher }).catch(() => {});
   const requestUs = Number(process.hrtime.bigint() - started) / m / 1000;
   await agent.close();
-  return { gateNs, requestUs };
+  return { gateNs, fullNs, requestUs };
 }
 
 const results: Record<string, number[]> = { off: [], headers: [], breaker: [] };
@@ -99,7 +108,7 @@ for (const name of Object.keys(cases)) {
 }
 const shed = await openShed();
 console.log(
-  `open breaker: the gate's refusal ${shed.gateNs.toFixed(0)} ns a call; undici.request shed through limitHosts ${shed.requestUs.toFixed(1)} µs a call`,
+  `open breaker: the gate's refusal ${shed.gateNs.toFixed(0)} ns a call (a full queue's: ${shed.fullNs.toFixed(0)} ns, ${formatRatio(shed.gateNs / shed.fullNs)}); undici.request shed through limitHosts ${shed.requestUs.toFixed(1)} µs a call`,
 );
 server.disconnect();
 if (smoke) console.log('smoke: OK');
