@@ -44,6 +44,8 @@ const TITLES: Record<string, string> = {
   HOSTGATE_TOO_MANY_HOSTS: 'Too many upstream hosts busy',
   HOSTGATE_DEADLINE_SHED: 'Not enough time left for the upstream call',
   HOSTGATE_STORE_UNAVAILABLE: 'Shared capacity store unreachable',
+  HOSTGATE_PARTNER_COOLDOWN: 'Upstream asked callers to wait',
+  HOSTGATE_PARTNER_OPEN: 'Upstream is failing',
 };
 
 /**
@@ -165,7 +167,8 @@ function isGone(res: ServerResponse): boolean {
 
 /**
  * Express error handler, mounted after your routes: a shed error (`QueueFullError`,
- * `QueueTimeoutError`, `TooManyHostsError`, `DeadlineShedError`, also as the `cause` of
+ * `QueueTimeoutError`, `TooManyHostsError`, `DeadlineShedError`, `PartnerCooldownError`,
+ * `PartnerOpenError`, also as the `cause` of
  * fetch's `TypeError`) becomes `503` + `Retry-After` + an RFC 9457 `application/problem+json`
  * body. A `DeadlineExceededError` (the request's own deadline passed) becomes `504` with a
  * problem body and no `Retry-After`. A `ClientDisconnectedError` ends quietly: nothing is written to the gone socket and nothing is

@@ -22,6 +22,7 @@ export {
   isHostgateError,
   isShedError,
   LeaseLostError,
+  PartnerOpenError,
   PermitHoldTimeoutError,
   QueueClearedError,
   QueueFullError,
@@ -35,6 +36,11 @@ export {
   UnknownHostError,
 } from './common/errors.js';
 export type { DurationHistogram, DurationSummary } from './common/histogram.js';
+export {
+  type HeaderReader,
+  type RateLimitSignal,
+  readRateLimit,
+} from './common/rate-limit-headers.js';
 export {
   deadlineShedCount,
   expectedWaitMs,
@@ -89,6 +95,7 @@ export { LimitedAgent, type WrappedDispatcher } from './http/limited-agent.js';
 export { type PriorityClassOption, withPriority } from './http/priority.js';
 export { LimitedHttpAgent, type WrappedHttpAgent } from './node-http/limited-http-agent.js';
 export {
+  BREAKER_STATE_VALUES,
   type BucketCounts,
   DEFAULT_MAX_ORIGIN_LABELS,
   DEFAULT_STALL_AFTER_MS,
@@ -112,6 +119,14 @@ export {
   leakSuspects,
 } from './observe/leaks.js';
 export {
+  type BreakerOptions,
+  type BreakerStats,
+  DEFAULT_BREAKER_FAILURES,
+  DEFAULT_BREAKER_MIN_CALLS,
+  DEFAULT_BREAKER_WINDOW_MS,
+  DEFAULT_HALF_OPEN_AFTER_MS,
+} from './partners/breaker.js';
+export {
   DEFAULT_MAX_HOLD_MS,
   DEFAULT_MAX_HOSTS,
   DEFAULT_UNKNOWN_HOST_GATE,
@@ -123,6 +138,11 @@ export {
   type PartnerRule,
   type SharedRule,
 } from './partners/host-limiter.js';
+export {
+  DEFAULT_MAX_RESET_MS,
+  type PartnerHoldStats,
+  type RateLimitHeadersOptions,
+} from './partners/partner-guard.js';
 export type {
   CostRequest,
   CostResponse,

@@ -20,6 +20,7 @@ test.concurrent.each([
   ['bench/adaptive.ts', 'smoke: OK'],
   ['bench/semaphore.ts', '| hostgate'],
   ['bench/rate.ts', 'smoke: OK'],
+  ['bench/contract.ts', 'smoke: OK'],
   // Without redis-server (and outside CI) it prints why and exits 0: nothing to compare.
   [
     'bench/shared.ts',

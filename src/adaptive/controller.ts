@@ -1,3 +1,4 @@
+import { readRateLimit } from '../common/rate-limit-headers.js';
 import { parseRetryAfter } from '../common/retry-after.js';
 import type { Permit, Semaphore } from '../gate/semaphore.js';
 import { AimdLimit } from './aimd.js';
@@ -67,9 +68,16 @@ export class AdaptiveController {
     const dropped = DROP_STATUSES.has(statusCode);
     if (dropped) {
       const ms = parseRetryAfter(headerValue(headers, 'retry-after'), Date.now());
-      if (ms !== undefined && ms > 0) {
-        const until = this.gate.now() + Math.min(ms, MAX_HOLD_DOWN_MS);
-        if (until > this.#holdUntil) this.#holdUntil = until;
+      if (ms !== undefined && ms > 0) this.#holdDown(ms);
+      // A 429 whose rate-limit headers say the budget is spent is the partner's rate, not its
+      // concurrency: no drop (the gate holds calls until the reset), and no growth until then.
+      if (statusCode === 429) {
+        const rate = readRateLimit((name) => headerValue(headers, name), 429, Date.now());
+        if (rate.kind === 'hold') {
+          this.#holdDown(rate.holdMs);
+          this.#sampled.add(permit);
+          return;
+        }
       }
     }
     // The load the request saw is the larger of the two readings: through a burst of responses
@@ -77,6 +85,12 @@ export class AdaptiveController {
     // after a burst see it rise (1, 2, 3, 4); read at one end only, half of a full gate's
     // samples looked app-limited and AIMD grew at half its rate.
     this.#sample(permit, dropped, Math.max(heldAtGrant, this.gate.held));
+  }
+
+  /** No growth for `ms` (at most a minute): the partner asked for calls to wait. */
+  #holdDown(ms: number): void {
+    const until = this.gate.now() + Math.min(ms, MAX_HOLD_DOWN_MS);
+    if (until > this.#holdUntil) this.#holdUntil = until;
   }
 
   /** The request failed: a timeout is a drop; an abort by the caller or a reset says nothing. */

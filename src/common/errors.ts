@@ -15,6 +15,7 @@ export type HostgateErrorCode =
   | 'HOSTGATE_UNKNOWN_HOST'
   | 'HOSTGATE_TOO_MANY_HOSTS'
   | 'HOSTGATE_PARTNER_COOLDOWN'
+  | 'HOSTGATE_PARTNER_OPEN'
   | 'HOSTGATE_STORE_UNAVAILABLE'
   | 'HOSTGATE_LEASE_LOST'
   | 'HOSTGATE_SHARED_LAYOUT'
@@ -172,15 +173,36 @@ export class TooManyHostsError extends ShedError {
 }
 
 /**
- * A partner answered 429/503 with `Retry-After` and its cooldown has not ended: the call was
- * shed before dispatch, so that the partner is not hit by every caller at once.
+ * A partner asked for no calls before a time — a 429/503 with `Retry-After`, or rate-limit
+ * headers saying its budget is spent until a reset — and this call could not wait that long (a
+ * retrier's cooldown, or a wait deadline ending before the reset): shed before dispatch, so that
+ * the partner is not hit by every caller at once. `retryAfterMs` is the time left until then.
  */
 export class PartnerCooldownError extends ShedError {
   static readonly CODE = 'HOSTGATE_PARTNER_COOLDOWN';
-  constructor(partner: string, retryAfterMs: number) {
+  /** `signal`: what the partner said, for the message (default `Retry-After`). */
+  constructor(partner: string, retryAfterMs: number, signal = 'Retry-After') {
     super(
       'HOSTGATE_PARTNER_COOLDOWN',
-      `${partner} asked callers to back off (Retry-After); retry after ${seconds(retryAfterMs)}`,
+      `${partner} asked callers to back off (${signal}); retry after ${seconds(retryAfterMs)}`,
+      partner,
+      retryAfterMs,
+    );
+  }
+}
+
+/**
+ * The partner's breaker is open: too many of its recent calls failed (connection errors,
+ * timeouts, 5xx), so new calls are shed at once, without queueing, until `retryAfterMs` from now,
+ * when a few probes are let through (half-open). Also the answer while half-open with every probe
+ * out. Express's `shed()` answers it with 503 and `Retry-After`.
+ */
+export class PartnerOpenError extends ShedError {
+  static readonly CODE = 'HOSTGATE_PARTNER_OPEN';
+  constructor(partner: string, retryAfterMs: number, why: string) {
+    super(
+      'HOSTGATE_PARTNER_OPEN',
+      `${partner} is failing (${why}): its breaker is open; retry after ${seconds(retryAfterMs)}`,
       partner,
       retryAfterMs,
     );

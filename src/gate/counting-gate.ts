@@ -7,7 +7,12 @@
  * estimate (retry-estimate.ts). `Semaphore` (semaphore.ts) is this gate with its options and
  * the read side: stats, histograms, holders, idle waits.
  */
-import { QueueFullError, QueueTimeoutError, type RateLimitedError } from '../common/errors.js';
+import {
+  QueueFullError,
+  QueueTimeoutError,
+  type RateLimitedError,
+  type ShedError,
+} from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
 import { type Call, tooHeavy } from './call-options.js';
 import { cachedPlatformNow, platformNow } from './clock.js';
@@ -21,7 +26,9 @@ import {
   publishShed,
   publishWaitAborted,
   type ReleaseReason,
+  type ShedReason,
 } from './gate-events.js';
+import type { GateGuard } from './gate-guard.js';
 import { GateObserver } from './gate-observer.js';
 import { HoldBounds } from './hold-bounds.js';
 import { Holders } from './holders.js';
@@ -61,7 +68,7 @@ export interface GateParts {
 }
 
 /** What joining the queue gives: the waiter, or the error it is refused with (full queue). */
-export type Joined = Held | QueueFullError;
+export type Joined = Held | ShedError;
 
 /** `Semaphore`'s way into the core's private state, bound in the static block below. */
 export const coreEntry = {
@@ -91,6 +98,10 @@ export const coreEntry = {
   rateStats: undefined as unknown as (gate: CountingGate) => RateStats | undefined,
   /** Calls `resolve` once nothing is held or queued: now, or at the release that gets there. */
   whenIdle: undefined as unknown as (gate: CountingGate, resolve: () => void) => void,
+  /** Sets (or clears) the gate's guard (gate-guard.ts): holds and refusals from above. */
+  guard: undefined as unknown as (gate: CountingGate, guard: GateGuard | undefined) => void,
+  /** The gate's guard, if one is set. */
+  guardOf: undefined as unknown as (gate: CountingGate) => GateGuard | undefined,
 };
 
 export class CountingGate {
@@ -124,6 +135,10 @@ export class CountingGate {
   /** `onIdle()` callers, until nothing is held or queued. */
   #idle: (() => void)[] | undefined = undefined;
   readonly #parts: GateParts;
+  /** Holds and refusals on the partner's word (gate-guard.ts); absent on most gates. */
+  #guard: GateGuard | undefined = undefined;
+  /** Wakes the queue when the guard's hold ends. */
+  #holdTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   static {
     // The permits' way in (permit.ts) and Semaphore's: `#private` stays private to the gate.
@@ -151,6 +166,10 @@ export class CountingGate {
       else if (gate.#idle === undefined) gate.#idle = [resolve];
       else gate.#idle.push(resolve);
     };
+    coreEntry.guard = (gate, guard) => {
+      gate.#guard = guard;
+    };
+    coreEntry.guardOf = (gate) => gate.#guard;
   }
 
   constructor(o: ResolvedSemaphoreOptions, priorities: PriorityClassOptions[] | undefined) {
@@ -210,6 +229,9 @@ export class CountingGate {
   #take(call: Call<Held> | undefined): Held | undefined {
     const weight = call?.weight ?? 1;
     if (this.#queue.size > 0 || this.#held + weight > this.#grantable) return undefined;
+    const guard = this.#guard;
+    if (guard !== undefined && (guard.screening || guard.notBefore > this.#clock()))
+      return undefined;
     const rate = this.#rate;
     if (rate !== undefined && !rate.take(call?.cost ?? 1)) return undefined;
     const permit = this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
@@ -219,6 +241,17 @@ export class CountingGate {
 
   #join(call: Call<Held> | undefined, target?: WaitTargetOf<Permit>, signal?: AbortSignal): Joined {
     const cls = call?.cls ?? this.#queue.classes[0]!;
+    const guard = this.#guard;
+    if (guard !== undefined) {
+      const now = this.#now();
+      const refusal = guard.refuse(now, now + (call?.timeout ?? this.#parts.queueTimeout));
+      if (refusal !== undefined) {
+        if (shedChannel.hasSubscribers) {
+          publishShed(this, refusalReason(refusal), refusal, this.#queue.size, cls.name);
+        }
+        return refusal;
+      }
+    }
     const refused = this.#rate === undefined ? this.#admit(cls) : this.#admitRated(call);
     if (refused !== undefined) return refused;
     const waiter: Held = newWaiter(target, signal, this.#clock(), cls, call?.weight ?? 1);
@@ -228,6 +261,9 @@ export class CountingGate {
     this.#queue.push(waiter);
     this.#queuedWeight += waiter.weight;
     signal?.addEventListener('abort', waiter, { once: true });
+    // Refused the fast path with room free (a hold, a breaker's probe): the queue is served from
+    // a timer or a microtask, never on the caller's stack.
+    if (guard !== undefined && this.#held < this.#grantable) this.#wake(0);
     return waiter;
   }
 
@@ -268,9 +304,11 @@ export class CountingGate {
     const hold = this.#observer?.holdEstimate;
     const { queueTimeout, maxQueue } = this.#parts;
     const ms = retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
+    // The partner's own "not before": nobody is served earlier, whatever the queue.
+    const heldFor = this.#guard === undefined ? 0 : Math.ceil(this.#guard.notBefore - this.#now());
     const rate = this.#rate;
-    if (rate === undefined) return ms;
-    return Math.max(ms, Math.ceil(rate.waitMs(1, rate.backlog, this.#now())));
+    const slot = rate === undefined ? 0 : Math.ceil(rate.waitMs(1, rate.backlog, this.#now()));
+    return Math.max(ms, heldFor, slot);
   }
 
   /** `#admit`, and on a gate with a rate its slot: sooner than the wait deadline, or shed now. */
@@ -398,6 +436,14 @@ export class CountingGate {
     this.#draining = true;
     try {
       const queue = this.#queue;
+      const guard = this.#guard;
+      if (guard !== undefined && guard.notBefore !== 0 && queue.size > 0) {
+        const wait = guard.notBefore - this.#now();
+        if (wait > 0) {
+          this.#wake(wait);
+          return;
+        }
+      }
       // One class (every gate without priorities): no class to pick, no share to charge.
       const single = queue.classes.length === 1 ? queue.classes[0]! : undefined;
       while (queue.size > 0 && this.#held < this.#grantable) {
@@ -420,6 +466,27 @@ export class CountingGate {
     } finally {
       this.#draining = false;
     }
+  }
+
+  /**
+   * Serves the queue in `ms` (0: the next microtask), unless a wake-up is already armed: the
+   * guard's hold only moves later, so an earlier wake-up finds it running and arms the next.
+   */
+  #wake(ms: number): void {
+    if (this.#holdTimer !== undefined) return;
+    if (ms <= 0) {
+      this.#holdTimer = 0 as unknown as ReturnType<typeof setTimeout>;
+      queueMicrotask(() => this.#woken());
+    } else {
+      // Unref'd: the waiters' own deadline timers keep the process alive while anyone waits.
+      this.#holdTimer = setTimeout(() => this.#woken(), Math.ceil(ms));
+      this.#holdTimer.unref();
+    }
+  }
+
+  #woken(): void {
+    this.#holdTimer = undefined;
+    this.#drain();
   }
 
   /** Takes a waiter out of every list and detaches its signal and timer. */
@@ -462,4 +529,9 @@ export class CountingGate {
     // A heavy head leaving on its deadline lets lighter waiters behind it through.
     this.#drain();
   }
+}
+
+/** The shed reason a guard's refusal is published under: its error's code says which. */
+function refusalReason(error: ShedError): ShedReason {
+  return error.code === 'HOSTGATE_PARTNER_OPEN' ? 'breaker_open' : 'partner_hold';
 }

@@ -107,6 +107,11 @@ export interface ResponseMessage extends GateMessage {
 export interface RequestErrorMessage extends GateMessage {
   permit: Permit;
   error: unknown;
+  /**
+   * The caller cancelled the request (its signal, a client disconnect, `maxHold`'s take-back):
+   * the partner did not fail it. Breakers count only the others.
+   */
+  aborted: boolean;
 }
 
 /**
@@ -125,8 +130,12 @@ export function publishResponse(
 }
 
 /** The HTTP layers' one call when a request fails, before its permit goes back. */
-export function publishRequestError(permit: Permit | undefined, error: unknown): void {
+export function publishRequestError(
+  permit: Permit | undefined,
+  error: unknown,
+  aborted: boolean,
+): void {
   if (permit === undefined || !channels.requestError.hasSubscribers) return;
   const { gate } = permit;
-  channels.requestError.publish({ gate, partner: gate.name, permit, error });
+  channels.requestError.publish({ gate, partner: gate.name, permit, error, aborted });
 }

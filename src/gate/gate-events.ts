@@ -24,7 +24,11 @@ export type ShedReason =
   /** A shared gate's Redis is unavailable and its `onStoreError` is `'reject'`. */
   | 'store_unavailable'
   /** A gate's `rate` had no slot for the caller within its wait deadline. */
-  | 'rate_limited';
+  | 'rate_limited'
+  /** The partner asked for no calls before a time (rate-limit headers, `Retry-After`) that this call's wait deadline ends before. */
+  | 'partner_hold'
+  /** The partner's breaker is open (or half-open with its probes out). */
+  | 'breaker_open';
 
 /** The channels, for subscribing by object rather than by name. */
 export const channels = Object.freeze({

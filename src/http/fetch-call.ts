@@ -126,7 +126,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
       );
     } catch (error) {
       if (this.#phase !== DONE) {
-        publishRequestError(permit, error); // adaptive limits: a timeout is a drop
+        publishRequestError(permit, error, this.#aborted); // adaptive limits: a timeout is a drop
         this.#settle(true);
       }
       await this.#whenReleased();

@@ -220,7 +220,7 @@ export abstract class GatedRequest implements WaitTarget {
     this.#phase = SETTLED;
     const permit = this.#takePermit();
     if (permit !== undefined) {
-      publishRequestError(permit, error); // adaptive limits: a timeout is a drop
+      publishRequestError(permit, error, this.#aborted); // adaptive limits: a timeout is a drop
       const reason = this.#aborted ? 'aborted' : 'released';
       if (reachedPartner) releaseAfterTeardown(permit, reason);
       else permit.release(reason);

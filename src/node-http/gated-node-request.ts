@@ -162,7 +162,7 @@ export class GatedNodeRequest implements WaitTarget {
     this.#ticket = undefined;
     const permit = this.#takePermit();
     if (permit !== undefined) {
-      if (error !== undefined) publishRequestError(permit, error);
+      if (error !== undefined) publishRequestError(permit, error, true);
       permit.release('aborted');
     }
     this.#detach();
@@ -196,7 +196,7 @@ export class GatedNodeRequest implements WaitTarget {
   socketFailed(error: Error): void {
     if (this.#failed) return;
     this.#failed = true;
-    publishRequestError(this.#permit, error);
+    publishRequestError(this.#permit, error, this.#aborted);
   }
 
   /** @internal Node's 'close': the socket is closed on our side, or back in the pool. */
@@ -207,10 +207,14 @@ export class GatedNodeRequest implements WaitTarget {
     const permit = this.#takePermit();
     if (permit === undefined) return;
     if (!this.#failed) {
-      // No socket error: a response cut short (the partner closed mid-body), or our destroy.
+      // No socket error: a response cut short (the partner closed mid-body), our destroy, or
+      // no response at all (the partner closed the connection first: Node's "socket hang up").
       const res = (this.#req as ClientRequest & { res?: IncomingMessage | null }).res;
-      const error = res?.errored ?? (res?.complete === false ? cutShort() : this.#destroyError);
-      if (error != null) publishRequestError(permit, error);
+      const error =
+        res == null
+          ? (this.#destroyError ?? (this.#aborted ? undefined : hangUp()))
+          : (res.errored ?? (res.complete === false ? cutShort() : this.#destroyError));
+      if (error != null) publishRequestError(permit, error, this.#aborted);
     }
     if (!this.#aborted) {
       queueMicrotask(() => permit.release('released'));
@@ -304,6 +308,11 @@ function cutShort(): Error {
   return Object.assign(new Error('the response ended before its body was complete'), {
     code: 'ECONNRESET',
   });
+}
+
+/** The partner closed the connection before any response: what Node reports as a hang-up. */
+function hangUp(): Error {
+  return Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
 }
 
 function releaseAborted(permit: Permit): void {

@@ -16,11 +16,13 @@ import {
   durationMs,
   nonNegativeInteger,
 } from '../common/options.js';
+import { coreEntry } from '../gate/counting-gate.js';
 import { Semaphore } from '../gate/semaphore.js';
 import {
   ABORTED_IN_FLIGHT,
   ABORTED_WAITING,
   ACQUIRED,
+  BREAKER_OPENED,
   type BucketCounts,
   bucketCounts,
   CLASS_ABORTED_WAITING,
@@ -41,8 +43,10 @@ import {
   RETRIES,
   readClasses,
   readGate,
+  SHED_BREAKER_OPEN,
   SHED_DEADLINE,
   SHED_FULL,
+  SHED_PARTNER_HOLD,
   SHED_STORE_UNAVAILABLE,
   SHED_TIMEOUT,
   VECTOR_LENGTH,
@@ -85,6 +89,9 @@ export interface MetricsCollectorOptions {
   now?: () => number;
 }
 
+/** A breaker's state as a number (`hostgate_breaker_state`): 0 closed, 1 half-open, 2 open. */
+export const BREAKER_STATE_VALUES = Object.freeze({ closed: 0, 'half-open': 1, open: 2 } as const);
+
 /** One row: a partner, an origin, or `(other origins)`. */
 export interface PartnerMetrics {
   partner: string;
@@ -110,6 +117,17 @@ export interface PartnerMetrics {
   shedDeadline: number;
   /** Shared gates: calls refused with `StoreUnavailableError` (`onStoreError: 'reject'`). */
   shedStoreUnavailable: number;
+  /** Calls refused with `PartnerCooldownError`: the partner's hold outlasted their wait deadline. */
+  shedPartnerHold: number;
+  /** Calls refused with `PartnerOpenError`: the partner's breaker was open. */
+  shedBreakerOpen: number;
+  /**
+   * Ms left of the partner's own hold (rate-limit headers, a retrier's Retry-After): no call goes
+   * before it ends. `null` when the rule reads no headers and has no breaker.
+   */
+  partnerHoldMs: number | null;
+  /** The partner's breaker (`breaker` option): its state and how often it opened; `null` without one. */
+  breaker: { state: 'closed' | 'open' | 'half-open'; opened: number } | null;
   abortedWaiting: number;
   abortedInFlight: number;
   holdTimeouts: number;
@@ -422,7 +440,16 @@ export class MetricsCollector {
     let quietMs: number | null = null;
     let stalled = false;
     let shared: SharedPartnerMetrics | null = null;
+    let partnerHoldMs: number | null = null;
+    let breaker: PartnerMetrics['breaker'] = null;
     for (const gate of gates) {
+      const guard = coreEntry.guardOf(gate)?.counters();
+      if (guard !== undefined) {
+        partnerHoldMs = Math.max(partnerHoldMs ?? 0, guard.holdRemainingMs);
+        if (guard.breakerState !== undefined) {
+          breaker = { state: guard.breakerState, opened: totals[BREAKER_OPENED]! };
+        }
+      }
       limit += gate.limit;
       const controlled = controllerOf(gate)?.stats();
       contractLimit += controlled?.contractLimit ?? gate.limit;
@@ -461,7 +488,12 @@ export class MetricsCollector {
     }
     const windowMs = base === undefined ? 0 : now - base.at;
     const shed = (v: Float64Array) =>
-      v[SHED_FULL]! + v[SHED_TIMEOUT]! + v[SHED_DEADLINE]! + v[SHED_STORE_UNAVAILABLE]!;
+      v[SHED_FULL]! +
+      v[SHED_TIMEOUT]! +
+      v[SHED_DEADLINE]! +
+      v[SHED_STORE_UNAVAILABLE]! +
+      v[SHED_PARTNER_HOLD]! +
+      v[SHED_BREAKER_OPEN]!;
     return {
       partner: label,
       gates: gates.length,
@@ -479,6 +511,10 @@ export class MetricsCollector {
       shedQueueTimeout: totals[SHED_TIMEOUT]!,
       shedDeadline: totals[SHED_DEADLINE]!,
       shedStoreUnavailable: totals[SHED_STORE_UNAVAILABLE]!,
+      shedPartnerHold: totals[SHED_PARTNER_HOLD]!,
+      shedBreakerOpen: totals[SHED_BREAKER_OPEN]!,
+      partnerHoldMs,
+      breaker,
       abortedWaiting: totals[ABORTED_WAITING]!,
       abortedInFlight: totals[ABORTED_IN_FLIGHT]!,
       holdTimeouts: totals[HOLD_TIMEOUTS]!,

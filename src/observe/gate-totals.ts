@@ -3,6 +3,7 @@
  * which is all the collector does with them (per-gate increases summed into per-label totals).
  */
 
+import { coreEntry } from '../gate/counting-gate.js';
 import { deadlineShedCount } from '../gate/deadline.js';
 import type { Semaphore, SemaphoreStats } from '../gate/semaphore.js';
 
@@ -35,11 +36,15 @@ export const DOUBLE_RELEASES = 7;
 export const RETRIES = 8;
 export const SHED_DEADLINE = 9;
 export const SHED_STORE_UNAVAILABLE = 10;
-export const WAIT_COUNT = 11;
-export const WAIT_SUM = 12;
-export const HOLD_COUNT = 13;
-export const HOLD_SUM = 14;
-export const WAIT_BUCKETS = 15;
+// A partner rule's guard (docs/contracts.md): its hold's and its breaker's sheds, breaker opens.
+export const SHED_PARTNER_HOLD = 11;
+export const SHED_BREAKER_OPEN = 12;
+export const BREAKER_OPENED = 13;
+export const WAIT_COUNT = 14;
+export const WAIT_SUM = 15;
+export const HOLD_COUNT = 16;
+export const HOLD_SUM = 17;
+export const WAIT_BUCKETS = 18;
 export const HOLD_BUCKETS = WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
 export const VECTOR_LENGTH = HOLD_BUCKETS + HOLD_BUCKETS_SECONDS.length;
 export const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
@@ -60,6 +65,12 @@ export function readGate(gate: Semaphore, s: SemaphoreStats = gate.stats()): Flo
   // A shared gate (hostgate/redis) adds its own shed reason; read by shape, not imported.
   v[SHED_STORE_UNAVAILABLE] =
     (s as { shared?: { shedStoreUnavailable?: number } }).shared?.shedStoreUnavailable ?? 0;
+  const guard = coreEntry.guardOf(gate)?.counters();
+  if (guard !== undefined) {
+    v[SHED_PARTNER_HOLD] = guard.shedHold;
+    v[SHED_BREAKER_OPEN] = guard.shedOpen;
+    v[BREAKER_OPENED] = guard.breakerOpened;
+  }
   v[WAIT_COUNT] = s.wait.count;
   v[WAIT_SUM] = s.wait.sumMs / 1000;
   v[HOLD_COUNT] = s.hold.count;

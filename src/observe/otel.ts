@@ -25,6 +25,7 @@ import {
 import type { AcquireMessage, ReleaseMessage } from '../gate/diagnostics.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import {
+  BREAKER_STATE_VALUES,
   HOLD_BUCKETS_SECONDS,
   MetricsCollector,
   type MetricsCollectorOptions,
@@ -69,7 +70,7 @@ export const CLASS_ATTRIBUTE = 'hostgate.priority_class';
  * | ------------------------------------- | ------------------- | ----------- | ----------------------------- |
  * | `hostgate.active_request_leases`      | observable up-down  | `{request}` | permits held now              |
  * | `hostgate.queued_requests`            | observable up-down  | `{request}` | callers waiting for a permit  |
- * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `deadline` (shed early for a request's deadline), `store_unavailable` (the `shed*` stats), `request_canceled` (ASP.NET Core's value; `abortedWaiting` in stats) |
+ * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `deadline` (shed early for a request's deadline), `store_unavailable`, `partner_hold`, `breaker_open` (the `shed*` stats), `request_canceled` (ASP.NET Core's value; `abortedWaiting` in stats) |
  * | `hostgate.request_lease.duration`     | histogram           | `s`         | grant to release              |
  * | `hostgate.request.time_in_queue`      | histogram           | `s`         | asking to grant (0 at once)   |
  * | `hostgate.lease.limit`                | observable gauge    | `{request}` | the partner's cap             |
@@ -86,6 +87,9 @@ export const CLASS_ATTRIBUTE = 'hostgate.priority_class';
  * | `hostgate.shared.block`               | observable up-down  | `{request}` | leased shared gates: this process's block |
  * | `hostgate.shared.demand`              | observable up-down  | `{request}` | leased shared gates: this process's demand |
  * | `hostgate.retries`                    | observable counter  | `{request}` | retries (only with `retrier`) |
+ * | `hostgate.partner_hold.remaining`     | observable gauge    | `s`         | left of the partner's own hold (rate-limit headers) |
+ * | `hostgate.breaker.state`              | observable gauge    | `1`         | 0 closed, 1 half-open, 2 open |
+ * | `hostgate.breaker.opened`             | observable counter  | `{open}`    | times the breaker opened      |
  *
  * Every instrument has the attribute `hostgate.partner`: the partner's name; unknown origins by
  * origin key for the first `maxOriginLabels`, then `(other origins)`. A partner with priority
@@ -184,6 +188,8 @@ export function registerOtelMetrics(
       ...perClass(r, r.shedQueueTimeout, (c) => c.shedQueueTimeout, result('queue_timeout')),
       [r.shedDeadline, result('deadline')],
       [r.shedStoreUnavailable, result('store_unavailable')],
+      [r.shedPartnerHold, result('partner_hold')],
+      [r.shedBreakerOpen, result('breaker_open')],
       ...perClass(r, r.abortedWaiting, (c) => c.abortedWaiting, result('request_canceled')),
     ],
   );
@@ -214,6 +220,42 @@ export function registerOtelMetrics(
     one((r) => r.doubleReleases),
   );
   upDown('leak_suspects', 'Permits held past leakWarnAfter now.', (r) => r.leakSuspects);
+  // docs/contracts.md: the partner's own hold and its breaker, for rules that have them.
+  const guarded = (
+    suffix: string,
+    unit: string,
+    description: string,
+    value: (r: PartnerMetrics) => number | undefined,
+    isCounter = false,
+  ) => {
+    const instrument = isCounter
+      ? meter.createObservableCounter(name(suffix), { unit, description })
+      : meter.createObservableGauge(name(suffix), { unit, description });
+    const values: Values = (r) => {
+      const v = value(r);
+      return v === undefined ? [] : [[v]];
+    };
+    readings.push({ instrument, counter: isCounter, values });
+  };
+  guarded(
+    'partner_hold.remaining',
+    's',
+    "Seconds left of the partner's own hold (rate-limit headers, Retry-After): no call goes before.",
+    (r) => (r.partnerHoldMs === null ? undefined : r.partnerHoldMs / 1000),
+  );
+  guarded(
+    'breaker.state',
+    '1',
+    "The partner's breaker: 0 closed, 1 half-open (probes), 2 open (every call shed).",
+    (r) => (r.breaker === null ? undefined : BREAKER_STATE_VALUES[r.breaker.state]),
+  );
+  guarded(
+    'breaker.opened',
+    '{open}',
+    "Times the partner's breaker opened.",
+    (r) => r.breaker?.opened,
+    true,
+  );
   gauge(
     'stalled',
     '1 when no permit is free and the holders got no response bytes for stallAfter.',

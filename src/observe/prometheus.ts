@@ -10,6 +10,7 @@
 import { Counter, Gauge, register as globalRegistry, type Registry } from 'prom-client';
 import type { Semaphore } from '../gate/semaphore.js';
 import {
+  BREAKER_STATE_VALUES,
   type BucketCounts,
   HOLD_BUCKETS_SECONDS,
   MetricsCollector,
@@ -69,7 +70,11 @@ export const CLASS_LABEL = 'priority_class';
  * | `hostgate_acquired_total`           | counter   | permits granted                              |
  * | `hostgate_released_total`           | counter   | permits returned (any way)                   |
  * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`,   |
- * |                                     |           | `store_unavailable` (the `shed*` stats)      |
+ * |                                     |           | `store_unavailable`, `partner_hold`,         |
+ * |                                     |           | `breaker_open` (the `shed*` stats)           |
+ * | `hostgate_partner_hold_seconds`     | gauge     | left of the partner's own hold (headers)     |
+ * | `hostgate_breaker_state`            | gauge     | 0 closed, 1 half-open, 2 open                |
+ * | `hostgate_breaker_opened_total`     | counter   | times the partner's breaker opened           |
  * | `hostgate_aborted_total{stage}`     | counter   | `waiting`, `in_flight` (client disconnects)  |
  * | `hostgate_hold_timeouts_total`      | counter   | permits taken back after `maxHold`           |
  * | `hostgate_double_releases_total`    | counter   | `release()` of a released permit             |
@@ -269,8 +274,24 @@ export function registerMetrics(
       ...perClass(r, 'queue_timeout', r.shedQueueTimeout, (c) => c.shedQueueTimeout),
       ['deadline', r.shedDeadline],
       ['store_unavailable', r.shedStoreUnavailable],
+      ['partner_hold', r.shedPartnerHold],
+      ['breaker_open', r.shedBreakerOpen],
     ],
     true,
+  );
+  // docs/contracts.md: the partner's own hold and its breaker, for rules that have them.
+  gauge(
+    'partner_hold_seconds',
+    "Seconds left of the partner's own hold (rate-limit headers, Retry-After): no call goes before.",
+    (r) => (r.partnerHoldMs === null ? undefined : r.partnerHoldMs / 1000),
+  );
+  gauge(
+    'breaker_state',
+    "The partner's breaker: 0 closed, 1 half-open (probes), 2 open (every call shed).",
+    (r) => (r.breaker === null ? undefined : BREAKER_STATE_VALUES[r.breaker.state]),
+  );
+  counter('breaker_opened_total', "Times the partner's breaker opened.", undefined, (r) =>
+    r.breaker === null ? [] : [[undefined, r.breaker.opened]],
   );
   counter(
     'aborted_total',

@@ -6,8 +6,17 @@ import { checkKnownKeys, checkObject, describe, positiveInteger } from '../commo
 import { type RateOptions, Semaphore, type SemaphoreStats } from '../gate/semaphore.js';
 import type { PriorityClassOptions } from '../gate/wait-queue.js';
 import { type LeakSuspect, leakSuspects } from '../observe/leaks.js';
+import { Breaker, type BreakerOptions, type BreakerStats, parseBreaker } from './breaker.js';
 import { setHoldAfterAbort } from './gate-layers.js';
 import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
+import {
+  attachGuard,
+  guardOf,
+  PartnerGuard,
+  type PartnerHoldStats,
+  parseRateLimitHeaders,
+  type RateLimitHeadersOptions,
+} from './partner-guard.js';
 import { type RequestCost, type SettleCost, setRateRules } from './rate-rules.js';
 
 /**
@@ -110,6 +119,24 @@ export interface PartnerRule extends GateOptions {
    * settleCost: (res) => Number(res.header('x-usage-tokens') ?? Number.NaN) || undefined
    */
   settleCost?: SettleCost;
+  /**
+   * Obey the partner's own rate-limit headers (`RateLimit`, `X-RateLimit-*`, OpenAI's
+   * `x-ratelimit-*-requests`/`-tokens`) and a 429/503's `Retry-After`: when the partner says its
+   * budget is spent, new calls wait in the gate's queue until its reset (within their wait
+   * deadline) instead of being spent on 429s. On by default; `false` turns it off;
+   * `{ maxResetMs }` caps the hold a header may ask for (default 60 000: a reset further away is
+   * ignored with a process warning). Local gates only: with `shared: true` it is off. See
+   * docs/contracts.md.
+   */
+  rateLimitHeaders?: boolean | RateLimitHeadersOptions;
+  /**
+   * A breaker for a partner that is down: after `failures` consecutive failures (connection
+   * errors, timeouts, 5xx) or a failure ratio over a window, new calls are shed at once with
+   * `PartnerOpenError` until `halfOpenAfterMs` has passed; then `probes` calls go through, and the
+   * first outcome closes it or opens it again. `true`: every default (5 in a row, 5 s). A 429 and
+   * a call its caller aborted are never failures. Local gates only (not with `shared: true`).
+   */
+  breaker?: BreakerOptions | boolean;
 }
 
 /** How a partner's gate is shared (`shared: { ... }`). */
@@ -127,6 +154,10 @@ const SHARED_KEYS = ['mode', 'refreshMs', 'leaseMs'] as const;
 /** A gate's stats, with its adaptive limit's when it has one (`limit` is then the effective one). */
 export interface GateStats extends SemaphoreStats {
   adaptive?: AdaptiveStats;
+  /** The partner's own hold on calls (rate-limit headers, Retry-After), when its rule reads them. */
+  partnerHold?: PartnerHoldStats;
+  /** The partner's breaker, when its rule has one. */
+  breaker?: BreakerStats;
 }
 
 /**
@@ -184,6 +215,9 @@ const RULE_KEYS = [
   'cost',
   'settleCost',
   ...GATE_KEYS,
+  // docs/contracts.md: the partner's own signals and its breaker
+  'rateLimitHeaders',
+  'breaker',
 ] as const;
 /** Resolved-origin cache bound: lookups by origin string stay O(1) without growing forever. */
 const RESOLVED_CACHE_MAX = 4096;
@@ -296,6 +330,12 @@ export class HostLimiter {
       const stats: GateStats = gate.stats();
       const adaptive = controllerOf(gate);
       if (adaptive !== undefined) stats.adaptive = adaptive.stats();
+      const guard = guardOf(gate);
+      if (guard !== undefined) {
+        if (guard.reads) stats.partnerHold = guard.holdStats();
+        const breaker = guard.breakerStats();
+        if (breaker !== undefined) stats.breaker = breaker;
+      }
       out[key] = stats;
     }
     return out;
@@ -359,6 +399,28 @@ export class HostLimiter {
     this.#partners.set(rule.name, gate);
     setHoldAfterAbort(gate, holdAfterAbort);
     if (adaptive !== undefined) attachController(new AdaptiveController(gate, adaptive));
+    this.#guard(where, rule, gate);
+  }
+
+  /** The partner's own signals and its breaker (partner-guard.ts), when the rule asks for them. */
+  #guard(where: string, rule: PartnerRule, gate: Semaphore): void {
+    const shared = rule.shared !== undefined && rule.shared !== false;
+    if (shared && rule.breaker !== undefined && rule.breaker !== false) {
+      throw new TypeError(
+        `${where}: breaker is not supported on shared gates yet (local gates only)`,
+      );
+    }
+    if (shared && rule.rateLimitHeaders !== undefined && rule.rateLimitHeaders !== false) {
+      throw new TypeError(
+        `${where}: rateLimitHeaders is not supported on shared gates yet (local gates only)`,
+      );
+    }
+    if (shared) return;
+    const headers = parseRateLimitHeaders(where, rule.rateLimitHeaders);
+    const breaker = parseBreaker(where, rule.breaker);
+    if (headers === undefined && breaker === undefined) return;
+    const b = breaker === undefined ? undefined : new Breaker(rule.name, breaker);
+    attachGuard(gate, new PartnerGuard(gate, rule.name, headers, b));
   }
 
   #sharedGate(

@@ -1,4 +1,5 @@
 import type { Semaphore } from '../gate/semaphore.js';
+import { holdPartner } from '../partners/partner-guard.js';
 import type { RetryPolicy } from './policy.js';
 
 /** Per-partner retry counters, from `Retrier.stats()`. */
@@ -78,6 +79,10 @@ export class PartnerState {
   noteRetryAfter(now: number, retryAfterMs: number): void {
     const maxCooldown = this.policy.maxCooldown;
     if (maxCooldown === undefined || retryAfterMs <= 0) return;
+    // The gate's hold is the partner's one "not before": callers outside this retrier wait too.
+    if (this.gate !== undefined) {
+      holdPartner(this.gate, Math.min(retryAfterMs, maxCooldown), 'Retry-After');
+    }
     const until = now + Math.min(retryAfterMs, maxCooldown);
     if (until <= this.cooldownUntil) return;
     if (this.cooldownUntil <= now) this.cooldowns++;
