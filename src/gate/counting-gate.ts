@@ -7,13 +7,9 @@
  * estimate (retry-estimate.ts). `Semaphore` (semaphore.ts) is this gate with its options and
  * the read side: stats, histograms, holders, idle waits.
  */
-import {
-  QueueFullError,
-  QueueTimeoutError,
-  type RateLimitedError,
-  type ShedError,
-} from '../common/errors.js';
+import { QueueFullError, QueueTimeoutError, type ShedError } from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
+import { Admission, settleCost } from './admission.js';
 import { type Call, tooHeavy } from './call-options.js';
 import { cachedPlatformNow, platformNow } from './clock.js';
 import { GateCounts } from './gate-counts.js';
@@ -26,7 +22,6 @@ import {
   publishShed,
   publishWaitAborted,
   type ReleaseReason,
-  type ShedReason,
 } from './gate-events.js';
 import type { GateGuard } from './gate-guard.js';
 import { GateObserver } from './gate-observer.js';
@@ -42,7 +37,7 @@ import {
   type WaitTargetOf,
 } from './permit.js';
 import { nextWaiter } from './queue-order.js';
-import { checkSettled, GateRate, type RateOptions, type RateStats } from './rate.js';
+import type { RateOptions, RateStats, ResolvedRate } from './rate.js';
 import { retryAfterEstimate } from './retry-estimate.js';
 import type { ResolvedSemaphoreOptions } from './semaphore-options.js';
 import { WaitDeadlines } from './wait-deadlines.js';
@@ -122,8 +117,8 @@ export class CountingGate {
   readonly #counts = new GateCounts();
   readonly #deadlines: WaitDeadlines;
   readonly #bounds: HoldBounds | undefined;
-  /** The request rate (rate.ts), only on a gate with a `rate`. */
-  readonly #rate: GateRate | undefined;
+  /** A rate and the partner's guard (admission.ts): only on gates with either. */
+  #admission: Admission<Held> | undefined = undefined;
   /** Histograms, hold estimate, progress clock, acquire sites: absent until someone looks. */
   #observer: GateObserver | undefined = undefined;
   readonly #name: string | undefined;
@@ -135,10 +130,6 @@ export class CountingGate {
   /** `onIdle()` callers, until nothing is held or queued. */
   #idle: (() => void)[] | undefined = undefined;
   readonly #parts: GateParts;
-  /** Holds and refusals on the partner's word (gate-guard.ts); absent on most gates. */
-  #guard: GateGuard | undefined = undefined;
-  /** Wakes the queue when the guard's hold ends. */
-  #holdTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   static {
     // The permits' way in (permit.ts) and Semaphore's: `#private` stays private to the gate.
@@ -148,9 +139,12 @@ export class CountingGate {
     gateEntry.progress = (gate, p) => (gate as Gate).#progress(p as Held);
     gateEntry.abort = (gate, waiter, reason) => (gate as Gate).#abort(waiter as Held, reason);
     gateEntry.expire = (gate, waiter) => (gate as Gate).#expire(waiter as Held);
-    gateEntry.settleCost = (gate, p, actual) => (gate as Gate).#settleCost(p as Held, actual);
-    gateEntry.costOf = (gate, p) => (gate as Gate).#rate?.costOf(p) ?? 1;
-    coreEntry.rateStats = (gate) => gate.#rate?.stats();
+    gateEntry.settleCost = (gate, p, actual) => {
+      const g = gate as Gate;
+      if (settleCost(g.#admission, g.#name, p, actual)) g.#drain(); // a refund: the slot may be now
+    };
+    gateEntry.costOf = (gate, p) => (gate as Gate).#admission?.rate?.costOf(p) ?? 1;
+    coreEntry.rateStats = (gate) => gate.#admission?.rate?.stats();
     coreEntry.parts = (gate) => gate.#parts;
     coreEntry.observe = (gate) =>
       (gate.#observer ??= GateObserver.attach(gate.#now(), gate.#queue.classes, gate.#holders));
@@ -167,9 +161,9 @@ export class CountingGate {
       else gate.#idle.push(resolve);
     };
     coreEntry.guard = (gate, guard) => {
-      gate.#guard = guard;
+      gate.#admitting().guard = guard;
     };
-    coreEntry.guardOf = (gate) => gate.#guard;
+    coreEntry.guardOf = (gate) => gate.#admission?.guard;
   }
 
   constructor(o: ResolvedSemaphoreOptions, priorities: PriorityClassOptions[] | undefined) {
@@ -188,7 +182,15 @@ export class CountingGate {
       const takeBack = (p: GatePermit): void => this.#release(p as Held, 'hold_timeout');
       this.#bounds = new HoldBounds(o.maxHold, o.maxHoldTotal, this, this.#parts, takeBack);
     }
-    this.#rate = o.rate && new GateRate(o.rate, this.#now, () => this.#drain());
+    if (o.rate !== undefined) this.#admitting(o.rate);
+  }
+
+  #admitting(rate?: ResolvedRate): Admission<Held> {
+    if (this.#admission !== undefined) return this.#admission;
+    const serve = (): void => this.#drain();
+    const clock = (): number => this.#clock();
+    this.#admission = new Admission(this, rate, this.#now, clock, serve);
+    return this.#admission;
   }
 
   get name(): string | undefined {
@@ -223,47 +225,38 @@ export class CountingGate {
   }
   /** The request rate (`limit`, `per`, `burst`, defaults filled in), when the gate has one. */
   get rate(): Readonly<Required<RateOptions>> | undefined {
-    return this.#rate?.options;
+    return this.#admission?.rate?.options;
   }
   /** The ways into the gate, for Semaphore's calls (coreEntry): a permit now, or a place in the queue. */
   #take(call: Call<Held> | undefined): Held | undefined {
     const weight = call?.weight ?? 1;
     if (this.#queue.size > 0 || this.#held + weight > this.#grantable) return undefined;
-    const guard = this.#guard;
-    if (guard !== undefined && (guard.screening || guard.notBefore > this.#clock()))
-      return undefined;
-    const rate = this.#rate;
-    if (rate !== undefined && !rate.take(call?.cost ?? 1)) return undefined;
+    const admission = this.#admission;
+    if (admission !== undefined && !admission.takeNow(call?.cost ?? 1)) return undefined;
     const permit = this.#grant(0, this.#stamp(), weight, call?.cls ?? this.#queue.classes[0]!);
-    if (rate !== undefined) rate.charge(permit, call?.cost ?? 1);
+    admission?.charged(permit, call?.cost ?? 1);
     return permit;
   }
 
   #join(call: Call<Held> | undefined, target?: WaitTargetOf<Permit>, signal?: AbortSignal): Joined {
     const cls = call?.cls ?? this.#queue.classes[0]!;
-    const guard = this.#guard;
-    if (guard !== undefined) {
-      const now = this.#now();
-      const refusal = guard.refuse(now, now + (call?.timeout ?? this.#parts.queueTimeout));
-      if (refusal !== undefined) {
-        if (shedChannel.hasSubscribers) {
-          publishShed(this, refusalReason(refusal), refusal, this.#queue.size, cls.name);
-        }
-        return refusal;
-      }
-    }
-    const refused = this.#rate === undefined ? this.#admit(cls) : this.#admitRated(call);
+    const admission = this.#admission;
+    const timeout = call?.timeout ?? this.#parts.queueTimeout;
+    const cost = call?.cost ?? 1;
+    const admit = (): QueueFullError | undefined => this.#admit(cls);
+    const refused =
+      admission === undefined
+        ? this.#admit(cls)
+        : admission.refuse(cost, timeout, this.#queue.size, cls.name, admit);
     if (refused !== undefined) return refused;
     const waiter: Held = newWaiter(target, signal, this.#clock(), cls, call?.weight ?? 1);
-    if (this.#rate !== undefined) this.#rate.queued(waiter, call?.cost ?? 1);
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#deadlines.add(waiter, call);
     this.#queue.push(waiter);
     this.#queuedWeight += waiter.weight;
     signal?.addEventListener('abort', waiter, { once: true });
-    // Refused the fast path with room free (a hold, a breaker's probe): the queue is served from
-    // a timer or a microtask, never on the caller's stack.
-    if (guard !== undefined && this.#held < this.#grantable) this.#wake(0);
+    // Refused the fast path with room free (a hold, a probe): served later, never on this stack.
+    admission?.queued(waiter, cost, this.#held < this.#grantable);
     return waiter;
   }
 
@@ -304,29 +297,8 @@ export class CountingGate {
     const hold = this.#observer?.holdEstimate;
     const { queueTimeout, maxQueue } = this.#parts;
     const ms = retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
-    // The partner's own "not before": nobody is served earlier, whatever the queue.
-    const heldFor = this.#guard === undefined ? 0 : Math.ceil(this.#guard.notBefore - this.#now());
-    const rate = this.#rate;
-    const slot = rate === undefined ? 0 : Math.ceil(rate.waitMs(1, rate.backlog, this.#now()));
-    return Math.max(ms, heldFor, slot);
-  }
-
-  /** `#admit`, and on a gate with a rate its slot: sooner than the wait deadline, or shed now. */
-  #admitRated(call: Call<Held> | undefined): QueueFullError | RateLimitedError | undefined {
-    const cls = call?.cls ?? this.#queue.classes[0]!;
-    const timeout = call?.timeout ?? this.#parts.queueTimeout;
-    const error = this.#rate!.refuse(this.#name, call?.cost ?? 1, timeout);
-    if (error === undefined) return this.#admit(cls);
-    if (shedChannel.hasSubscribers) {
-      publishShed(this, 'rate_limited', error, this.#queue.size, cls.name);
-    }
-    return error;
-  }
-
-  #settleCost(permit: Held, actual: number): void {
-    checkSettled(this.#rate, this.#name, actual);
-    // A refund may open the head's slot now.
-    if (this.#rate!.settle(permit, actual)) this.#drain();
+    // The partner's own "not before" and the rate's next slot: nobody is served earlier.
+    return this.#admission === undefined ? ms : Math.max(ms, this.#admission.waitFloorMs());
   }
 
   /** `now`: from `#stamp()` (NaN: unmeasured). `waiter`: the one served (none: immediate). */
@@ -436,14 +408,9 @@ export class CountingGate {
     this.#draining = true;
     try {
       const queue = this.#queue;
-      const guard = this.#guard;
-      if (guard !== undefined && guard.notBefore !== 0 && queue.size > 0) {
-        const wait = guard.notBefore - this.#now();
-        if (wait > 0) {
-          this.#wake(wait);
-          return;
-        }
-      }
+      const admission = this.#admission;
+      // The partner's hold: a timer serves the queue at its end.
+      if (admission !== undefined && queue.size > 0 && !admission.open()) return;
       // One class (every gate without priorities): no class to pick, no share to charge.
       const single = queue.classes.length === 1 ? queue.classes[0]! : undefined;
       while (queue.size > 0 && this.#held < this.#grantable) {
@@ -456,7 +423,7 @@ export class CountingGate {
         // In weight units: a heavy waiter waits for room, and nobody behind overtakes it.
         if (this.#held + waiter.weight > this.#grantable) break;
         // Its rate slot at the same point: not come yet, the rate's timer serves it then.
-        if (this.#rate !== undefined && !this.#rate.take(this.#rate.costOf(waiter))) break;
+        if (admission !== undefined && !admission.takeHead(waiter)) break;
         this.#dequeue(waiter);
         if (single === undefined) queue.charge(cls, waiter.weight);
         // One timestamp serves every grant of this pass (and the release that started it).
@@ -468,27 +435,6 @@ export class CountingGate {
     }
   }
 
-  /**
-   * Serves the queue in `ms` (0: the next microtask), unless a wake-up is already armed: the
-   * guard's hold only moves later, so an earlier wake-up finds it running and arms the next.
-   */
-  #wake(ms: number): void {
-    if (this.#holdTimer !== undefined) return;
-    if (ms <= 0) {
-      this.#holdTimer = 0 as unknown as ReturnType<typeof setTimeout>;
-      queueMicrotask(() => this.#woken());
-    } else {
-      // Unref'd: the waiters' own deadline timers keep the process alive while anyone waits.
-      this.#holdTimer = setTimeout(() => this.#woken(), Math.ceil(ms));
-      this.#holdTimer.unref();
-    }
-  }
-
-  #woken(): void {
-    this.#holdTimer = undefined;
-    this.#drain();
-  }
-
   /** Takes a waiter out of every list and detaches its signal and timer. */
   #dequeue(waiter: Held): void {
     waiter.queued = false;
@@ -496,11 +442,7 @@ export class CountingGate {
     this.#queue.remove(waiter);
     this.#deadlines.remove(waiter);
     waiter.signal?.removeEventListener('abort', waiter);
-    const rate = this.#rate;
-    if (rate !== undefined) {
-      rate.backlog -= rate.costOf(waiter);
-      if (this.#queue.size === 0) rate.idle();
-    }
+    this.#admission?.left(waiter, this.#queue.size === 0);
   }
 
   #abort(waiter: Held, reason: unknown): void {
@@ -529,9 +471,4 @@ export class CountingGate {
     // A heavy head leaving on its deadline lets lighter waiters behind it through.
     this.#drain();
   }
-}
-
-/** The shed reason a guard's refusal is published under: its error's code says which. */
-function refusalReason(error: ShedError): ShedReason {
-  return error.code === 'HOSTGATE_PARTNER_OPEN' ? 'breaker_open' : 'partner_hold';
 }

@@ -44,7 +44,7 @@ export const channels = Object.freeze({
 });
 
 /** A gate as its messages name it: the object itself and its name (the partner). */
-interface Publisher {
+export interface Publisher {
   readonly name: string | undefined;
 }
 

@@ -124,8 +124,10 @@ export class GateRate {
 
   /** Ms from `now` until `cost` units conform after `ahead` units queued before them (≤ 0: now). */
   waitMs(cost: number, ahead: number, now: number): number {
+    // `tat - now` first: exactly 0 for a fresh or idle gate, where `tat + x - reach - now` could
+    // round to a hair above 0 on a large clock reading and refuse a call that conforms.
     const tat = Math.max(this.#tat, now);
-    return tat + (ahead + cost) * this.interval - this.#reach - now;
+    return tat - now + ((ahead + cost) * this.interval - this.#reach);
   }
 
   /**
