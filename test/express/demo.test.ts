@@ -21,7 +21,10 @@ afterAll(() => redis?.close());
  */
 test('the demo runs and reports that every invariant held', async () => {
   if (redisSkipReason === undefined) redis = await startRedis();
-  const env: NodeJS.ProcessEnv = { ...process.env, FORCE_COLOR: '0' };
+  // 300 clients, not the 1,000 of `npm run demo`: the burst of 1,000 with disconnects is
+  // express/load's own test; here the demo's wiring and its report are what is checked, and
+  // 1,000 clients beside the rest of the suite made this the suite's longest file (77 s).
+  const env: NodeJS.ProcessEnv = { ...process.env, FORCE_COLOR: '0', DEMO_CLIENTS: '300' };
   delete env.REDIS_URL;
   if (redis !== undefined) env.REDIS_URL = redis.url;
   const child = spawn(process.execPath, ['node_modules/tsx/dist/cli.mjs', 'examples/demo.ts'], {
@@ -39,7 +42,7 @@ test('the demo runs and reports that every invariant held', async () => {
   });
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   expect({ code, err }, out).toEqual({ code: 0, err: '' });
-  expect(out).toContain('1000/1000 done');
+  expect(out).toContain('300/300 done');
   expect(out).toMatch(/billing\s+20\s+(\d+)/);
   expect(out).toContain('EVERY INVARIANT HELD');
   for (const [, cap, peak] of out.matchAll(
