@@ -77,13 +77,15 @@ describeRedis('a leased gate when a process dies, stalls, or Redis loses its sta
     const granted = grab(gate, 4, mine);
     await until(() => gate.stats().shared.processes === 2, 'both processes registered');
     expect(gate.held).toBe(0); // the other process holds every permit
+    // Its entry is read while it lives: once it is dead, the first script past its expiry drops it.
+    const dead = (await entries(redis(), 'killed')).find((e) => e.held === 4);
+    expect(dead, 'the holder registered its whole block').toBeDefined();
     a.kill('SIGKILL');
     await a.exited;
     const killedAt = await redisNow(redis());
-    const dead = (await entries(redis(), 'killed')).find((e) => e.held === 4)!;
     await granted;
     const grantedAt = await redisNow(redis());
-    expect(grantedAt).toBeGreaterThanOrEqual(dead.expiry); // never while its lease ran
+    expect(grantedAt).toBeGreaterThanOrEqual(dead!.expiry); // never while its lease ran
     // Within its lease, one refresh and the machine's slack.
     expect(grantedAt - killedAt).toBeLessThan(LEASE.leaseMs + LEASE.refreshMs + 1500);
     for (const p of mine) p.release();
