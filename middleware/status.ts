@@ -172,7 +172,7 @@ function renderRow(p: PartnerStatus): string {
 <th scope="row">${escapeHtml(p.partner)}${gone}</th>
 <td><div class="bar ${level}" role="meter" aria-valuemin="0" aria-valuemax="${p.limit}" aria-valuenow="${p.held}"><div class="fill" style="width:${used.toFixed(1)}%"></div><span>${p.held} / ${p.limit}</span></div>${p.adaptive ? `<span class="dim">adaptive: limit ${p.limit} of contract ${p.contractLimit}</span>` : ''}${p.shared === null ? '' : `<span class="dim">all replicas: ${p.shared.held} / ${p.contractLimit} held, ${p.shared.queued} queued, ${p.shared.processes} processes${p.shared.storeUp ? '' : ' — <b>Redis unreachable</b>'}</span>`}</td>
 <td class="num">${p.queued}<span class="dim"> / ${p.maxQueue}</span></td>
-<td class="num">${p.shedPerSecond.toFixed(p.shedPerSecond >= 10 ? 0 : 2)}<span class="dim"> (${p.shedQueueFull + p.shedQueueTimeout + p.shedDeadline + p.shedStoreUnavailable + p.shedPartnerHold + p.shedBreakerOpen} total)</span></td>
+<td class="num">${p.shedPerSecond.toFixed(p.shedPerSecond >= 10 ? 0 : 2)}<span class="dim"> (${p.shedQueueFull + p.shedQueueTimeout + p.shedDeadline + p.shedStoreUnavailable + p.shedPartnerHold + p.shedBreakerOpen + p.shedRateLimited} total)</span></td>
 <td class="num">${ms(p.waitP99Ms)}</td>
 <td>${mark}${breaker}${held}</td>
 </tr>`;

@@ -47,6 +47,7 @@ import {
   SHED_DEADLINE,
   SHED_FULL,
   SHED_PARTNER_HOLD,
+  SHED_RATE_LIMITED,
   SHED_STORE_UNAVAILABLE,
   SHED_TIMEOUT,
   VECTOR_LENGTH,
@@ -121,6 +122,8 @@ export interface PartnerMetrics {
   shedPartnerHold: number;
   /** Calls refused with `PartnerOpenError`: the partner's breaker was open. */
   shedBreakerOpen: number;
+  /** Calls refused with `RateLimitedError`: their rate slot came after their wait deadline. */
+  shedRateLimited: number;
   /**
    * Ms left of the partner's own hold (rate-limit headers, a retrier's Retry-After): no call goes
    * before it ends. `null` when the rule reads no headers and has no breaker.
@@ -493,7 +496,8 @@ export class MetricsCollector {
       v[SHED_DEADLINE]! +
       v[SHED_STORE_UNAVAILABLE]! +
       v[SHED_PARTNER_HOLD]! +
-      v[SHED_BREAKER_OPEN]!;
+      v[SHED_BREAKER_OPEN]! +
+      v[SHED_RATE_LIMITED]!;
     return {
       partner: label,
       gates: gates.length,
@@ -513,6 +517,7 @@ export class MetricsCollector {
       shedStoreUnavailable: totals[SHED_STORE_UNAVAILABLE]!,
       shedPartnerHold: totals[SHED_PARTNER_HOLD]!,
       shedBreakerOpen: totals[SHED_BREAKER_OPEN]!,
+      shedRateLimited: totals[SHED_RATE_LIMITED]!,
       partnerHoldMs,
       breaker,
       abortedWaiting: totals[ABORTED_WAITING]!,

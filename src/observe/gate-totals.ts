@@ -40,11 +40,13 @@ export const SHED_STORE_UNAVAILABLE = 10;
 export const SHED_PARTNER_HOLD = 11;
 export const SHED_BREAKER_OPEN = 12;
 export const BREAKER_OPENED = 13;
-export const WAIT_COUNT = 14;
-export const WAIT_SUM = 15;
-export const HOLD_COUNT = 16;
-export const HOLD_SUM = 17;
-export const WAIT_BUCKETS = 18;
+/** A gate's request `rate` (docs/rates.md): calls whose slot came after their wait deadline. */
+export const SHED_RATE_LIMITED = 14;
+export const WAIT_COUNT = 15;
+export const WAIT_SUM = 16;
+export const HOLD_COUNT = 17;
+export const HOLD_SUM = 18;
+export const WAIT_BUCKETS = 19;
 export const HOLD_BUCKETS = WAIT_BUCKETS + WAIT_BUCKETS_SECONDS.length;
 export const VECTOR_LENGTH = HOLD_BUCKETS + HOLD_BUCKETS_SECONDS.length;
 export const WAIT_BOUNDS_MS = WAIT_BUCKETS_SECONDS.map((s) => s * 1000);
@@ -71,6 +73,7 @@ export function readGate(gate: Semaphore, s: SemaphoreStats = gate.stats()): Flo
     v[SHED_BREAKER_OPEN] = guard.shedOpen;
     v[BREAKER_OPENED] = guard.breakerOpened;
   }
+  v[SHED_RATE_LIMITED] = s.rate?.shedRateLimited ?? 0;
   v[WAIT_COUNT] = s.wait.count;
   v[WAIT_SUM] = s.wait.sumMs / 1000;
   v[HOLD_COUNT] = s.hold.count;

@@ -70,7 +70,7 @@ export const CLASS_ATTRIBUTE = 'hostgate.priority_class';
  * | ------------------------------------- | ------------------- | ----------- | ----------------------------- |
  * | `hostgate.active_request_leases`      | observable up-down  | `{request}` | permits held now              |
  * | `hostgate.queued_requests`            | observable up-down  | `{request}` | callers waiting for a permit  |
- * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `deadline` (shed early for a request's deadline), `store_unavailable`, `partner_hold`, `breaker_open` (the `shed*` stats), `request_canceled` (ASP.NET Core's value; `abortedWaiting` in stats) |
+ * | `hostgate.requests{hostgate.result}`  | observable counter  | `{request}` | `acquired`, `queue_full`, `queue_timeout`, `deadline` (shed early for a request's deadline), `store_unavailable`, `partner_hold`, `breaker_open`, `rate_limited` (the `shed*` stats), `request_canceled` (ASP.NET Core's value; `abortedWaiting` in stats) |
  * | `hostgate.request_lease.duration`     | histogram           | `s`         | grant to release              |
  * | `hostgate.request.time_in_queue`      | histogram           | `s`         | asking to grant (0 at once)   |
  * | `hostgate.lease.limit`                | observable gauge    | `{request}` | the partner's cap             |
@@ -190,6 +190,7 @@ export function registerOtelMetrics(
       [r.shedStoreUnavailable, result('store_unavailable')],
       [r.shedPartnerHold, result('partner_hold')],
       [r.shedBreakerOpen, result('breaker_open')],
+      [r.shedRateLimited, result('rate_limited')],
       ...perClass(r, r.abortedWaiting, (c) => c.abortedWaiting, result('request_canceled')),
     ],
   );

@@ -71,7 +71,7 @@ export const CLASS_LABEL = 'priority_class';
  * | `hostgate_released_total`           | counter   | permits returned (any way)                   |
  * | `hostgate_shed_total{reason}`       | counter   | `queue_full`, `queue_timeout`, `deadline`,   |
  * |                                     |           | `store_unavailable`, `partner_hold`,         |
- * |                                     |           | `breaker_open` (the `shed*` stats)           |
+ * |                                     |           | `breaker_open`, `rate_limited` (`shed*`)     |
  * | `hostgate_partner_hold_seconds`     | gauge     | left of the partner's own hold (headers)     |
  * | `hostgate_breaker_state`            | gauge     | 0 closed, 1 half-open, 2 open                |
  * | `hostgate_breaker_opened_total`     | counter   | times the partner's breaker opened           |
@@ -276,6 +276,7 @@ export function registerMetrics(
       ['store_unavailable', r.shedStoreUnavailable],
       ['partner_hold', r.shedPartnerHold],
       ['breaker_open', r.shedBreakerOpen],
+      ['rate_limited', r.shedRateLimited],
     ],
     true,
   );

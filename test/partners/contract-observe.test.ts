@@ -42,12 +42,26 @@ async function startPartner(): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-it('shows an open breaker and the partner’s hold in stats, Prometheus, OpenTelemetry and the status page', async () => {
-  const [down, spent] = await Promise.all([startPartner(), startPartner()]);
+it('shows an open breaker, the partner’s hold and rate sheds in stats, Prometheus, OpenTelemetry and the status page', async () => {
+  const [down, spent, metered] = await Promise.all([
+    startPartner(),
+    startPartner(),
+    startPartner(),
+  ]);
   const limiter = new HostLimiter({
     partners: [
       { name: 'down', hosts: [down], limit: 2, breaker: { failures: 2, halfOpenAfterMs: 60_000 } },
       { name: 'spent', hosts: [spent], limit: 2, queueTimeout: 100 },
+      // One call a minute (headers unread: the partner's spent budget would hold it first): the
+      // second call's slot is a minute past its 100 ms deadline.
+      {
+        name: 'metered',
+        hosts: [metered],
+        limit: 2,
+        queueTimeout: 100,
+        rateLimitHeaders: false,
+        rate: { limit: 1, per: 60_000 },
+      },
     ],
   });
   const registry = new Registry();
@@ -67,11 +81,14 @@ it('shows an open breaker and the partner’s hold in stats, Prometheus, OpenTel
   await call(`${down}/down`); // shed: breaker_open
   await call(`${spent}/x`); // spends the budget for 30 s
   await call(`${spent}/x`); // shed at once: its 100 ms deadline ends first (partner_hold)
+  await call(`${metered}/x`); // its slot
+  await call(`${metered}/x`); // shed at once: rate_limited
 
   const stats = limiter.stats();
   expect(stats.down!.breaker).toMatchObject({ state: 'open', opened: 1, shed: 1 });
   expect(stats.spent!.partnerHold).toMatchObject({ holds: 1, shed: 1, source: 'RateLimit' });
   expect(stats.spent!.partnerHold!.remainingMs).toBeGreaterThan(25_000);
+  expect(stats.metered!.rate).toMatchObject({ shedRateLimited: 1 });
 
   const text = await registry.metrics();
   expect(metricValue(text, 'hostgate_breaker_state', { partner: 'down' })).toBe(2);
@@ -81,6 +98,9 @@ it('shows an open breaker and the partner’s hold in stats, Prometheus, OpenTel
   ).toBe(1);
   expect(
     metricValue(text, 'hostgate_shed_total', { partner: 'spent', reason: 'partner_hold' }),
+  ).toBe(1);
+  expect(
+    metricValue(text, 'hostgate_shed_total', { partner: 'metered', reason: 'rate_limited' }),
   ).toBe(1);
   expect(metricValue(text, 'hostgate_partner_hold_seconds', { partner: 'spent' })).toBeGreaterThan(
     25,
@@ -99,6 +119,12 @@ it('shows an open breaker and the partner’s hold in stats, Prometheus, OpenTel
   expect(
     point('hostgate.requests', { 'hostgate.partner': 'down', 'hostgate.result': 'breaker_open' }),
   ).toBe(1);
+  expect(
+    point('hostgate.requests', {
+      'hostgate.partner': 'metered',
+      'hostgate.result': 'rate_limited',
+    }),
+  ).toBe(1);
   expect(point('hostgate.partner_hold.remaining', { 'hostgate.partner': 'spent' })).toBeGreaterThan(
     25,
   );
@@ -109,6 +135,7 @@ it('shows an open breaker and the partner’s hold in stats, Prometheus, OpenTel
   expect(row('down')).toMatchObject({ breaker: { state: 'open', opened: 1 }, shedBreakerOpen: 1 });
   expect(row('spent')).toMatchObject({ breaker: null, shedPartnerHold: 1 });
   expect(row('spent').partnerHoldMs).toBeGreaterThan(25_000);
+  expect(row('metered')).toMatchObject({ shedRateLimited: 1 });
   const html = await new Promise<string>((resolve) => {
     const res = Object.assign(new http.ServerResponse(new http.IncomingMessage(null as never)), {
       end(chunk: string) {
