@@ -23,7 +23,7 @@ export class Admission<W extends object> {
     /** The cached clock, for the fast path. */
     private readonly clock: () => number,
     /** Serves the gate's queue (a slot came, a hold ended). */
-    private readonly serve: () => void,
+    readonly serve: () => void,
   ) {
     this.rate = rate && new GateRate(rate, now, serve);
   }
@@ -135,8 +135,8 @@ export function settleCost(
   gate: string | undefined,
   permit: object,
   actual: number,
-): boolean {
+): void {
   const rate = admission?.rate;
   checkSettled(rate, gate, actual);
-  return rate!.settle(permit, actual);
+  if (rate!.settle(permit, actual)) admission!.serve(); // a refund: the head's slot may be now
 }

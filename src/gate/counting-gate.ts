@@ -2,12 +2,14 @@
  * The counting gate: limit, held, weights, the queue discipline, grant and release, and the
  * invariant (the shape of Go's `x/sync/semaphore.Weighted`). Everything else is a collaborator
  * in a file of its own, called through a narrow interface, and built only when a gate needs it:
- * wait deadlines (wait-deadlines.ts), hold bounds (hold-bounds.ts over holders.ts),
- * observation (gate-observer.ts, clock.ts), diagnostics (gate-events.ts) and the Retry-After
- * estimate (retry-estimate.ts). `Semaphore` (semaphore.ts) is this gate with its options and
- * the read side: stats, histograms, holders, idle waits.
+ * the queue (wait-queue.ts, queue-order.ts), its refusals (queue-sheds.ts), wait deadlines
+ * (wait-deadlines.ts), hold bounds (hold-bounds.ts over holders.ts), a rate and the partner's
+ * guard (admission.ts), observation (gate-observer.ts, clock.ts), diagnostics (gate-events.ts),
+ * the Retry-After estimate (retry-estimate.ts) and `onIdle()` callers (idle-waiters.ts).
+ * `Semaphore` (semaphore.ts) is this gate with its options and the read side: stats,
+ * histograms, holders, idle waits. The class stays within 300 lines (test/gate/shape.test.ts).
  */
-import { QueueFullError, QueueTimeoutError, type ShedError } from '../common/errors.js';
+import type { ShedError } from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
 import { Admission, settleCost } from './admission.js';
 import { type Call, tooHeavy } from './call-options.js';
@@ -19,7 +21,6 @@ import {
   publishAcquire,
   publishDoubleRelease,
   publishRelease,
-  publishShed,
   publishWaitAborted,
   type ReleaseReason,
 } from './gate-events.js';
@@ -27,6 +28,7 @@ import type { GateGuard } from './gate-guard.js';
 import { GateObserver } from './gate-observer.js';
 import { HoldBounds } from './hold-bounds.js';
 import { Holders } from './holders.js';
+import { IdleWaiters } from './idle-waiters.js';
 import {
   type GatePermit,
   gateEntry,
@@ -37,6 +39,7 @@ import {
   type WaitTargetOf,
 } from './permit.js';
 import { nextWaiter } from './queue-order.js';
+import { QueueSheds } from './queue-sheds.js';
 import type { RateOptions, RateStats, ResolvedRate } from './rate.js';
 import { retryAfterEstimate } from './retry-estimate.js';
 import type { ResolvedSemaphoreOptions } from './semaphore-options.js';
@@ -48,7 +51,7 @@ export type Held = GatePermit<CountingGate>;
 type Permit = PermitOf<CountingGate>;
 type Cls = QueueClass<Held>;
 
-const { acquire: acquireChannel, release: releaseChannel, shed: shedChannel } = channels;
+const { acquire: acquireChannel, release: releaseChannel } = channels;
 /** Whether a subscriber wants permits' timestamps (acquire and release messages carry times). */
 const timestamped = (): boolean => acquireChannel.hasSubscribers || releaseChannel.hasSubscribers;
 /** What `Semaphore` reads of its core: references fixed at construction. */
@@ -97,6 +100,11 @@ export const coreEntry = {
   guard: undefined as unknown as (gate: CountingGate, guard: GateGuard | undefined) => void,
   /** The gate's guard, if one is set. */
   guardOf: undefined as unknown as (gate: CountingGate) => GateGuard | undefined,
+  /** The gate's rate and guard (admission.ts); `create`: made if it has none yet. */
+  admission: undefined as unknown as (
+    gate: CountingGate,
+    create?: boolean,
+  ) => Admission<Held> | undefined,
 };
 
 export class CountingGate {
@@ -107,8 +115,6 @@ export class CountingGate {
    */
   #grantable: number;
   #ceiling = Number.POSITIVE_INFINITY;
-  /** Units waiting in the queue (a leased gate's demand). */
-  #queuedWeight = 0;
   /** Units granted and not yet back: `held + available === limit` while `held <= limit`. */
   #held = 0;
   /** Waiters, by priority class (one class unless `priorities` is set). */
@@ -116,6 +122,8 @@ export class CountingGate {
   readonly #holders = new Holders();
   readonly #counts = new GateCounts();
   readonly #deadlines: WaitDeadlines;
+  /** Refusals: a full queue, a passed wait deadline (queue-sheds.ts). */
+  readonly #sheds: QueueSheds<CountingGate>;
   readonly #bounds: HoldBounds | undefined;
   /** A rate and the partner's guard (admission.ts): only on gates with either. */
   #admission: Admission<Held> | undefined = undefined;
@@ -127,24 +135,17 @@ export class CountingGate {
   readonly #now: () => number;
   readonly #cacheClock: boolean;
   #draining = false;
-  /** `onIdle()` callers, until nothing is held or queued. */
-  #idle: (() => void)[] | undefined = undefined;
+  readonly #idle = new IdleWaiters();
   readonly #parts: GateParts;
 
   static {
     // The permits' way in (permit.ts) and Semaphore's: `#private` stays private to the gate.
     type Gate = CountingGate;
     gateEntry.release = (gate, p, reason) => (gate as Gate).#release(p as Held, reason);
-    gateEntry.doubleRelease = (gate, p) => (gate as Gate).#doubleRelease(p as Held);
     gateEntry.progress = (gate, p) => (gate as Gate).#progress(p as Held);
     gateEntry.abort = (gate, waiter, reason) => (gate as Gate).#abort(waiter as Held, reason);
     gateEntry.expire = (gate, waiter) => (gate as Gate).#expire(waiter as Held);
-    gateEntry.settleCost = (gate, p, actual) => {
-      const g = gate as Gate;
-      if (settleCost(g.#admission, g.#name, p, actual)) g.#drain(); // a refund: the slot may be now
-    };
-    gateEntry.costOf = (gate, p) => (gate as Gate).#admission?.rate?.costOf(p) ?? 1;
-    coreEntry.rateStats = (gate) => gate.#admission?.rate?.stats();
+    coreEntry.admission = (gate, create) => (create ? gate.#admitting() : gate.#admission);
     coreEntry.parts = (gate) => gate.#parts;
     coreEntry.observe = (gate) =>
       (gate.#observer ??= GateObserver.attach(gate.#now(), gate.#queue.classes, gate.#holders));
@@ -154,16 +155,8 @@ export class CountingGate {
     coreEntry.take = (gate, call) => gate.#take(call);
     coreEntry.join = (gate, call, target, signal) => gate.#join(call, target, signal);
     coreEntry.dequeue = (gate, waiter) => gate.#dequeue(waiter);
-    coreEntry.retryAfter = (gate, position) => gate.#retryAfter(position);
-    coreEntry.whenIdle = (gate, resolve) => {
-      if (gate.#held === 0 && gate.#queue.size === 0) resolve();
-      else if (gate.#idle === undefined) gate.#idle = [resolve];
-      else gate.#idle.push(resolve);
-    };
-    coreEntry.guard = (gate, guard) => {
-      gate.#admitting().guard = guard;
-    };
-    coreEntry.guardOf = (gate) => gate.#admission?.guard;
+    coreEntry.whenIdle = (gate, resolve) =>
+      gate.#idle.add(resolve, gate.#held === 0 && gate.#queue.size === 0);
   }
 
   constructor(o: ResolvedSemaphoreOptions, priorities: PriorityClassOptions[] | undefined) {
@@ -178,6 +171,12 @@ export class CountingGate {
     this.#deadlines = new WaitDeadlines(o.queueTimeout, this.#queue, this.#now, expire);
     const [queue, holders, counts, now] = [this.#queue, this.#holders, this.#counts, this.#now];
     this.#parts = { ...o, now, queue, holders, counts };
+    this.#sheds = new QueueSheds<CountingGate>(this, this.#parts, {
+      observe: () => void coreEntry.observe(this),
+      retryAfter: (position) => coreEntry.retryAfter(this, position),
+      dequeue: (waiter) => this.#dequeue(waiter),
+      clock: () => this.#clock(),
+    });
     if (o.maxHold !== undefined || o.maxHoldTotal !== undefined) {
       const takeBack = (p: GatePermit): void => this.#release(p as Held, 'hold_timeout');
       this.#bounds = new HoldBounds(o.maxHold, o.maxHoldTotal, this, this.#parts, takeBack);
@@ -186,10 +185,8 @@ export class CountingGate {
   }
 
   #admitting(rate?: ResolvedRate): Admission<Held> {
-    if (this.#admission !== undefined) return this.#admission;
-    const serve = (): void => this.#drain();
-    const clock = (): number => this.#clock();
-    this.#admission = new Admission(this, rate, this.#now, clock, serve);
+    const [clock, serve] = [() => this.#clock(), () => this.#drain()];
+    this.#admission ??= new Admission(this, rate, this.#now, clock, serve);
     return this.#admission;
   }
 
@@ -207,7 +204,7 @@ export class CountingGate {
   }
   /** @internal Units waiting (weights summed). */
   protected get queuedWeight(): number {
-    return this.#queuedWeight;
+    return this.#queue.weight;
   }
 
   /**
@@ -243,17 +240,16 @@ export class CountingGate {
     const admission = this.#admission;
     const timeout = call?.timeout ?? this.#parts.queueTimeout;
     const cost = call?.cost ?? 1;
-    const admit = (): QueueFullError | undefined => this.#admit(cls);
+    const admit = () => this.#sheds.admit(cls);
     const refused =
       admission === undefined
-        ? this.#admit(cls)
+        ? admit()
         : admission.refuse(cost, timeout, this.#queue.size, cls.name, admit);
     if (refused !== undefined) return refused;
     const waiter: Held = newWaiter(target, signal, this.#clock(), cls, call?.weight ?? 1);
     if (this.#observer?.traceAcquires) waiter.acquiredFrom = captureAcquireSite();
     this.#deadlines.add(waiter, call);
     this.#queue.push(waiter);
-    this.#queuedWeight += waiter.weight;
     signal?.addEventListener('abort', waiter, { once: true });
     // Refused the fast path with room free (a hold, a probe): served later, never on this stack.
     admission?.queued(waiter, cost, this.#held < this.#grantable);
@@ -267,15 +263,9 @@ export class CountingGate {
   setLimit(limit: number): void {
     this.#limit = positiveInteger('limit', limit);
     this.#grantable = Math.min(this.#limit, this.#ceiling);
-    for (const cls of this.#queue.classes) {
-      for (let waiter = cls.head; waiter !== undefined; ) {
-        const next = waiter.next;
-        if (waiter.weight > limit) {
-          this.#dequeue(waiter);
-          waiter.rejected(tooHeavy(waiter.weight, limit, this.#name));
-        }
-        waiter = next;
-      }
+    for (const waiter of this.#queue.heavierThan(limit)) {
+      this.#dequeue(waiter);
+      waiter.rejected(tooHeavy(waiter.weight, limit, this.#name));
     }
     this.#drain();
   }
@@ -291,14 +281,6 @@ export class CountingGate {
   /** A permit's timestamp: the clock when someone measures permits, else `NaN` (no read). */
   #stamp(): number {
     return this.#observer !== undefined || timestamped() ? this.#clock() : Number.NaN;
-  }
-
-  #retryAfter(position: number): number {
-    const hold = this.#observer?.holdEstimate;
-    const { queueTimeout, maxQueue } = this.#parts;
-    const ms = retryAfterEstimate(position, this.#limit, hold, queueTimeout, maxQueue);
-    // The partner's own "not before" and the rate's next slot: nobody is served earlier.
-    return this.#admission === undefined ? ms : Math.max(ms, this.#admission.waitFloorMs());
   }
 
   /** `now`: from `#stamp()` (NaN: unmeasured). `waiter`: the one served (none: immediate). */
@@ -331,13 +313,7 @@ export class CountingGate {
     this.#held -= permit.weight;
     const counts = this.#counts;
     counts.released++;
-    let reason = how;
-    const bounds = this.#bounds;
-    if (bounds !== undefined) {
-      bounds.released(permit);
-      // The holder aborting from inside the maxHold hook is the take-back, not a client abort.
-      if (permit === bounds.expiring) reason = 'hold_timeout';
-    }
+    const reason = this.#bounds === undefined ? how : this.#bounds.released(permit, how);
     if (reason === 'aborted') counts.abortedInFlight++;
     let now: number | undefined;
     const observer = this.#observer;
@@ -349,16 +325,7 @@ export class CountingGate {
     }
     this.released(permit, reason);
     this.#drain(now);
-    if (this.#idle !== undefined && this.#held === 0 && this.#queue.size === 0) {
-      const idle = this.#idle;
-      this.#idle = undefined;
-      for (const resolve of idle) resolve();
-    }
-  }
-
-  #doubleRelease(permit: Held): void {
-    this.#counts.doubleReleases++;
-    if (channels.doubleRelease.hasSubscribers) publishDoubleRelease(this, permit);
+    this.#idle.released(this.#held, this.#queue.size);
   }
 
   /** A holder's request made progress: it moves to the young end of the holders list. */
@@ -367,35 +334,6 @@ export class CountingGate {
     const observer = coreEntry.observe(this);
     permit.aliveAt = observer.lastProgressAt = this.#clock();
     this.#holders.touch(permit);
-  }
-
-  /**
-   * Room in the queue for a waiter of `cls`: `undefined` when there is (after shedding the
-   * newest waiter of a lower class if the gate's queue is full), else the error to refuse with.
-   */
-  #admit(cls: Cls): QueueFullError | undefined {
-    const maxQueue = this.#parts.maxQueue;
-    if (cls.queued >= cls.maxQueue) return this.#queueFull(cls, cls.maxQueue);
-    if (this.#queue.size < maxQueue) return undefined;
-    const victim = this.#queue.victimFor(cls);
-    if (victim === undefined) return this.#queueFull(cls, maxQueue);
-    this.#dequeue(victim);
-    victim.rejected(this.#queueFull(victim.cls, maxQueue));
-    return undefined;
-  }
-
-  /** `bound`: the gate's `maxQueue` or a class's own. A gate that sheds measures from now on. */
-  #queueFull(cls: Cls, bound: number): QueueFullError {
-    this.#counts.shedQueueFull++;
-    cls.shedQueueFull++;
-    coreEntry.observe(this);
-    const queued = this.#queue.size;
-    const option =
-      bound === this.#parts.maxQueue ? 'maxQueue' : `priorities[${cls.index}].maxQueue`;
-    const retryAfterMs = this.#retryAfter(queued + 1);
-    const error = new QueueFullError(this.#name, queued, retryAfterMs, { option, value: bound });
-    if (shedChannel.hasSubscribers) publishShed(this, 'queue_full', error, queued, cls.name);
-    return error;
   }
 
   /**
@@ -438,7 +376,6 @@ export class CountingGate {
   /** Takes a waiter out of every list and detaches its signal and timer. */
   #dequeue(waiter: Held): void {
     waiter.queued = false;
-    this.#queuedWeight -= waiter.weight;
     this.#queue.remove(waiter);
     this.#deadlines.remove(waiter);
     waiter.signal?.removeEventListener('abort', waiter);
@@ -459,16 +396,34 @@ export class CountingGate {
   #expire(waiter: Held): void {
     if (!waiter.queued) return;
     this.#dequeue(waiter);
-    this.#counts.shedQueueTimeout++;
-    waiter.cls.shedQueueTimeout++;
-    coreEntry.observe(this);
-    const waited = this.#clock() - waiter.enqueuedAt;
-    const queued = this.#queue.size;
-    const error = new QueueTimeoutError(this.#name, waited, this.#retryAfter(queued + 1));
-    if (shedChannel.hasSubscribers)
-      publishShed(this, 'queue_timeout', error, queued, waiter.cls.name);
-    waiter.rejected(error);
+    this.#sheds.expired(waiter);
     // A heavy head leaving on its deadline lets lighter waiters behind it through.
     this.#drain();
   }
 }
+
+// Ways in that need no private state: a double release (counted, published), the Retry-After
+// estimate, and the rate's and the guard's (permit.ts, Semaphore, the partner rules), through the
+// gate's Admission.
+gateEntry.settleCost = (gate, permit, actual) => {
+  const g = gate as CountingGate;
+  settleCost(coreEntry.admission(g), g.name, permit, actual);
+};
+gateEntry.costOf = (gate, p) => coreEntry.admission(gate as CountingGate)?.rate?.costOf(p) ?? 1;
+gateEntry.doubleRelease = (gate, permit) => {
+  coreEntry.parts(gate as CountingGate).counts.doubleReleases++;
+  if (channels.doubleRelease.hasSubscribers) publishDoubleRelease(gate as CountingGate, permit);
+};
+coreEntry.retryAfter = (gate, position) => {
+  const hold = coreEntry.observer(gate)?.holdEstimate;
+  const { queueTimeout, maxQueue } = coreEntry.parts(gate);
+  const ms = retryAfterEstimate(position, gate.limit, hold, queueTimeout, maxQueue);
+  // The partner's own "not before" and the rate's next slot: nobody is served earlier.
+  const admission = coreEntry.admission(gate);
+  return admission === undefined ? ms : Math.max(ms, admission.waitFloorMs());
+};
+coreEntry.rateStats = (gate) => coreEntry.admission(gate)?.rate?.stats();
+coreEntry.guard = (gate, guard) => {
+  coreEntry.admission(gate, true)!.guard = guard;
+};
+coreEntry.guardOf = (gate) => coreEntry.admission(gate)?.guard;

@@ -6,7 +6,7 @@
  */
 import { PermitHoldTimeoutError } from '../common/errors.js';
 import type { GateCounts } from './gate-counts.js';
-import { channels, publishHoldTimeout } from './gate-events.js';
+import { channels, publishHoldTimeout, type ReleaseReason } from './gate-events.js';
 import type { Holders } from './holders.js';
 import { EXPIRED, permitEntry, RELEASED, type Waiter } from './permit.js';
 
@@ -44,9 +44,13 @@ export class HoldBounds {
     }
   }
 
-  /** A permit went back (and was unlinked). */
-  released(permit: Waiter): void {
+  /**
+   * A permit went back (and was unlinked) for `reason`; returns the reason to count. The holder
+   * aborting from inside the maxHold hook is the take-back, not a client abort.
+   */
+  released(permit: Waiter, reason: ReleaseReason): ReleaseReason {
     if (permit.totalTimer !== undefined) clearTimeout(permit.totalTimer);
+    return permit === this.expiring ? 'hold_timeout' : reason;
   }
 
   #arm(delayMs: number): void {

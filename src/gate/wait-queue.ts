@@ -22,6 +22,8 @@ export interface QueueNode<N extends QueueNode<N>> {
   prev: N | undefined;
   next: N | undefined;
   readonly cls: QueueClass<N>;
+  /** Units it asks for. */
+  readonly weight: number;
 }
 
 export interface PriorityClassOptions {
@@ -83,6 +85,8 @@ export class WaitQueue<N extends QueueNode<N>> {
   readonly #byName = new Map<string, QueueClass<N>>();
   /** Waiters in every class. */
   size = 0;
+  /** Units they ask for, summed (a leased gate's demand). */
+  weight = 0;
   /** The pass of the class served last: a class that starts waiting joins from here. */
   #virtualTime = 0;
 
@@ -152,6 +156,7 @@ export class WaitQueue<N extends QueueNode<N>> {
     if (cls.queued === 0 && cls.pass < this.#virtualTime) cls.pass = this.#virtualTime;
     cls.queued++;
     this.size++;
+    this.weight += waiter.weight;
     const tail = cls.tail;
     if (tail === undefined) cls.head = waiter;
     else {
@@ -165,6 +170,7 @@ export class WaitQueue<N extends QueueNode<N>> {
     const cls = waiter.cls;
     cls.queued--;
     this.size--;
+    this.weight -= waiter.weight;
     const { prev, next } = waiter;
     if (prev === undefined) cls.head = next;
     else prev.next = next;
@@ -188,6 +194,15 @@ export class WaitQueue<N extends QueueNode<N>> {
   charge(cls: QueueClass<N>, weight: number): void {
     this.#virtualTime = cls.pass;
     cls.pass += cls.stride * weight;
+  }
+
+  /** The waiters asking for more than `limit` units, to be refused after a `setLimit`. */
+  heavierThan(limit: number): N[] {
+    const out: N[] = [];
+    for (const cls of this.classes) {
+      for (let w = cls.head; w !== undefined; w = w.next) if (w.weight > limit) out.push(w);
+    }
+    return out;
   }
 
   /** When the queue is full: the newest waiter of the lowest class below `cls`, if any. */
