@@ -8,29 +8,33 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 /**
  * Keeps the benchmarks from rotting: each one's smoke mode runs a tiny version of every case
  * and exits non-zero on any error (the overload one also unless the invariant held). None of
- * them checks a speed: speed is for `npm run bench*`, on a quiet machine. Concurrent: each is
- * a child process that mostly waits on its own children and sockets, and one after another they
- * were the suite's longest file (42 s of a 117 s run).
+ * them checks a speed: speed is for `npm run bench*`, on a quiet machine.
+ *
+ * `npm test` runs the three that take a second or two of CPU. The others start Redis servers,
+ * replica processes or whole fleets of peers (about 70 s of CPU together, more than half of the
+ * suite's budget): `npm run bench:smoke` runs every one of them (HOSTGATE_BENCH_SMOKE=all), and
+ * CI runs it beside `npm test` on every change. Concurrent: each is a child process that mostly
+ * waits on its own children and sockets.
  */
-test.concurrent.each([
+const quick: [string, string][] = [
+  ['bench/dispatcher/handler-cost.ts', 'smoke: OK'],
+  ['bench/rate.ts', 'smoke: OK'],
+  ['bench/contract.ts', 'smoke: OK'],
+];
+// Without redis-server (and outside CI) the Redis ones print why and exit 0: nothing to compare.
+const needsRedis = redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK';
+const heavy: [string, string][] = [
   ['bench/overload.ts', 'smoke: OK'],
   ['bench/dispatcher.ts', 'smoke: OK'],
-  ['bench/dispatcher/handler-cost.ts', 'smoke: OK'],
   ['bench/node-agent.ts', 'smoke: OK'],
   ['bench/adaptive.ts', 'smoke: OK'],
   ['bench/semaphore.ts', '| hostgate'],
-  ['bench/rate.ts', 'smoke: OK'],
-  ['bench/contract.ts', 'smoke: OK'],
-  // Without redis-server (and outside CI) it prints why and exits 0: nothing to compare.
-  [
-    'bench/shared.ts',
-    redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK',
-  ],
-  [
-    'bench/fleet.ts',
-    redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK',
-  ],
-])(
+  ['bench/shared.ts', needsRedis],
+  ['bench/fleet.ts', needsRedis],
+];
+const all = process.env.HOSTGATE_BENCH_SMOKE === 'all';
+
+test.concurrent.each(all ? [...quick, ...heavy] : quick)(
   '%s --smoke completes',
   async (script, expected) => {
     const child = spawn(process.execPath, ['--import', 'tsx', script, '--smoke'], {
