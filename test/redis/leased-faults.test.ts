@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { forkWorker, type Worker } from '../../bench/lib/fleet.js';
 import type { Permit } from '../../src/gate/semaphore.js';
 import type { LeasedSemaphore } from '../../src/redis/index.js';
+import { bundled } from '../helpers/bundled.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
 import { until } from '../helpers/until.js';
 import { Fleet, privateRedis } from './clients.js';
@@ -31,7 +32,7 @@ async function entries(server: RedisServer, gate: string) {
   return out;
 }
 
-function child(name: string, client: LeasedChildConfig['client']): Worker {
+async function child(name: string, client: LeasedChildConfig['client']): Promise<Worker> {
   const config: LeasedChildConfig = {
     redisPort: redis().port,
     client,
@@ -39,7 +40,8 @@ function child(name: string, client: LeasedChildConfig['client']): Worker {
     limit: 4,
     ...LEASE,
   };
-  return forkWorker(new URL('./leased-child.ts', import.meta.url), config);
+  const script = await bundled(new URL('./leased-child.ts', import.meta.url));
+  return forkWorker(script, config, { execArgv: [] });
 }
 
 function grab(gate: LeasedSemaphore, n: number, into: Permit[]): Promise<void> {
@@ -57,8 +59,10 @@ describeRedis('a leased gate when a process dies, stalls, or Redis loses its sta
   let killed: Worker;
   let stopped: Worker;
   beforeAll(async () => {
-    killed = child('killed', 'node-redis');
-    stopped = child('stopped', 'ioredis');
+    [killed, stopped] = await Promise.all([
+      child('killed', 'node-redis'),
+      child('stopped', 'ioredis'),
+    ]);
     workers.push(killed, stopped);
     await Promise.all([killed.next('ready'), stopped.next('ready')]);
   }, 90_000); // two forks through the tsx loader: seconds quiet, tens of seconds beside a CPU hog

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { forkWorker, killAllWorkers, type Worker } from '../../bench/lib/fleet.js';
 import { connectResp, type RespValue } from '../../bench/lib/resp.js';
+import { bundled } from '../helpers/bundled.js';
 import type { Partner } from '../helpers/partner.js';
 import { type RedisServer, startRedis, stopAllRedis } from '../helpers/redis-server.js';
 import type { TestGate } from './worker.js';
@@ -13,7 +14,8 @@ export const TEST_HEARTBEAT_MS = 200;
 
 /** Forks `count` replicas (test/redis/worker.ts) and waits until each is up (bounded). */
 export async function startReplicas(count: number): Promise<Worker[]> {
-  const workers = Array.from({ length: count }, () => forkWorker(WORKER, {}));
+  const script = await bundled(WORKER);
+  const workers = Array.from({ length: count }, () => forkWorker(script, {}, { execArgv: [] }));
   await Promise.all(workers.map((w) => w.next('ready', 60_000)));
   return workers;
 }
