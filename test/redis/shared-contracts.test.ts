@@ -1,4 +1,5 @@
 import express from 'express';
+import { Registry } from 'prom-client';
 import supertest from 'supertest';
 import { Agent, request } from 'undici';
 import { afterEach, expect, it } from 'vitest';
@@ -11,12 +12,14 @@ import {
   PartnerOpenError,
   type PartnerRule,
 } from '../../src/index.js';
+import { registerMetrics } from '../../src/observe/prometheus.js';
 import type { LeasedSemaphore } from '../../src/redis/index.js';
 import { type BudgetPartner, ietf, startBudgetPartner } from '../helpers/budget-partner.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
 import { until } from '../helpers/until.js';
+import { metricValue } from '../observe/prom-text.js';
 import { privateRedis, untilAsync, useFleet, zcard } from './clients.js';
 
 const redis = privateRedis();
@@ -88,6 +91,13 @@ describeRedis('a partner’s rate-limit headers and breaker on shared gates', ()
     // A call that cannot wait out the hold is shed at once, and takes no ticket either.
     const early = await gate.acquire({ timeout: 100 }).catch((e: unknown) => e);
     expect(early).toBeInstanceOf(PartnerCooldownError);
+    // A held call its caller aborts leaves at once.
+    const controller = new AbortController();
+    const aborted = gate.acquire({ signal: controller.signal, timeout: 6000 });
+    expect(waiting()).toBe(4);
+    controller.abort(new Error('client went away'));
+    await expect(aborted).rejects.toThrow('client went away');
+    expect(waiting()).toBe(3);
     expect(await inRedis(redis(), name, mode)).toBe(0);
     expect(await Promise.all(calls)).toEqual(Array(6).fill(200));
     await untilAsync(async () => (await inRedis(redis(), name, mode)) === 0, 'empty in Redis');
@@ -152,6 +162,12 @@ describeRedis('a partner’s rate-limit headers and breaker on shared gates', ()
       await store.settled();
       await untilAsync(async () => (await inRedis(redis(), name, mode)) === 0, 'empty in Redis');
       expect(limiter.stats()[name]!.breaker).toMatchObject({ state: 'open', shed: 11 });
+      const registry = new Registry();
+      registerMetrics(limiter, { registry });
+      const text = await registry.metrics();
+      expect(metricValue(text, 'hostgate_breaker_state', { partner: name })).toBe(2);
+      const shedOpen = { partner: name, reason: 'breaker_open' };
+      expect(metricValue(text, 'hostgate_shed_total', shedOpen)).toBe(11);
 
       await until(() => limiter.stats()[name]!.breaker!.halfOpenInMs === 0, 'half-open');
       expect(await call(url)).toBe(200); // the probe
