@@ -42,12 +42,15 @@ class SharedDoor {
     // A bad timeout: the gate's own wait throws its usual TypeError.
     if (typeof timeout !== 'number' || !(timeout > 0)) return this.inner(target, options);
     const call = new GuardedCall(this, target, this.gate.now() + timeout, options);
-    this.enter(call);
+    this.enter(call, true);
     return call.settled ? undefined : call;
   }
 
-  /** Asks the guard, then waits here for a hold, or takes the call to Redis's queue. */
-  enter(call: GuardedCall): void {
+  /**
+   * Asks the guard, then waits here for a hold, or takes the call to Redis's queue. Bad options
+   * throw from the gate's `wait` as ever (`first`), or reject a call held here before.
+   */
+  enter(call: GuardedCall, first = false): void {
     const guard = this.guard;
     const now = this.gate.now();
     if (guard.screening || guard.notBefore > now) {
@@ -64,10 +67,15 @@ class SharedDoor {
     }
     const options = call.options;
     const timeout = Math.max(1, call.deadline - now);
-    call.ticket = this.inner(
-      call,
-      typeof options === 'object' ? { ...options, timeout } : { timeout },
-    );
+    try {
+      call.ticket = this.inner(
+        call,
+        typeof options === 'object' ? { ...options, timeout } : { timeout },
+      );
+    } catch (error) {
+      if (first) throw error;
+      call.settle().rejected(error);
+    }
   }
 
   #shed(refusal: ShedError): void {
