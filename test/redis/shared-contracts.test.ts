@@ -103,14 +103,18 @@ describeRedis('a partner’s rate-limit headers and breaker on shared gates', ()
     const heavy = gate.acquire({ weight: 2, timeout: 6000 }).catch((e: unknown) => e);
     expect(await early).toBeInstanceOf(PartnerCooldownError);
     await expect(aborted).rejects.toThrow('client went away');
-    // Redis holds no ticket and no lease for the held calls, read while the hold runs (a machine
-    // too slow to read it within the 2 s only logs so).
-    await untilAsync(
-      async () => (await inRedis(redis(), name, mode)) === 0 || !holding(),
-      'empty in Redis during the hold',
-    );
-    if (holding()) expect(await inRedis(redis(), name, mode)).toBe(0);
-    else console.log(`${mode}: the hold ended before Redis was read; not checked during it`);
+    // A FIFO gate: Redis holds no ticket and no lease for the held calls, read while the hold
+    // runs (a machine too slow to read it within the 2 s only logs so). A leased gate's held
+    // calls hold no permit (held 0 above); they count in its demand, as any waiter's do, and a
+    // refresh may keep a unit of its block reserved for them (leased-gate.ts #refresh).
+    if (mode === 'fifo') {
+      await untilAsync(
+        async () => (await inRedis(redis(), name, mode)) === 0 || !holding(),
+        'empty in Redis during the hold',
+      );
+      if (holding()) expect(await inRedis(redis(), name, mode)).toBe(0);
+      else console.log('the hold ended before Redis was read; not checked during it');
+    }
     expect(await Promise.all(calls)).toEqual(Array(6).fill(200));
     expect(await heavy).toBeInstanceOf(RangeError);
     await untilAsync(async () => (await inRedis(redis(), name, mode)) === 0, 'empty in Redis');
