@@ -18,6 +18,7 @@ import {
   type RateLimitHeadersOptions,
 } from './partner-guard.js';
 import { type RequestCost, type SettleCost, setRateRules } from './rate-rules.js';
+import { guardSharedWait } from './shared-door.js';
 
 /**
  * Default `maxHold`: 60 s without response progress. Every response chunk resets it, so a
@@ -125,8 +126,8 @@ export interface PartnerRule extends GateOptions {
    * budget is spent, new calls wait in the gate's queue until its reset (within their wait
    * deadline) instead of being spent on 429s. On by default; `false` turns it off;
    * `{ maxResetMs }` caps the hold a header may ask for (default 60 000: a reset further away is
-   * ignored with a process warning). Local gates only: with `shared: true` it is off. See
-   * docs/contracts.md.
+   * ignored with a process warning). On a shared gate each process reads its own responses and
+   * holds its own calls. See docs/contracts.md.
    */
   rateLimitHeaders?: boolean | RateLimitHeadersOptions;
   /**
@@ -134,7 +135,7 @@ export interface PartnerRule extends GateOptions {
    * errors, timeouts, 5xx) or a failure ratio over a window, new calls are shed at once with
    * `PartnerOpenError` until `halfOpenAfterMs` has passed; then `probes` calls go through, and the
    * first outcome closes it or opens it again. `true`: every default (5 in a row, 5 s). A 429 and
-   * a call its caller aborted are never failures. Local gates only (not with `shared: true`).
+   * a call its caller aborted are never failures. On a shared gate each process keeps its own.
    */
   breaker?: BreakerOptions | boolean;
 }
@@ -402,25 +403,20 @@ export class HostLimiter {
     this.#guard(where, rule, gate);
   }
 
-  /** The partner's own signals and its breaker (partner-guard.ts), when the rule asks for them. */
+  /**
+   * The partner's own signals and its breaker (partner-guard.ts), when the rule asks for them.
+   * Per process on a shared gate too: each replica reads its own responses and keeps its own
+   * breaker (docs/contracts.md). A FIFO shared gate's grants come from Redis, past the queue
+   * where the gate asks its guard: the guard stands at its door instead (shared-door.ts).
+   */
   #guard(where: string, rule: PartnerRule, gate: Semaphore): void {
-    const shared = rule.shared !== undefined && rule.shared !== false;
-    if (shared && rule.breaker !== undefined && rule.breaker !== false) {
-      throw new TypeError(
-        `${where}: breaker is not supported on shared gates yet (local gates only)`,
-      );
-    }
-    if (shared && rule.rateLimitHeaders !== undefined && rule.rateLimitHeaders !== false) {
-      throw new TypeError(
-        `${where}: rateLimitHeaders is not supported on shared gates yet (local gates only)`,
-      );
-    }
-    if (shared) return;
     const headers = parseRateLimitHeaders(where, rule.rateLimitHeaders);
     const breaker = parseBreaker(where, rule.breaker);
     if (headers === undefined && breaker === undefined) return;
     const b = breaker === undefined ? undefined : new Breaker(rule.name, breaker);
-    attachGuard(gate, new PartnerGuard(gate, rule.name, headers, b));
+    const guard = new PartnerGuard(gate, rule.name, headers, b);
+    attachGuard(gate, guard);
+    if (parseShared(where, rule.shared)?.mode === 'fifo') guardSharedWait(gate, guard);
   }
 
   #sharedGate(

@@ -45,6 +45,11 @@ export interface PartnerHoldStats {
   shed: number;
   /** The header that started the latest hold (`RateLimit`, `X-RateLimit`, `Retry-After`, …). */
   source: string | undefined;
+  /**
+   * Calls waiting for the hold's end outside the gate's queue: a shared FIFO gate's, which hold
+   * no ticket in Redis meanwhile (shared-door.ts). Always 0 on other gates: theirs are `queued`.
+   */
+  waiting: number;
 }
 
 /** Default `rateLimitHeaders.maxResetMs`: a minute, as `Retry-After`'s clamp. */
@@ -67,6 +72,8 @@ export class PartnerGuard implements GateGuard {
   readonly #headers: ResolvedHeaders | undefined;
   readonly #breaker: Breaker | undefined;
   notBefore = 0;
+  /** Calls held at a shared FIFO gate's door (shared-door.ts). */
+  waiting = 0;
   #holds = 0;
   #shed = 0;
   #source: string | undefined = undefined;
@@ -132,6 +139,7 @@ export class PartnerGuard implements GateGuard {
       holds: this.#holds,
       shed: this.#shed,
       source: this.#source,
+      waiting: this.waiting,
     };
   }
 

@@ -12,6 +12,12 @@ import {
   PartnerCooldownError,
   type PartnerRule,
 } from '../../src/index.js';
+import {
+  type BudgetPartner,
+  type HeaderStyle,
+  ietf,
+  startBudgetPartner,
+} from '../helpers/budget-partner.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { get as nodeGet } from '../helpers/node-http.js';
 
@@ -97,74 +103,6 @@ describe('reading the partner’s rate-limit headers', () => {
   });
 });
 
-/**
- * A partner with a budget of `quota` calls: the call that spends it is answered with its
- * headers saying remaining 0 and when the budget comes back; a call before then is answered
- * 429. It logs what it received and answered, by its own clock: the oracle.
- */
-interface BudgetPartner {
-  origin: string;
-  log: { at: number; status: number }[];
-  /** When the partner sent its first "remaining 0" (its clock, ms). */
-  firstSpentAt: number | undefined;
-  close(): Promise<void>;
-}
-
-type HeaderStyle = (remaining: number, resetMs: number, resetAt: number) => Record<string, string>;
-
-async function startBudgetPartner(
-  quota: number,
-  resetMs: number,
-  style: HeaderStyle,
-): Promise<BudgetPartner> {
-  const log: { at: number; status: number }[] = [];
-  let used = 0;
-  let resetAt = 0;
-  const partner: BudgetPartner = {
-    origin: '',
-    log,
-    firstSpentAt: undefined,
-    close: async () => {},
-  };
-  const server = http.createServer((req, res) => {
-    req.resume();
-    const at = Date.now();
-    if (at < resetAt) {
-      log.push({ at, status: 429 });
-      res.writeHead(429, style(0, resetAt - at, resetAt)).end('early');
-      return;
-    }
-    if (resetAt !== 0) {
-      used = 0;
-      resetAt = 0;
-    }
-    used++;
-    const remaining = quota - used;
-    let headers = style(remaining, 0, 0);
-    if (remaining === 0) {
-      resetAt = at + resetMs;
-      headers = style(0, resetMs, resetAt);
-      partner.firstSpentAt ??= at;
-    }
-    log.push({ at, status: 200 });
-    res.writeHead(200, headers).end('ok');
-  });
-  server.keepAliveTimeout = 10_000;
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  partner.origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  partner.close = () =>
-    new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
-  return partner;
-}
-
-const ietf: HeaderStyle = (r, ms) => ({
-  ratelimit: `"default";r=${r};t=${Math.ceil(ms / 1000)}`,
-  'ratelimit-policy': '"default";q=3;w=1',
-});
 const github: HeaderStyle = (r, _ms, resetAt) => ({
   'x-ratelimit-limit': '3',
   'x-ratelimit-remaining': String(r),
@@ -293,7 +231,7 @@ describe('holding calls until the partner’s reset', () => {
     expect(limiter.stats().absurd!.partnerHold).toMatchObject({ holds: 0, remainingMs: 0 });
   });
 
-  it('is off with rateLimitHeaders: false, and refuses a bad option by name', () => {
+  it('is off with rateLimitHeaders: false, and refuses a bad option by name, on shared rules too', () => {
     const limiter = new HostLimiter({
       partners: [{ name: 'p', hosts: ['p.example'], limit: 1, rateLimitHeaders: false }],
     });
@@ -306,15 +244,22 @@ describe('holding calls until the partner’s reset', () => {
           ],
         }),
     ).toThrow(/rateLimitHeaders\.maxResetMs must be a duration in ms .* got -1/);
-    expect(
-      () =>
-        new HostLimiter({
-          partners: [
-            { name: 'p', hosts: ['p.example'], limit: 1, shared: true, rateLimitHeaders: true },
-          ],
-          store: { semaphore: () => ({}) as never, close: async () => {} },
-        }),
-    ).toThrow(/rateLimitHeaders is not supported on shared gates yet/);
+    const store = { semaphore: () => ({}) as never, close: async () => {} };
+    const shared = (extra: Partial<PartnerRule>) => () =>
+      new HostLimiter({
+        partners: [{ name: 'p', hosts: ['p.example'], limit: 1, shared: true, ...extra }],
+        store,
+      });
+    expect(shared({ rateLimitHeaders: { maxResetMs: 0 } })).toThrow(
+      /partner "p": rateLimitHeaders\.maxResetMs must be a duration in ms .* got 0/,
+    );
+    expect(shared({ rateLimitHeaders: { retryAfter: 'yes' as never } })).toThrow(
+      'partner "p": rateLimitHeaders.retryAfter must be a boolean, got "yes"',
+    );
+    expect(shared({ breaker: { failures: 0 } })).toThrow(
+      'partner "p": breaker.failures must be a positive integer, got 0',
+    );
+    expect(shared({ breaker: { statuses: [429] } })).toThrow(/must not hold 429/);
   });
 });
 
