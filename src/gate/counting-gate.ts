@@ -139,11 +139,8 @@ export class CountingGate {
     gateEntry.progress = (gate, p) => (gate as Gate).#progress(p as Held);
     gateEntry.abort = (gate, waiter, reason) => (gate as Gate).#abort(waiter as Held, reason);
     gateEntry.expire = (gate, waiter) => (gate as Gate).#expire(waiter as Held);
-    gateEntry.settleCost = (gate, p, actual) => {
-      const g = gate as Gate;
-      if (settleCost(g.#admission, g.#name, p, actual)) g.#drain(); // a refund: the slot may be now
-    };
-    gateEntry.costOf = (gate, p) => (gate as Gate).#admission?.rate?.costOf(p) ?? 1;
+    gateEntry.settleCost = (gate, p, actual) => (gate as Gate).settlePermitCost(p, actual);
+    gateEntry.costOf = (gate, p) => (gate as Gate).permitCost(p);
     coreEntry.rateStats = (gate) => gate.#admission?.rate?.stats();
     coreEntry.parts = (gate) => gate.#parts;
     coreEntry.observe = (gate) =>
@@ -183,6 +180,19 @@ export class CountingGate {
       this.#bounds = new HoldBounds(o.maxHold, o.maxHoldTotal, this, this.#parts, takeBack);
     }
     if (o.rate !== undefined) this.#admitting(o.rate);
+  }
+
+  /**
+   * @internal `permit.settleCost(actual)`: the gate's rate corrected (a refund may let the head
+   * go now). A gate whose rate lives elsewhere (a shared gate's, in Redis) overrides it.
+   */
+  protected settlePermitCost(permit: object, actual: number): void {
+    if (settleCost(this.#admission, this.#name, permit, actual)) this.#drain();
+  }
+
+  /** @internal `permit.cost`: what the permit was charged against the rate. */
+  protected permitCost(permit: object): number {
+    return this.#admission?.rate?.costOf(permit) ?? 1;
   }
 
   #admitting(rate?: ResolvedRate): Admission<Held> {

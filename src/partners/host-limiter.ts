@@ -175,6 +175,7 @@ export interface GateStore {
     refreshMs?: number | undefined;
     leaseMs?: number | undefined;
     priorities?: PriorityClassOptions[] | undefined;
+    rate?: RateOptions;
   }): Semaphore;
   close(): Promise<void>;
 }
@@ -373,8 +374,10 @@ export class HostLimiter {
         `${where}: priorities are not supported with shared: true yet (the FIFO mode; shared: { mode: 'leased' } has them)`,
       );
     }
-    if (rule.rate !== undefined && shared !== undefined) {
-      throw new TypeError(`${where}: rate is not supported on shared gates yet (local gates only)`);
+    if (rule.rate !== undefined && shared?.mode === 'leased') {
+      throw new TypeError(
+        `${where}: rate is not supported with shared: { mode: 'leased' } yet (shared: true, the FIFO mode, has it)`,
+      );
     }
     const gate =
       shared !== undefined
@@ -440,6 +443,7 @@ export class HostLimiter {
         maxQueue: rule.maxQueue,
         queueTimeout: rule.queueTimeout,
         maxHold: rule.maxHold ?? DEFAULT_MAX_HOLD_MS,
+        ...(rule.rate === undefined ? {} : { rate: rule.rate }),
         ...(shared.mode === 'leased'
           ? {
               mode: 'leased',
