@@ -60,6 +60,8 @@ export class RedisStore {
   readonly #inflight = new Map<string, Promise<unknown>>();
   /** Heartbeat answers not yet handled: one can report leases that need a release. */
   readonly #beats = new Set<Promise<void>>();
+  /** Settle scripts sent and not yet answered (`settled()` waits for them). */
+  readonly #settling = new Set<Promise<void>>();
   /** Release scripts sent and not yet answered (a failed one puts its ids back in `#toRelease`). */
   readonly #sending = new Set<Promise<void>>();
   /** Ids to give back, per gate: sent together at the end of the tick, or after an outage. */
@@ -420,12 +422,14 @@ export class RedisStore {
    */
   settle(gate: SharedSemaphore, units: number): void {
     if (this.#degraded || this.#closed) return;
-    void this.#small(gate, scripts.settle, units).then(
+    const sent = this.#small(gate, scripts.settle, units).then(
       ({ held, queued, cap }) => gate.cluster(held, queued, cap),
       (error: unknown) => {
         if (error instanceof SharedLayoutError) gate.layoutRefused(error);
       },
     );
+    this.#settling.add(sent);
+    void sent.then(() => this.#settling.delete(sent));
   }
 
   /** A script whose answer is `{held, queued, cap, ...rate}`. */
@@ -519,7 +523,7 @@ export class RedisStore {
   }
 
   /**
-   * Resolves once every release and withdrawal issued so far has been answered by Redis (or
+   * Resolves once every release, withdrawal and settled cost issued so far has been answered by Redis (or
    * has failed): for tests and orderly shutdowns. That includes the releases a heartbeat's
    * answer sends again: a heartbeat on its way when one of its leases was released can reach
    * Redis after that release (Redis had lost the heartbeat script and runs it as the EVAL sent
@@ -531,6 +535,7 @@ export class RedisStore {
     await within(Promise.allSettled([...this.#beats]), this.options.commandTimeoutMs);
     await new Promise<void>((resolve) => queueMicrotask(resolve));
     await this.#lastFlush;
+    await within(Promise.allSettled([...this.#settling]), this.options.commandTimeoutMs);
   }
 
   /** Every release script on its way has been answered (or has failed), or `deadline` passed. */

@@ -147,13 +147,13 @@ describeRedis('request rates on FIFO shared gates', () => {
     expect(refused).toBeInstanceOf(RateLimitedError);
     // A's call used 0 of its 3: the refund (from the other process) gives B three slots now.
     heavy.settleCost(0);
-    await a.settled();
-    await new Promise((resolve) => setTimeout(resolve, 20)); // the settle's script on its way
+    await a.settled(); // the settle's script answered
     const again = await gb.acquire({ timeout: 40 });
     again.release();
     expect(gb.stats().rate!.nextSlotMs).toBeLessThanOrEqual(100);
     // A debt: B's call really cost 4 more: the next call waits for ~4 slots.
     again.settleCost(5);
+    await b.settled();
     const late = await gb.acquire({ timeout: 100 }).then(
       () => undefined,
       (e: unknown) => e,
