@@ -71,7 +71,9 @@ export interface GateOptions {
   /**
    * The partner's request rate beside its concurrency cap: at most `limit + burst` requests
    * (cost units) in any window of `per` ms, taken at the head of the same queue as the permit.
-   * See docs/rates.md. Local gates only for now (not with `shared`).
+   * See docs/rates.md. With `shared: true` it is one rate for every process, kept in Redis
+   * beside the cap and taken by the script that grants the permit; not yet with
+   * `shared: { mode: 'leased' }` (a TypeError).
    *
    * @example
    * rate: { limit: 100, per: 1000, burst: 20 }

@@ -51,6 +51,15 @@ export interface ClusterCounts {
  */
 export type GrantAnswer = 1 | 0 | -1 | -2 | -3;
 
+/** ACQUIRE's whole answer; `retryMs` for -2 and -3 (see {@link GrantAnswer}). */
+export interface AcquireAnswer extends ClusterCounts {
+  granted: GrantAnswer;
+  processes: number;
+  cap: number;
+  recoveryMs: number;
+  retryMs: number;
+}
+
 /**
  * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
  * store.ts builds the gates, so importing it back would close an import circle.
@@ -60,19 +69,7 @@ export interface SharedGateStore {
   readonly closed: boolean;
   readonly degraded: boolean;
   nextId(weight?: number, cost?: number): string;
-  acquire(
-    gate: SharedSemaphore,
-    id: string,
-    deadlineMs: number,
-  ): Promise<
-    {
-      granted: GrantAnswer;
-      processes: number;
-      cap: number;
-      recoveryMs: number;
-      retryMs: number;
-    } & ClusterCounts
-  >;
+  acquire(gate: SharedSemaphore, id: string, deadlineMs: number): Promise<AcquireAnswer>;
   claim(
     gate: SharedSemaphore,
     id: string,

@@ -16,6 +16,7 @@ import {
 import { KEY_SUFFIXES, LAYOUT, LOST, RATE_LAYOUT, type Script, scripts } from './scripts.js';
 import { rateTail } from './shared-rate.js';
 import {
+  type AcquireAnswer,
   type ClusterCounts,
   type GrantAnswer,
   SharedSemaphore,
@@ -311,19 +312,7 @@ export class RedisStore {
    * One round trip: a lease now, or a ticket in the queue. Rejects on error or timeout (the
    * store is then degraded); a late answer is still awaited by a release of the same id.
    */
-  acquire(
-    gate: SharedSemaphore,
-    id: string,
-    deadlineMs: number,
-  ): Promise<
-    {
-      granted: GrantAnswer;
-      processes: number;
-      cap: number;
-      recoveryMs: number;
-      retryMs: number;
-    } & ClusterCounts
-  > {
+  acquire(gate: SharedSemaphore, id: string, deadlineMs: number): Promise<AcquireAnswer> {
     this.#tickets.set(id, gate);
     const raw = this.#calls
       .whenReady()
