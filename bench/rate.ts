@@ -7,12 +7,19 @@
  *   npm run bench:rate                  2,000 calls at 100/s per peer (about 20 s each)
  *   npm run bench:rate -- --smoke       60 calls at 40/s, three peers: checks, not speed
  *   npm run bench:rate -- --calls 500 --only hostgate,p-throttle
+ *   npm run bench:rate -- --processes 6 --only none   the shared part alone
  *
  * Per peer, from the partner's log: the most arrivals in any window of 1 s against what the peer
  * promises (R; hostgate `limit + burst`, run with burst 0 and 10), and goodput (arrivals per second from the first
  * to the last, against R). From the process: CPU µs per call beyond the same calls made with no
  * limiter (the HTTP itself). From Redis (`INFO commandstats`, commands inside scripts counted):
  * Redis commands per call.
+ *
+ * Then the same rate shared by `--processes` forked processes (6; 2 in the smoke run) on one
+ * private redis-server, `calls` in all split between them and asked at once: hostgate's FIFO
+ * shared gate (`shared: true` with `rate`, clients alternating node-redis and ioredis) and
+ * Bottleneck clustered on the same Redis (one `id`, `minTime`, its `ioredis` datastore). The
+ * same measures, from the partner's one log of every process's calls.
  */
 import { once } from 'node:events';
 import http from 'node:http';
@@ -23,8 +30,10 @@ import pThrottle from 'p-throttle';
 import { Pool } from 'undici';
 import { Semaphore } from '../src/index.js';
 import { maxInWindow } from '../test/helpers/windows.js';
+import { forkWorker, killAllWorkers } from './lib/fleet.js';
 import { redisMissing, startRedis, stopAllRedis } from './lib/redis-server.js';
 import { markdownTable } from './lib/table.js';
+import type { RateWorkerConfig } from './rate/worker.js';
 
 const PEERS = [
   'hostgate',
@@ -45,6 +54,7 @@ const args = parseArgs({
     calls: { type: 'string' },
     rate: { type: 'string' },
     only: { type: 'string' },
+    processes: { type: 'string' },
   },
 }).values;
 const smoke = args.smoke === true;
@@ -58,7 +68,17 @@ const SMOKE_PEERS: readonly Peer[] = [
   'bottleneck minTime (Redis)',
   'p-throttle strict',
 ];
-const peers = (args.only?.split(',') ?? (smoke ? SMOKE_PEERS : PEERS)) as Peer[];
+const peers = ((args.only?.split(',') ?? (smoke ? SMOKE_PEERS : PEERS)) as Peer[]).filter((p) =>
+  PEERS.includes(p),
+);
+const processes = Number(args.processes ?? (smoke ? 2 : 6));
+const FLEET_PEERS = [
+  { peer: 'hostgate', burst: 20 },
+  { peer: 'hostgate', burst: 0 },
+  { peer: 'bottleneck', burst: 0 },
+] as const;
+/** The smoke run: hostgate's shared path only (two forks through tsx cost seconds). */
+const fleetPeers = smoke ? FLEET_PEERS.slice(0, 1) : FLEET_PEERS;
 
 /** The partner: answers at once and logs each arrival. */
 async function startPartner() {
@@ -188,6 +208,124 @@ async function redisCommands(port: number): Promise<number> {
   return total;
 }
 
+interface FleetRow {
+  label: string;
+  promise: number;
+  maxSent: number;
+  maxArrived: number;
+  goodput: number;
+  burst: number;
+  redisPerCall: number;
+  errors: number;
+  firstError: string | undefined;
+}
+
+/** One rate shared by `processes` forked processes: every call's send and arrival, on one clock. */
+async function fleetRun(
+  redisPort: number,
+  peer: 'hostgate' | 'bottleneck',
+  burst: number,
+): Promise<FleetRow> {
+  const arrivals: number[] = [];
+  const server = http.createServer((_req, res) => {
+    arrivals.push(performance.timeOrigin + performance.now());
+    res.end('ok');
+  });
+  server.keepAliveTimeout = 10_000;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const id = `rate-${peer}-${burst}-${Date.now()}`;
+  const share = Math.ceil(calls / processes);
+  const workers = Array.from({ length: processes }, (_, i) =>
+    forkWorker(new URL('./rate/worker.ts', import.meta.url), {
+      peer,
+      redisPort,
+      origin,
+      calls: Math.min(share, calls - i * share),
+      perSecond,
+      burst,
+      concurrency: CONCURRENCY,
+      id,
+      client: i % 2 === 0 ? 'node-redis' : 'ioredis',
+    } satisfies RateWorkerConfig),
+  );
+  await Promise.all(workers.map((w) => w.next('ready', 120_000)));
+  const before = await redisCommands(redisPort);
+  for (const w of workers) w.send({ type: 'go' });
+  const results = await Promise.all(
+    workers.map((w) =>
+      w.next<{ sends: number[]; errors: number; firstError?: string }>('result', 600_000),
+    ),
+  );
+  const after = await redisCommands(redisPort);
+  await Promise.all(workers.map((w) => w.exited));
+  await new Promise((resolve) => server.close(resolve));
+  const sends = results.flatMap((r) => r.sends).sort((a, b) => a - b);
+  arrivals.sort((a, b) => a - b);
+  const span = arrivals[arrivals.length - 1]! - arrivals[0]!;
+  return {
+    label: `${peer === 'hostgate' ? 'hostgate shared' : 'bottleneck clustered'}${burst > 0 ? ` burst ${burst}` : ''}`,
+    promise: perSecond + burst,
+    maxSent: maxInWindow(sends, 1000),
+    maxArrived: maxInWindow(arrivals, 1000),
+    goodput: ((arrivals.length - 1 - burst) / span) * 1000,
+    burst,
+    redisPerCall: (after - before - 1) / calls,
+    errors: results.reduce((sum, r) => sum + r.errors, 0),
+    firstError: results.find((r) => r.firstError !== undefined)?.firstError,
+  };
+}
+
+async function fleet(): Promise<boolean> {
+  if (redisMissing !== undefined) {
+    console.log(`\nskipping the shared rate across processes: ${redisMissing}`);
+    return true;
+  }
+  const redis = await startRedis();
+  const rows: FleetRow[] = [];
+  try {
+    for (const { peer, burst } of fleetPeers) {
+      rows.push(await fleetRun(redis.port, peer, burst));
+      console.error(`${rows[rows.length - 1]!.label}: done`);
+    }
+  } finally {
+    await killAllWorkers();
+  }
+  console.log(
+    `\nThe same rate shared by ${processes} processes on one Redis: ${calls} calls in all, asked at once (${Math.ceil(calls / processes)} per process), rate ${perSecond}/s; Node ${process.version}. Sent: when each process's limiter let the call go (one clock: performance.timeOrigin); arrived: the partner's one log.\n`,
+  );
+  console.log(
+    markdownTable(
+      [
+        'peer',
+        'promise',
+        'max sent in 1 s',
+        'max arrived in 1 s',
+        'goodput /s',
+        'goodput vs rate',
+        'Redis cmds/call',
+        'errors',
+      ],
+      rows.map((r) => [
+        r.label,
+        String(r.promise),
+        `${r.maxSent}${r.maxSent > r.promise ? ' (over)' : ''}`,
+        `${r.maxArrived}${r.maxArrived > r.promise ? ' (over)' : ''}`,
+        r.goodput.toFixed(1),
+        `${((r.goodput / perSecond) * 100).toFixed(1)}%`,
+        r.redisPerCall.toFixed(1),
+        String(r.errors),
+      ]),
+      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+    ),
+  );
+  for (const r of rows) if (r.firstError !== undefined) console.log(`${r.label}: ${r.firstError}`);
+  return rows.every(
+    (r) => r.errors === 0 && (!r.label.startsWith('hostgate') || r.maxSent <= r.promise),
+  );
+}
+
 async function main(): Promise<void> {
   const partner = await startPartner();
   const pool = new Pool(partner.origin, { connections: CONCURRENCY });
@@ -254,10 +392,12 @@ async function main(): Promise<void> {
       ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
     ),
   );
+  const fleetOk = processes > 0 ? await fleet() : true;
+  await stopAllRedis();
   if (smoke) {
     const kept = (r: Row) =>
       !r.peer.startsWith('hostgate') || r.maxSentInSecond <= perSecond + burstOf(r.peer);
-    const ok = rows.every((r) => r.errors === 0 && kept(r));
+    const ok = fleetOk && rows.every((r) => r.errors === 0 && kept(r));
     console.log(ok ? 'smoke: OK' : 'smoke: FAILED');
     if (!ok) process.exitCode = 1;
   }

@@ -94,6 +94,8 @@ export const coreEntry = {
   retryAfter: undefined as unknown as (gate: CountingGate, position: number) => number,
   /** The rate's state, when the gate has a `rate`. */
   rateStats: undefined as unknown as (gate: CountingGate) => RateStats | undefined,
+  /** The clock for timestamps (cached per synchronous stretch unless the clock is injected). */
+  clock: undefined as unknown as (gate: CountingGate) => number,
   /** Calls `resolve` once nothing is held or queued: now, or at the release that gets there. */
   whenIdle: undefined as unknown as (gate: CountingGate, resolve: () => void) => void,
   /** Sets (or clears) the gate's guard (gate-guard.ts): holds and refusals from above. */
@@ -142,10 +144,12 @@ export class CountingGate {
     // The permits' way in (permit.ts) and Semaphore's: `#private` stays private to the gate.
     type Gate = CountingGate;
     gateEntry.release = (gate, p, reason) => (gate as Gate).#release(p as Held, reason);
-    gateEntry.progress = (gate, p) => (gate as Gate).#progress(p as Held);
+    coreEntry.clock = (gate) => gate.#clock();
     gateEntry.abort = (gate, waiter, reason) => (gate as Gate).#abort(waiter as Held, reason);
     gateEntry.expire = (gate, waiter) => (gate as Gate).#expire(waiter as Held);
     coreEntry.admission = (gate, create) => (create ? gate.#admitting() : gate.#admission);
+    gateEntry.settleCost = (gate, p, actual) => (gate as Gate).settlePermitCost(p, actual);
+    gateEntry.costOf = (gate, p) => (gate as Gate).permitCost(p);
     coreEntry.parts = (gate) => gate.#parts;
     coreEntry.observe = (gate) =>
       (gate.#observer ??= GateObserver.attach(gate.#now(), gate.#queue.classes, gate.#holders));
@@ -184,6 +188,17 @@ export class CountingGate {
     if (o.rate !== undefined) this.#admitting(o.rate);
   }
 
+  /**
+   * @internal `permit.settleCost(actual)` (a refund may let the head go now) and `permit.cost`,
+   * against the gate's rate: a gate whose rate lives elsewhere (in Redis) overrides both.
+   */
+  protected settlePermitCost(permit: object, actual: number): void {
+    settleCost(this.#admission, this.#name, permit, actual);
+  }
+  protected permitCost(permit: object): number {
+    return this.#admission?.rate?.costOf(permit) ?? 1;
+  }
+
   #admitting(rate?: ResolvedRate): Admission<Held> {
     const [clock, serve] = [() => this.#clock(), () => this.#drain()];
     this.#admission ??= new Admission(this, rate, this.#now, clock, serve);
@@ -208,9 +223,8 @@ export class CountingGate {
   }
 
   /**
-   * @internal Grants stay within `min(limit, ceiling)` (a non-negative integer, or Infinity):
-   * for gates whose room comes from elsewhere (a leased block of a shared cap). Lowering it
-   * takes nothing back; raising it grants to waiters at once.
+   * @internal Grants stay within `min(limit, ceiling)` (an integer ≥ 0, or Infinity) for a gate
+   * whose room comes from elsewhere (a leased block). Lowering takes nothing back; raising grants.
    */
   protected setCeiling(ceiling: number): void {
     this.#ceiling = ceiling;
@@ -329,13 +343,6 @@ export class CountingGate {
   }
 
   /** A holder's request made progress: it moves to the young end of the holders list. */
-  #progress(permit: Held): void {
-    // Permits that report progress carry requests: observed from the first, a stall is seen.
-    const observer = coreEntry.observe(this);
-    permit.aliveAt = observer.lastProgressAt = this.#clock();
-    this.#holders.touch(permit);
-  }
-
   /**
    * Grants to waiters, oldest first (newest first under adaptive LIFO), while permits are free.
    * A WaitTarget runs inside this loop and may release (and so drain) again: the inner call
@@ -405,14 +412,17 @@ export class CountingGate {
 // Ways in that need no private state: a double release (counted, published), the Retry-After
 // estimate, and the rate's and the guard's (permit.ts, Semaphore, the partner rules), through the
 // gate's Admission.
-gateEntry.settleCost = (gate, permit, actual) => {
-  const g = gate as CountingGate;
-  settleCost(coreEntry.admission(g), g.name, permit, actual);
-};
-gateEntry.costOf = (gate, p) => coreEntry.admission(gate as CountingGate)?.rate?.costOf(p) ?? 1;
 gateEntry.doubleRelease = (gate, permit) => {
   coreEntry.parts(gate as CountingGate).counts.doubleReleases++;
   if (channels.doubleRelease.hasSubscribers) publishDoubleRelease(gate as CountingGate, permit);
+};
+/** A holder's request made progress: it moves to the young end of the holders list. */
+gateEntry.progress = (gate, permit) => {
+  const g = gate as CountingGate;
+  // Permits that report progress carry requests: observed from the first, a stall is seen.
+  const observer = coreEntry.observe(g);
+  permit.aliveAt = observer.lastProgressAt = coreEntry.clock(g);
+  coreEntry.parts(g).holders.touch(permit);
 };
 coreEntry.retryAfter = (gate, position) => {
   const hold = coreEntry.observer(gate)?.holdEstimate;

@@ -72,7 +72,9 @@ export interface GateOptions {
   /**
    * The partner's request rate beside its concurrency cap: at most `limit + burst` requests
    * (cost units) in any window of `per` ms, taken at the head of the same queue as the permit.
-   * See docs/rates.md. Local gates only for now (not with `shared`).
+   * See docs/rates.md. With `shared: true` it is one rate for every process, kept in Redis
+   * beside the cap and taken by the script that grants the permit; not yet with
+   * `shared: { mode: 'leased' }` (a TypeError).
    *
    * @example
    * rate: { limit: 100, per: 1000, burst: 20 }
@@ -176,6 +178,7 @@ export interface GateStore {
     refreshMs?: number | undefined;
     leaseMs?: number | undefined;
     priorities?: PriorityClassOptions[] | undefined;
+    rate?: RateOptions;
   }): Semaphore;
   close(): Promise<void>;
 }
@@ -374,8 +377,10 @@ export class HostLimiter {
         `${where}: priorities are not supported with shared: true yet (the FIFO mode; shared: { mode: 'leased' } has them)`,
       );
     }
-    if (rule.rate !== undefined && shared !== undefined) {
-      throw new TypeError(`${where}: rate is not supported on shared gates yet (local gates only)`);
+    if (rule.rate !== undefined && shared?.mode === 'leased') {
+      throw new TypeError(
+        `${where}: rate is not supported with shared: { mode: 'leased' } yet (shared: true, the FIFO mode, has it)`,
+      );
     }
     const gate =
       shared !== undefined
@@ -436,6 +441,7 @@ export class HostLimiter {
         maxQueue: rule.maxQueue,
         queueTimeout: rule.queueTimeout,
         maxHold: rule.maxHold ?? DEFAULT_MAX_HOLD_MS,
+        ...(rule.rate === undefined ? {} : { rate: rule.rate }),
         ...(shared.mode === 'leased'
           ? {
               mode: 'leased',

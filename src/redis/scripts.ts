@@ -40,6 +40,12 @@ import { createHash } from 'node:crypto';
 /** The key layout these scripts read and write, stored in each gate's meta hash as `v`. */
 export const LAYOUT = 'fifo/1';
 /**
+ * The layout of a gate with a request rate: `fifo/1` plus the GCRA state in the meta hash. A
+ * process without a rate (or of a release before rates) is refused on it, so no process grants
+ * past the rate unknowingly; a process with a rate adopts a `fifo/1` gate (same keys otherwise).
+ */
+export const RATE_LAYOUT = 'fifo/1+rate';
+/**
  * "Redis lost this gate's state": the message, and the suffix of the gate's channel that carries
  * it (`<prefix>{<name>}:wake:lost`); never a ticket id, which holds a `:`.
  */
@@ -55,15 +61,21 @@ const PRELUDE = `
 local H, Q, S, P, M = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lease, live, wake = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local claim = tonumber(ARGV[7])
+-- The caller's rate, 'limit:per:burst', or '' for a gate without one.
+local rateArg = ARGV[8]
+local RATED = rateArg ~= ''
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The rate's clock, to the microsecond: GCRA spaces calls by fractions of a ms.
+local nowf = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local META_TTL = 2592000000
 local CHUNK = 1000
-local LAYOUT = '${LAYOUT}'
-local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h')
+local LAYOUT = RATED and '${RATE_LAYOUT}' or '${LAYOUT}'
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n')
 -- Another layout's gate (another version or mode on this prefix): refused before any write.
+-- A rated process adopts a gate kept without a rate; never the other way round.
 local function foreignLayout(found)
-  return found and found ~= LAYOUT
+  return found and found ~= LAYOUT and not (RATED and found == '${LAYOUT}')
 end
 if foreignLayout(meta[3]) then return redis.error_reply('${LAYOUT_REFUSED}' .. meta[3]) end
 local limit = tonumber(meta[1])
@@ -84,15 +96,59 @@ if not limit then
   recoveryEnds = 0
   redis.call('HSET', M, 'c', limit, 'r', 0, 'v', LAYOUT)
   redis.call('PEXPIRE', M, META_TTL)
+  meta[7] = nil -- a lost meta hash lost the rate's state with it: the rate restarts full
   recover(ARGV[5] == '1' and lease or tonumber(ARGV[6]))
 else
-  -- The layout before versions: the same keys and members, adopted.
-  if not meta[3] then redis.call('HSET', M, 'v', LAYOUT) end
+  -- The layout before versions (the same keys and members), or a gate kept without a rate
+  -- that a rated process takes over: adopted.
+  if meta[3] ~= LAYOUT then redis.call('HSET', M, 'v', LAYOUT) end
   -- The lease set vanished with no script emptying it (meta says it held leases): evicted by an
   -- allkeys-* policy, or deleted. Its holders may all be alive: a whole lease.
   if meta[4] == '1' and stored == 0 then recover(lease) end
 end
 local recovering = recoveryEnds > now
+-- GCRA (src/gate/rate.ts): one timestamp, the theoretical arrival time \`tat\`. The rate lives
+-- in Redis like the cap: the first process's ('rt'), changed only by SETRATE. \`backlog\` is
+-- the cost queued (what a joining ticket's slot comes after). A missing 'tat' starts full.
+local rateStr, T, reach, rateBurst = '', 0, 0, 0
+local tat, backlog = 0, 0
+local tat0, backlog0 = nil, nil
+if RATED then
+  rateStr = meta[7] or rateArg
+  if not meta[7] then redis.call('HSET', M, 'rt', rateStr) end
+  local rl, rp, rb = string.match(rateStr, '^([^:]+):([^:]+):([^:]+)$')
+  T = tonumber(rp) / tonumber(rl)
+  rateBurst = tonumber(rb)
+  reach = (rateBurst + 1) * T
+  tat0 = tonumber(meta[5]) or 0
+  backlog0 = tonumber(meta[6]) or 0
+  tat, backlog = tat0, backlog0
+end
+-- Units of the rate a ticket takes: its cost, 1 unless the id carries ~<cost>.
+local function costOf(id)
+  return tonumber(string.match(id, '~([^/]+)')) or 1
+end
+-- Ms from now until \`cost\` conforms after \`ahead\` queued before it (<= 0: now).
+local function slotWait(cost, ahead)
+  return math.max(tat, nowf) - nowf + (ahead + cost) * T - reach
+end
+local function takeSlot(cost)
+  tat = math.max(tat, nowf) + cost * T
+end
+-- The head whose permit is free waits for its slot: '<ticket>@<ms>' goes back in the reply, and
+-- on the owner's wake-up channel once per head and slot (a later, earlier slot is told again):
+-- the owner claims it then on a timer of its own, as no release may come to hand it on.
+local hint = ''
+local function hintHead(head, owner, wait)
+  local at = nowf + wait
+  hint = head .. '@' .. math.ceil(wait)
+  local toldHead, toldAt = string.match(meta[8] or '', '^(.*)@(.*)$')
+  if toldHead ~= head or at < tonumber(toldAt) - 1 then
+    meta[8] = head .. '@' .. string.format('%.17g', at)
+    redis.call('HSET', M, 'n', meta[8])
+    redis.pcall('SPUBLISH', wake .. owner, hint)
+  end
+end
 local held = stored - redis.call('ZREMRANGEBYSCORE', H, '-inf', now)
 local queued = redis.call('ZCARD', Q)
 -- Variadic calls in chunks: fn(key, chunk of list) for each chunk, results concatenated.
@@ -154,11 +210,25 @@ local function fill()
         queued = queued + 1
         break
       end
+      if RATED then
+        local cost = costOf(head)
+        local wait = slotWait(cost, 0)
+        if wait > 0 then
+          redis.call('ZADD', Q, popped[2], head)
+          queued = queued + 1
+          hintHead(head, owner, wait)
+          break
+        end
+        takeSlot(cost)
+        backlog = backlog - cost
+      end
       grantUnits(head, now + claim)
       -- SPUBLISH: the channel is in the gate's slot, so on a Cluster the hint stays on this
       -- shard. pcall: an ACL user without channel permission, or a Redis before 7.0 (no
       -- SPUBLISH), polls instead (its waiters are told so).
       redis.pcall('SPUBLISH', wake .. owner, head)
+    elseif RATED then
+      backlog = backlog - costOf(head) -- a dead process's ticket, skipped
     end
   end
 end
@@ -171,6 +241,9 @@ local function enqueue(ids)
   end
   chunked('ZADD', Q, args, 2)
   queued = queued + #ids
+  if RATED then
+    for _, id in ipairs(ids) do backlog = backlog + costOf(id) end
+  end
 end
 local function alive(proc)
   redis.call('ZADD', P, now + live, proc)
@@ -180,34 +253,63 @@ end
 local function markHolders()
   local holding = held > 0
   if holding ~= (meta[4] == '1') then redis.call('HSET', M, 'h', holding and 1 or 0) end
+  if RATED then
+    if queued == 0 then backlog = 0 end
+    if tat ~= tat0 or backlog ~= backlog0 then
+      redis.call('HSET', M, 't', string.format('%.17g', tat), 'b', string.format('%.17g', backlog))
+    end
+  end
+end
+-- Every reply ends with the rate's state: the head's hint, ms until a call of cost 1 would
+-- conform (ignoring the queue), the cost queued, and the rate Redis holds ('' without one).
+local function withRate(reply)
+  reply[#reply + 1] = hint
+  reply[#reply + 1] = RATED and math.max(0, math.ceil(slotWait(1, 0))) or 0
+  reply[#reply + 1] = string.format('%.17g', backlog)
+  reply[#reply + 1] = rateStr
+  return reply
 end
 `;
 
 /**
  * Every script's ARGV starts: cap (the caller's, used only if Redis has none), leaseMs, liveMs
  * (a process's liveness window), wakePrefix (the gate's wake-up channels), known (1 when this
- * process used the gate before), firstUseWaitMs, claimMs. Every reply but ACQUIRE's ends with
- * the cap Redis holds. Held and queued counts are in units of the cap.
+ * process used the gate before), firstUseWaitMs, claimMs, rate (`limit:per:burst` of the
+ * caller's, used only if Redis has none; '' for a gate without a rate). Held and queued counts
+ * are in units of the cap. Every reply ends with the rate's state (`withRate`): `hint`
+ * (`<ticket>@<ms>`: the head whose permit is free gets its slot in ms; '' if none), `nextSlotMs`,
+ * `backlog` (cost units queued) and the rate Redis holds.
  *
- * ACQUIRE(..., processId, id, register): a lease now if its units are free and nobody waits,
- * else a ticket at the tail (its owner is then recorded as live: that is what keeps the
- * ticket); `register` 1 also records the process and asks for the fleet size. Returns
- * `{granted 0|1, held, queued, processes, cap, recoveryMs}`, processes -1 when not asked,
- * recoveryMs what is left of a recovery window (0: none); granted -1 and no ticket when the
- * id's weight is above the cap Redis holds (it could never be granted).
+ * ACQUIRE(..., processId, id, register, deadlineMs): a lease now if its units are free, its
+ * rate slot has come and nobody waits, else a ticket at the tail (its owner is then recorded as
+ * live: that is what keeps the ticket); `register` 1 also records the process and asks for the
+ * fleet size. Returns `{granted, held, queued, processes, cap, recoveryMs, retryMs, ...rate}`:
+ * granted 1 (a lease), 0 (a ticket), -1 (no ticket: the id's weight is above the cap Redis
+ * holds), -2 (no ticket: its rate slot, after the cost queued ahead, comes after its deadline,
+ * `retryMs` from now), -3 (no ticket: its cost is above the burst + 1 Redis holds, `retryMs`
+ * that bound); processes -1 when not asked, recoveryMs what is left of a recovery window.
  */
 const ACQUIRE = `${PRELUDE}
-local proc, id, register = ARGV[8], ARGV[9], ARGV[10]
+local proc, id, register, deadline = ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
 fill()
-local granted = 0
+local granted, retry = 0, 0
+local cost = costOf(id)
 if weightOf(id) > limit then
   granted = -1
-elseif not recovering and queued == 0 and held + weightOf(id) <= limit then
+elseif RATED and cost > rateBurst + 1 then
+  granted, retry = -3, rateBurst + 1
+elseif RATED and slotWait(cost, queued == 0 and 0 or backlog) > deadline then
+  granted, retry = -2, math.max(1, math.ceil(slotWait(cost, queued == 0 and 0 or backlog)))
+elseif not recovering and queued == 0 and held + weightOf(id) <= limit
+    and (not RATED or slotWait(cost, 0) <= 0) then
   grantUnits(id, now + lease)
+  if RATED then takeSlot(cost) end
   granted = 1
 else
   enqueue({id})
   alive(proc)
+  -- Alone at the head with a free permit, it waits for its slot: told when, in the reply.
+  if RATED and queued == 1 then fill() end
 end
 local processes = -1
 if register == '1' then
@@ -215,18 +317,25 @@ if register == '1' then
   processes = redis.call('ZCARD', P)
 end
 markHolders()
-return {granted, held, queued, processes, limit, recovering and recoveryEnds - now or 0}
+return withRate({granted, held, queued, processes, limit, recovering and recoveryEnds - now or 0, retry})
 `;
 
 /**
  * RELEASE(..., id...): gives back leases and withdraws tickets (a cancelled waiter), then
- * hands freed permits on. Returns `{held, queued, cap}`.
+ * hands freed permits on. Returns `{held, queued, cap, ...rate}`.
  */
 const RELEASE = `${PRELUDE}
 local ids, units = {}, {}
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   ids[#ids + 1] = ARGV[i]
   for _, unit in ipairs(unitsOf(ARGV[i])) do units[#units + 1] = unit end
+end
+if RATED and queued > 0 then
+  -- The withdrawn tickets' cost leaves the backlog.
+  local inQ = chunked('ZMSCORE', Q, ids)
+  for i, id in ipairs(ids) do
+    if inQ[i] then backlog = backlog - costOf(id) end
+  end
 end
 for i = 1, #ids, CHUNK do
   queued = queued - redis.call('ZREM', Q, unpack(ids, i, math.min(#ids, i + CHUNK - 1)))
@@ -236,7 +345,7 @@ for i = 1, #units, CHUNK do
 end
 fill()
 markHolders()
-return {held, queued, limit}
+return withRate({held, queued, limit})
 `;
 
 /**
@@ -247,14 +356,14 @@ return {held, queued, limit}
  * reported (its wake-up was lost); a vanished ticket joins the tail again and is reported (its
  * waiter may have left while this heartbeat was on its way: then the process withdraws it
  * again). A fixed number of calls however many ids it carries. Returns `{lost ids, granted
- * ids, held, queued, processes, requeued ids, cap}`.
+ * ids, held, queued, processes, requeued ids, cap, ...rate}`.
  */
 const HEARTBEAT = `${PRELUDE}
-local proc, n = ARGV[8], tonumber(ARGV[9])
+local proc, n = ARGV[9], tonumber(ARGV[10])
 local lost, granted, requeued = {}, {}, {}
 local leases, tickets = {}, {}
-for i = 10, 9 + n do leases[#leases + 1] = ARGV[i] end
-for i = 10 + n, #ARGV do tickets[#tickets + 1] = ARGV[i] end
+for i = 11, 10 + n do leases[#leases + 1] = ARGV[i] end
+for i = 11 + n, #ARGV do tickets[#tickets + 1] = ARGV[i] end
 local renew = {}
 if #leases > 0 then
   local scores = chunked('ZMSCORE', H, leases)
@@ -287,16 +396,18 @@ redis.call('PEXPIRE', S, META_TTL)
 redis.call('PEXPIRE', P, META_TTL)
 redis.call('PEXPIRE', M, META_TTL)
 markHolders()
-return {lost, granted, held, queued, redis.call('ZCARD', P), requeued, limit}
+return withRate({lost, granted, held, queued, redis.call('ZCARD', P), requeued, limit})
 `;
 
 /**
  * CLAIM(..., id): a wake-up is a hint, never a grant: the owner asks Redis whether its ticket
- * was granted and, if so, turns the claim window into a full lease. Returns `{granted 0|1,
- * held, queued, cap}`.
+ * was granted and, if so, turns the claim window into a full lease. On a gate with a rate it
+ * first hands on what is due (its owner claims on a timer when the head's slot comes, with no
+ * release to do it). Returns `{granted 0|1, held, queued, cap, ...rate}`.
  */
 const CLAIM = `${PRELUDE}
-local id = ARGV[8]
+local id = ARGV[9]
+if RATED then fill() end
 local granted = 0
 if redis.call('ZSCORE', H, id) then
   local renew = {}
@@ -305,19 +416,55 @@ if redis.call('ZSCORE', H, id) then
   granted = 1
 end
 markHolders()
-return {granted, held, queued, limit}
+return withRate({granted, held, queued, limit})
 `;
 
 /**
  * SETCAP(..., cap): the explicit change of a gate's cap (a rolling deploy's), then hands any
- * permits it freed on. Returns `{held, queued, cap}`.
+ * permits it freed on. Returns `{held, queued, cap, ...rate}`.
  */
 const SETCAP = `${PRELUDE}
-limit = tonumber(ARGV[8])
+limit = tonumber(ARGV[9])
 redis.call('HSET', M, 'c', limit)
 fill()
 markHolders()
-return {held, queued, limit}
+return withRate({held, queued, limit})
+`;
+
+/**
+ * SETRATE(..., rate): the explicit change of a gate's rate (`limit:per:burst`) for every
+ * process; the timestamp stays. Returns `{held, queued, cap, ...rate}`.
+ */
+const SETRATE = `${PRELUDE}
+rateStr = ARGV[9]
+redis.call('HSET', M, 'rt', rateStr)
+local rl, rp, rb = string.match(rateStr, '^([^:]+):([^:]+):([^:]+)$')
+T = tonumber(rp) / tonumber(rl)
+rateBurst = tonumber(rb)
+reach = (rateBurst + 1) * T
+fill()
+markHolders()
+return withRate({held, queued, limit})
+`;
+
+/**
+ * SETTLE(..., units): calls charged their cost and really used `units` more (or, negative,
+ * fewer): the timestamp moves by `units × T`. Extra units are taken as of now (a debt the next
+ * calls wait out); a refund moves it back, never below now, and may let the head go. Returns
+ * `{held, queued, cap, ...rate}`.
+ */
+const SETTLE = `${PRELUDE}
+local units = tonumber(ARGV[9])
+if RATED then
+  if units > 0 then
+    tat = math.max(tat, nowf) + units * T
+  elseif tat > nowf then
+    tat = math.max(nowf, tat + units * T)
+  end
+  fill()
+end
+markHolders()
+return withRate({held, queued, limit})
 `;
 
 export interface Script {
@@ -337,6 +484,8 @@ export const scripts = {
   heartbeat: script('heartbeat', HEARTBEAT),
   claim: script('claim', CLAIM),
   setCap: script('setCap', SETCAP),
+  setRate: script('setRate', SETRATE),
+  settle: script('settle', SETTLE),
 } as const;
 
 /** The key suffixes, in the order every script declares them. */

@@ -3,22 +3,36 @@
  * cancel-versus-grant rule as a local gate's, with every grant a Redis answer.
  */
 import { checkKnownKeys, checkObject, durationMs, optionalSignal } from '../common/options.js';
-import type { AcquireOptions, Permit, WaitTarget, WaitTicket } from '../gate/semaphore.js';
-import { type SharedCall, sharedCall } from './shared-waiter.js';
+import type { ResolvedRate } from '../gate/rate.js';
+import type {
+  AcquireOptions,
+  Permit,
+  WaitOptions,
+  WaitTarget,
+  WaitTicket,
+} from '../gate/semaphore.js';
+import { sharedCall } from './shared-waiter.js';
 
-const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority'] as const;
+const ACQUIRE_KEYS = ['signal', 'timeout', 'weight', 'priority', 'cost'] as const;
 
-type Wait = (target: WaitTarget, call: SharedCall) => WaitTicket | undefined;
+type Wait = (target: WaitTarget, call: WaitOptions) => WaitTicket | undefined;
 
-export function acquireShared(wait: Wait, options?: AcquireOptions): Promise<Permit> {
+export function acquireShared(
+  wait: Wait,
+  options: AcquireOptions | undefined,
+  rate: ResolvedRate | undefined,
+  gate: string | undefined,
+): Promise<Permit> {
   let signal: AbortSignal | undefined;
-  let call: SharedCall = { timeout: undefined, weight: 1 };
+  let call: WaitOptions = {};
   if (options !== undefined) {
     checkObject('acquire options', options);
     checkKnownKeys('acquire', options, ACQUIRE_KEYS);
     signal = optionalSignal('signal', options.signal);
-    call = sharedCall(options);
-    if (call.timeout !== undefined) call.timeout = durationMs('timeout', call.timeout);
+    const checked = sharedCall(options, rate, gate);
+    call = { weight: checked.weight };
+    if (checked.timeout !== undefined) call.timeout = durationMs('timeout', checked.timeout);
+    if (options.cost !== undefined) call.cost = checked.cost;
     if (signal?.aborted) return Promise.reject(signal.reason);
   }
   return new Promise<Permit>((resolve, reject) => {

@@ -7,6 +7,7 @@ import {
 import { durationMs, nonNegativeInteger, positiveInteger } from '../common/options.js';
 import { tooHeavy } from '../gate/call-options.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
+import { checkSettled, type RateOptions, resolveRate } from '../gate/rate.js';
 import {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
@@ -22,6 +23,7 @@ import {
 import { storeChannels } from './channels.js';
 import type { ResolvedStoreOptions } from './options.js';
 import { acquireShared } from './shared-acquire.js';
+import { type RateTail, SharedRate } from './shared-rate.js';
 import { SharedShed } from './shared-shed.js';
 import type { SharedSemaphoreOptions, SharedSemaphoreStats } from './shared-stats.js';
 import {
@@ -43,8 +45,20 @@ export interface ClusterCounts {
   queued: number;
 }
 
-/** ACQUIRE's answer: 1 granted, 0 queued, -1 refused (heavier than the cap Redis holds). */
-export type GrantAnswer = 1 | 0 | -1;
+/**
+ * ACQUIRE's answer: 1 granted, 0 queued, -1 refused (heavier than the cap Redis holds), -2
+ * refused (its rate slot comes after its deadline), -3 refused (costlier than burst + 1).
+ */
+export type GrantAnswer = 1 | 0 | -1 | -2 | -3;
+
+/** ACQUIRE's whole answer; `retryMs` for -2 and -3 (see {@link GrantAnswer}). */
+export interface AcquireAnswer extends ClusterCounts {
+  granted: GrantAnswer;
+  processes: number;
+  cap: number;
+  recoveryMs: number;
+  retryMs: number;
+}
 
 /**
  * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
@@ -54,19 +68,16 @@ export interface SharedGateStore {
   readonly options: ResolvedStoreOptions;
   readonly closed: boolean;
   readonly degraded: boolean;
-  nextId(weight?: number): string;
-  acquire(
-    gate: SharedSemaphore,
-    id: string,
-  ): Promise<
-    { granted: GrantAnswer; processes: number; cap: number; recoveryMs: number } & ClusterCounts
-  >;
+  nextId(weight?: number, cost?: number): string;
+  acquire(gate: SharedSemaphore, id: string, deadlineMs: number): Promise<AcquireAnswer>;
   claim(
     gate: SharedSemaphore,
     id: string,
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
   replicate(): Promise<void>;
   setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts>;
+  setRate(gate: SharedSemaphore, rate: string): Promise<{ cap: number } & ClusterCounts>;
+  settle(gate: SharedSemaphore, units: number): void;
   release(gate: SharedSemaphore, ids: readonly string[]): void;
   forget(id: string): void;
   readonly wakeups: WakeupMode;
@@ -137,6 +148,10 @@ export class SharedSemaphore extends Semaphore {
   #outageFree = 0;
   #layoutWarned = false;
   #recoveryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  /** The request rate, in Redis beside the cap (shared-rate.ts); undefined without one. */
+  readonly #rate: SharedRate | undefined;
+  /** Permits' costs other than 1 (kept past the release: `settleCost` may come later). */
+  readonly #costs = new WeakMap<object, number>();
 
   /** @internal use `store.semaphore(options)` */
   constructor(store: SharedGateStore, keys: readonly string[], options: SharedSemaphoreOptions) {
@@ -160,6 +175,84 @@ export class SharedSemaphore extends Semaphore {
       options.queueTimeout === undefined
         ? DEFAULT_QUEUE_TIMEOUT_MS
         : durationMs('queueTimeout', options.queueTimeout);
+    this.#rate =
+      options.rate === undefined
+        ? undefined
+        : new SharedRate(resolveRate('rate', options.rate), this.name, () => this.now(), {
+            slot: (id) => this.#slotCame(id),
+            settle: (units) => store.settle(this, units),
+            serveFallback: () => this.#serveFallback(),
+          });
+  }
+
+  /** The request rate Redis holds for every process (the first process's, or `setSharedRate`'s). */
+  override get rate(): Readonly<Required<RateOptions>> | undefined {
+    return this.#rate?.options;
+  }
+
+  /** @internal The rate as the scripts take it (`limit:per:burst`), '' without one. */
+  get rateArg(): string {
+    return this.#rate?.arg ?? '';
+  }
+
+  /**
+   * Changes this gate's request rate in Redis, for every process (as `setSharedLimit` does the
+   * cap). Only on a gate created with a `rate`. Rejects while Redis is unreachable.
+   *
+   * @example
+   * await billing.setSharedRate({ limit: 200, per: 1000, burst: 20 }); // a new contract
+   */
+  async setSharedRate(rate: RateOptions): Promise<void> {
+    const shared = this.#rate;
+    if (shared === undefined) {
+      throw new TypeError(
+        `shared gate ${this.name ?? ''} has no rate: create it with one (a rate changes the gate's layout in Redis)`,
+      );
+    }
+    shared.request(resolveRate('rate', rate));
+    const { held, queued, cap } = await this.#store.setRate(this, shared.arg);
+    this.cluster(held, queued, cap);
+  }
+
+  /** @internal A Redis answer's rate part: its state, and the head's slot if it is ours. */
+  rateAnswer(tail: RateTail): void {
+    const rate = this.#rate;
+    if (rate === undefined) return;
+    rate.answer(tail);
+    if (tail.hint !== '') this.slotHint(tail.hint);
+  }
+
+  /** @internal `<ticket>@<ms>`: the head's slot comes in ms; if the ticket is ours, claimed then. */
+  slotHint(hint: string): void {
+    const waiter = this.#byTicket.get(hint.slice(0, hint.lastIndexOf('@')));
+    if (waiter === undefined || waiter.state === DONE) return;
+    this.#rate?.arm(hint);
+  }
+
+  /** Our head's slot came: claimed now (Redis grants it in the claim, if it is still the head). */
+  #slotCame(id: string): void {
+    const waiter = this.#byTicket.get(id);
+    if (waiter === undefined) return;
+    if (waiter.state === SENDING)
+      waiter.grantedEarly = true; // claimed after that answer
+    else if (waiter.state === QUEUED) this.#claim(waiter);
+  }
+
+  protected override permitCost(permit: object): number {
+    return this.#costs.get(permit) ?? 1;
+  }
+
+  /**
+   * `permit.settleCost(actual)`: the rate in Redis moves by `actual − charged` (batched per
+   * tick); a refund may let the head go at once, from the script that applies it.
+   */
+  protected override settlePermitCost(permit: object, actual: number): void {
+    const rate = this.#rate;
+    checkSettled(rate as never, this.name, actual);
+    const charged = this.#costs.get(permit) ?? 1;
+    if (actual === 1) this.#costs.delete(permit);
+    else this.#costs.set(permit, actual);
+    rate!.settle(charged, actual);
   }
 
   /** The cap every process shares: the one in Redis, as of its last answer. */
@@ -233,8 +326,10 @@ export class SharedSemaphore extends Semaphore {
    * process's `limit` is a RangeError, as on a local gate.
    */
   override wait(target: WaitTarget, options?: number | WaitOptions): WaitTicket | undefined {
-    const { timeout, weight } =
-      typeof options === 'object' ? sharedCall(options) : { timeout: options, weight: 1 };
+    const { timeout, weight, cost } =
+      typeof options === 'object'
+        ? sharedCall(options, this.#rate?.options, this.name)
+        : { timeout: options, weight: 1, cost: 1 };
     if (weight > this.limit) throw tooHeavy(weight, this.limit, this.name);
     const wait =
       timeout === undefined ? this.#queueTimeout : Math.max(1, durationMs('timeout', timeout));
@@ -255,7 +350,9 @@ export class SharedSemaphore extends Semaphore {
       target.rejected(this.#shedUnavailable());
       return undefined;
     }
-    const waiter = new SharedWaiter(this, store.nextId(weight), target, this.now(), weight);
+    const waiter = new SharedWaiter(this, store.nextId(weight, cost), target, this.now(), weight);
+    waiter.cost = cost;
+    waiter.deadline = waiter.enqueuedAt + wait;
     this.#waiters.add(waiter);
     this.#byTicket.set(waiter.id, waiter);
     // A re-check shortly before the deadline (the heartbeat may be far later): a wake-up lost
@@ -278,7 +375,12 @@ export class SharedSemaphore extends Semaphore {
 
   override acquire(options?: AcquireOptions): Promise<Permit> {
     try {
-      return acquireShared((target, timeout) => this.wait(target, timeout), options);
+      return acquireShared(
+        (target, call) => this.wait(target, call),
+        options,
+        this.#rate?.options,
+        this.name,
+      );
     } catch (error) {
       return Promise.reject(error); // bad options reject, as a local gate's do: never a throw
     }
@@ -317,7 +419,9 @@ export class SharedSemaphore extends Semaphore {
     const hold = this.#holdEstimate ?? this.#queueTimeout;
     const drain = ((queued + 1) / rate) * hold;
     const ms = Math.ceil(Math.min(drain, this.#queueTimeout + hold));
-    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, ms));
+    // At least the rate's wait for the cost queued, as a local gate's.
+    const slot = degraded ? 0 : (this.#rate?.waitMs() ?? 0);
+    return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, ms, slot));
   }
 
   override stats(): SharedSemaphoreStats {
@@ -338,6 +442,7 @@ export class SharedSemaphore extends Semaphore {
         leasesLost: this.#leasesLost,
         shedStoreUnavailable: this.#shed.storeUnavailable,
       },
+      ...(this.#rate === undefined ? {} : { rate: this.#rate.stats() }),
     };
   }
 
@@ -357,14 +462,21 @@ export class SharedSemaphore extends Semaphore {
     if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets += waiter.weight;
     waiter.state = SENDING;
     waiter.epoch = this.#store.wakeupEpoch;
-    this.#store.acquire(this, waiter.id).then(
-      ({ granted, held, queued, processes, cap, recoveryMs }) => {
+    const deadlineMs = Math.max(0, waiter.deadline - this.now());
+    this.#store.acquire(this, waiter.id, deadlineMs).then(
+      ({ granted, held, queued, processes, cap, recoveryMs, retryMs }) => {
         this.cluster(held, queued, cap);
         if (recoveryMs > 0) this.#recheckAfter(recoveryMs);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted === 1) this.#grant(waiter, true);
         else if (granted === -1) this.#refuse(waiter, tooHeavy(waiter.weight, cap, this.name));
+        else if (granted === -2)
+          this.#refuse(
+            waiter,
+            this.#shed.rateLimited(this.#rate!.refused(retryMs), this.#waiters.size),
+          );
+        else if (granted === -3) this.#refuse(waiter, costly(waiter.cost, retryMs, this.name));
         else if (waiter.grantedEarly) this.#claim(waiter);
         else if (this.#maxQueue === 0)
           this.#shedFull(waiter); // no waiting, in Redis either
@@ -430,6 +542,7 @@ export class SharedSemaphore extends Semaphore {
   #grant(waiter: SharedWaiter, inRedis: boolean): void {
     this.#finish(waiter);
     const permit = this.grantNow(this.now() - waiter.enqueuedAt, waiter.weight);
+    if (waiter.cost !== 1) this.#costs.set(permit, waiter.cost);
     const lease = { id: waiter.id, weight: waiter.weight, inRedis };
     this.#leases.set(permit, lease);
     this.#byId.set(lease.id, permit);
@@ -670,6 +783,7 @@ export class SharedSemaphore extends Semaphore {
 
   /** Redis answers again: local waiters take tickets, in their order, as this process's limit allows. */
   storeUp(): void {
+    this.#rate?.storeUp();
     for (const waiter of this.#waiters) {
       if (waiter.state !== FALLBACK) continue;
       waiter.state = LOCAL;
@@ -680,6 +794,7 @@ export class SharedSemaphore extends Semaphore {
 
   /** The store is closing: waiters are shed; returns every id to give back. */
   storeClosed(): string[] {
+    this.#rate?.close();
     const ids = this.leaseIds();
     for (const waiter of [...this.#waiters]) {
       if (waiter.state === SENDING || waiter.state === QUEUED) ids.push(waiter.id);
@@ -697,7 +812,7 @@ export class SharedSemaphore extends Semaphore {
     waiter.state = FALLBACK;
     waiter.grantedEarly = false;
     this.#byTicket.delete(waiter.id);
-    waiter.id = this.#store.nextId(waiter.weight); // a fresh id: the old one may still turn up in Redis
+    waiter.id = this.#store.nextId(waiter.weight, waiter.cost); // a fresh id: the old one may still turn up in Redis
     this.#byTicket.set(waiter.id, waiter);
   }
 
@@ -716,7 +831,12 @@ export class SharedSemaphore extends Semaphore {
     for (const waiter of [...this.#waiters]) {
       if (waiter.state !== FALLBACK) continue;
       // In units and in order: once one does not fit, nobody behind it is granted either.
-      if (waiting === 0 && this.held + waiter.weight <= share) this.#grant(waiter, false);
+      if (
+        waiting === 0 &&
+        this.held + waiter.weight <= share &&
+        (this.#rate === undefined || this.#rate.takeLocal(waiter.cost, this.#processes))
+      )
+        this.#grant(waiter, false);
       // Past the local queue bound (the newest): shed now, as a local gate would, not at the deadline.
       else if (++waiting > this.#maxQueue) this.#shedFull(waiter);
     }
@@ -758,4 +878,11 @@ export class SharedSemaphore extends Semaphore {
     const retryAfter = Math.max(this.#store.options.heartbeatMs, 1);
     return new StoreUnavailableError(this.name, retryAfter, why);
   }
+}
+
+/** A cost above the burst + 1 Redis holds: it could never be granted. */
+function costly(cost: number, bound: number, name: string | undefined): RangeError {
+  return new RangeError(
+    `cost ${cost} exceeds burst + 1 (${bound}) of ${name ?? 'this gate'}'s rate in Redis: it could never be granted`,
+  );
 }

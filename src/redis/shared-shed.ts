@@ -33,6 +33,11 @@ export class SharedShed {
     return this.#publish('queue_timeout', error, queued);
   }
 
+  /** A caller whose rate slot comes after its deadline (Redis's answer at join). */
+  rateLimited<E>(error: E, queued: number): E {
+    return this.#publish('rate_limited', error, queued);
+  }
+
   /** A waiter's caller aborted it. */
   aborted(reason: unknown): void {
     this.abortedWaiting++;

@@ -1,4 +1,5 @@
 /** A shared gate's options and stats: this process's view beside the whole cluster's. */
+import type { RateOptions } from '../gate/rate.js';
 import type { SemaphoreStats } from '../gate/semaphore.js';
 
 export interface SharedSemaphoreOptions {
@@ -17,6 +18,18 @@ export interface SharedSemaphoreOptions {
   /** Longest a permit may be held, in ms (the HTTP layers always set one). */
   maxHold?: number;
   leakWarnAfter?: number;
+  /**
+   * A request rate for every process together, GCRA in Redis beside the cap: at most
+   * `limit + burst` calls (cost units) in any window of `per` ms across the fleet. A call takes
+   * its permit and its rate slot at the same point of the one shared queue, in one script; a
+   * caller whose slot would come after its wait deadline is shed at once with
+   * `RateLimitedError` and the exact `retryAfterMs`. Like the cap, the rate lives in Redis: the
+   * first process's is stored, `setSharedRate` changes it. FIFO mode only.
+   *
+   * @example
+   * store.semaphore({ name: 'billing', limit: 20, rate: { limit: 100, per: 1000, burst: 20 } });
+   */
+  rate?: RateOptions;
 }
 
 /** The cluster-wide view of a shared gate, as of the last Redis reply. */

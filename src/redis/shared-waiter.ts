@@ -5,26 +5,36 @@
  * ticket, until a permit of this process goes back), DONE.
  */
 import { describe, positiveInteger } from '../common/options.js';
+import { checkCost, type ResolvedRate } from '../gate/rate.js';
 import type { WaitOptions, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 
-/** A shared call's options: its deadline (undefined: the gate's) and its units of the cap. */
+/**
+ * A shared call's options: its deadline (undefined: the gate's), its units of the cap, and its
+ * units of the gate's rate.
+ */
 export interface SharedCall {
   timeout: number | undefined;
   weight: number;
+  cost: number;
 }
 
 /**
  * A shared permit holds `weight` units of the cap (default 1) in one FIFO across processes;
  * priority classes stay local-only. The weight's bound (the limit) is the gate's to check.
  */
-export function sharedCall(options: WaitOptions): SharedCall {
+export function sharedCall(
+  options: WaitOptions,
+  rate: ResolvedRate | undefined,
+  gate: string | undefined,
+): SharedCall {
   if (options.priority !== undefined) {
     throw new TypeError(
       `priority classes are local-only: a shared gate is one FIFO, got priority ${describe(options.priority)}`,
     );
   }
   const weight = options.weight === undefined ? 1 : positiveInteger('weight', options.weight);
-  return { timeout: options.timeout, weight };
+  const cost = options.cost === undefined ? 1 : checkCost(options.cost, rate, gate ?? 'this gate');
+  return { timeout: options.timeout, weight, cost };
 }
 export const SENDING = 0;
 export const QUEUED = 1;
@@ -49,6 +59,10 @@ export class SharedWaiter implements WaitTicket {
   /** The store's wake-up epoch when its acquire was sent: a later loss may have eaten its wake-up. */
   epoch = 0;
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  /** When its wait deadline passes (the gate's clock). */
+  deadline = 0;
+  /** Units of the gate's rate it takes (its id carries them to Redis). */
+  cost = 1;
   constructor(
     readonly gate: WaiterGate,
     public id: string,

@@ -13,8 +13,10 @@ import {
   type ResolvedStoreOptions,
   resolveStoreOptions,
 } from './options.js';
-import { KEY_SUFFIXES, LOST, type Script, scripts } from './scripts.js';
+import { KEY_SUFFIXES, LAYOUT, LOST, RATE_LAYOUT, type Script, scripts } from './scripts.js';
+import { rateTail } from './shared-rate.js';
 import {
+  type AcquireAnswer,
   type ClusterCounts,
   type GrantAnswer,
   SharedSemaphore,
@@ -36,6 +38,7 @@ const GATE_KEYS = [
   'maxHold',
   'leakWarnAfter',
   'mode',
+  'rate',
 ] as const;
 /** Options only a leased gate takes. */
 const LEASED_KEYS = [...GATE_KEYS, 'refreshMs', 'leaseMs', 'priorities'] as const;
@@ -58,6 +61,8 @@ export class RedisStore {
   readonly #inflight = new Map<string, Promise<unknown>>();
   /** Heartbeat answers not yet handled: one can report leases that need a release. */
   readonly #beats = new Set<Promise<void>>();
+  /** Settle scripts sent and not yet answered (`settled()` waits for them). */
+  readonly #settling = new Set<Promise<void>>();
   /** Release scripts sent and not yet answered (a failed one puts its ids back in `#toRelease`). */
   readonly #sending = new Set<Promise<void>>();
   /** Ids to give back, per gate: sent together at the end of the tick, or after an outage. */
@@ -109,7 +114,7 @@ export class RedisStore {
       {
         wake: (message, channel) => {
           if (message === LOST) this.#lostHeard(channel);
-          else this.#tickets.get(message)?.wake(message);
+          else this.#wake(message);
         },
         down: (error, refusal) => {
           if (this.#closed) return;
@@ -183,14 +188,14 @@ export class RedisStore {
     options: SharedSemaphoreOptions | LeasedSemaphoreOptions,
   ): SharedSemaphore | LeasedSemaphore {
     checkObject('semaphore options', options);
-    if ((options as { rate?: unknown }).rate !== undefined) {
-      throw new TypeError(
-        'store.semaphore: rate is not supported on shared gates yet (local gates only)',
-      );
-    }
     const mode = (options as { mode?: unknown }).mode;
     if (mode !== undefined && mode !== 'fifo' && mode !== 'leased') {
       throw new TypeError(`mode must be 'fifo' or 'leased', got ${describe(mode)}`);
+    }
+    if (mode === 'leased' && (options as { rate?: unknown }).rate !== undefined) {
+      throw new TypeError(
+        "store.semaphore: rate is not supported in the leased mode yet (the FIFO mode, mode 'fifo' or shared: true, has it)",
+      );
     }
     checkKnownKeys('store.semaphore', options, mode === 'leased' ? LEASED_KEYS : GATE_KEYS);
     const { name } = options;
@@ -254,15 +259,30 @@ export class RedisStore {
     });
   }
 
-  /** A fresh ticket/lease id: `<process id>:<n>`, and `/<weight>` for more than one unit. */
-  nextId(weight = 1): string {
+  /**
+   * A fresh ticket/lease id: `<process id>:<n>`, then `~<cost>` for a rate cost other than 1,
+   * then `/<weight>` for more than one unit: Redis reads both from the id.
+   */
+  nextId(weight = 1, cost = 1): string {
     const id = `${this.processId}:${(++this.#seq).toString(36)}`;
-    return weight === 1 ? id : `${id}/${weight}`;
+    const costed = cost === 1 ? id : `${id}~${cost}`;
+    return weight === 1 ? costed : `${costed}/${weight}`;
+  }
+
+  /**
+   * A wake-up message: a granted ticket's id (its owner claims it), or `<id>@<ms>`, the head
+   * of the queue told when its rate slot comes (its owner claims it then).
+   */
+  #wake(message: string): void {
+    const at = message.indexOf('@');
+    if (at < 0) this.#tickets.get(message)?.wake(message);
+    else this.#tickets.get(message.slice(0, at))?.slotHint(message);
   }
 
   /** One of `gate`'s scripts; a gate kept in another layout rejects with `SharedLayoutError`. */
   #eval(script: Script, gate: SharedSemaphore, args: (string | number)[]): Promise<unknown> {
-    return this.#calls.eval(script, gate.keys, args, gate.name);
+    const layout = gate.rateArg === '' ? LAYOUT : RATE_LAYOUT;
+    return this.#calls.eval(script, gate.keys, args, gate.name, layout);
   }
 
   /** Script arguments every script starts with. */
@@ -284,6 +304,7 @@ export class RedisStore {
       // Claim window of a grant made by a release: a live owner claims it on its wake-up, or
       // its next heartbeat finds it; an owner that died hands it back this soon.
       heartbeatMs + commandTimeoutMs,
+      gate.rateArg,
     ];
   }
 
@@ -291,12 +312,7 @@ export class RedisStore {
    * One round trip: a lease now, or a ticket in the queue. Rejects on error or timeout (the
    * store is then degraded); a late answer is still awaited by a release of the same id.
    */
-  acquire(
-    gate: SharedSemaphore,
-    id: string,
-  ): Promise<
-    { granted: GrantAnswer; processes: number; cap: number; recoveryMs: number } & ClusterCounts
-  > {
+  acquire(gate: SharedSemaphore, id: string, deadlineMs: number): Promise<AcquireAnswer> {
     this.#tickets.set(id, gate);
     const raw = this.#calls
       .whenReady()
@@ -307,6 +323,7 @@ export class RedisStore {
           this.processId,
           id,
           this.#registered.has(gate) ? 0 : 1,
+          deadlineMs,
         ]),
       );
     const settled = raw.then(
@@ -317,7 +334,8 @@ export class RedisStore {
     void settled.then(() => this.#inflight.delete(id));
     return this.#calls.timed(raw).then(async (reply) => {
       this.#outage.reached();
-      const [granted, held, queued, processes, cap, recoveryMs] = reply as number[];
+      const [granted, held, queued, processes, cap, recoveryMs, retryMs] = reply as number[];
+      gate.rateAnswer(rateTail(reply, 7));
       if (granted === 1 && this.options.replicas > 0)
         await this.#calls.replicate(this.options.replicas);
       return {
@@ -327,6 +345,7 @@ export class RedisStore {
         processes: Number(processes),
         cap: Number(cap),
         recoveryMs: Number(recoveryMs),
+        retryMs: Number(retryMs),
       };
     });
   }
@@ -353,6 +372,7 @@ export class RedisStore {
     });
     return this.#calls.timed(raw).then(async (reply) => {
       const [granted, held, queued, cap] = reply as number[];
+      gate.rateAnswer(rateTail(reply, 4));
       if (granted === 1 && this.options.replicas > 0) await this.replicate();
       return {
         granted: granted === 1,
@@ -375,6 +395,44 @@ export class RedisStore {
       .then(() => this.#eval(scripts.setCap, gate, [...this.#common(gate), cap]));
     return this.#calls.timed(raw).then((reply) => {
       const [held, queued, stored] = reply as number[];
+      gate.rateAnswer(rateTail(reply, 3));
+      return { held: Number(held), queued: Number(queued), cap: Number(stored) };
+    });
+  }
+
+  /** Sets the rate (`limit:per:burst`) in Redis for every process of the gate. */
+  setRate(gate: SharedSemaphore, rate: string): Promise<{ cap: number } & ClusterCounts> {
+    return this.#small(gate, scripts.setRate, rate);
+  }
+
+  /**
+   * Settles costs: `units` more (or, negative, fewer) than charged. Fails quietly while Redis is
+   * unreachable (the rate is the local share's then, and nothing in Redis to correct).
+   */
+  settle(gate: SharedSemaphore, units: number): void {
+    if (this.#degraded || this.#closed) return;
+    const sent = this.#small(gate, scripts.settle, units).then(
+      ({ held, queued, cap }) => gate.cluster(held, queued, cap),
+      (error: unknown) => {
+        if (error instanceof SharedLayoutError) gate.layoutRefused(error);
+      },
+    );
+    this.#settling.add(sent);
+    void sent.then(() => this.#settling.delete(sent));
+  }
+
+  /** A script whose answer is `{held, queued, cap, ...rate}`. */
+  #small(
+    gate: SharedSemaphore,
+    script: Script,
+    arg: string | number,
+  ): Promise<{ cap: number } & ClusterCounts> {
+    const raw = this.#calls
+      .whenReady()
+      .then(() => this.#eval(script, gate, [...this.#common(gate), arg]));
+    return this.#calls.timed(raw).then((reply) => {
+      const [held, queued, stored] = reply as number[];
+      gate.rateAnswer(rateTail(reply, 3));
       return { held: Number(held), queued: Number(queued), cap: Number(stored) };
     });
   }
@@ -438,6 +496,7 @@ export class RedisStore {
         (reply) => {
           const [held, queued, cap] = reply as number[];
           gate.cluster(Number(held), Number(queued), Number(cap));
+          gate.rateAnswer(rateTail(reply, 3));
         },
         (error: unknown) => {
           // Refused by another layout: nothing of ours is in that gate to give back.
@@ -453,7 +512,7 @@ export class RedisStore {
   }
 
   /**
-   * Resolves once every release and withdrawal issued so far has been answered by Redis (or
+   * Resolves once every release, withdrawal and settled cost issued so far has been answered by Redis (or
    * has failed): for tests and orderly shutdowns. That includes the releases a heartbeat's
    * answer sends again: a heartbeat on its way when one of its leases was released can reach
    * Redis after that release (Redis had lost the heartbeat script and runs it as the EVAL sent
@@ -465,6 +524,7 @@ export class RedisStore {
     await within(Promise.allSettled([...this.#beats]), this.options.commandTimeoutMs);
     await new Promise<void>((resolve) => queueMicrotask(resolve));
     await this.#lastFlush;
+    await within(Promise.allSettled([...this.#settling]), this.options.commandTimeoutMs);
   }
 
   /** Every release script on its way has been answered (or has failed), or `deadline` passed. */
@@ -550,6 +610,7 @@ export class RedisStore {
         ];
         gate.cluster(Number(held), Number(queued), Number(cap));
         gate.heartbeat(lost, granted, Number(processes), requeued);
+        gate.rateAnswer(rateTail(reply as unknown[], 7));
         this.#registered.add(gate);
         this.#outage.reached();
       },

@@ -1,97 +1,18 @@
-import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createClient } from 'redis';
-import { Agent, request, fetch as undiciFetch } from 'undici';
+import { Agent, request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostLimiter, LimitedHttpAgent, limitFetch, limitHosts } from '../../src/index.js';
 import { redisStore } from '../../src/redis/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
+import { expectPromiseKept, oracle as makeOracle } from '../helpers/rate-oracle.js';
 import { maxInWindow } from '../helpers/windows.js';
 
-/**
- * The promise holds at the gate, on the times it grants; the partner sees those times shifted
- * by the one-way latency of each request, which no client-side limiter controls and which a
- * busy machine stretches. So windows over the partner's own log are measured shorter than
- * `per` by the spread of that latency, measured per request (send time at the fetch below the
- * limiter, arrival time in the partner's log, paired by the request's id).
- */
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-interface Oracle {
-  origin: string;
-  /** Arrival time (partner's clock, performance.now()) by request id, in arrival order. */
-  arrivals: Map<string, number>;
-  /** Send time (just below the limiter) by request id. */
-  sends: Map<string, number>;
-  /** `fetch` that records its send times: wrap it in `limitFetch`. */
-  fetch: typeof undiciFetch;
-  /** The event loop's delays while the oracle runs (ms = ns / 1e6). */
-  loop: ReturnType<typeof monitorEventLoopDelay>;
-}
-
-/** A partner that logs arrivals by `?id=` and reports `?used=` in the `x-usage` header. */
-async function oracle(): Promise<Oracle> {
-  const arrivals = new Map<string, number>();
-  const sends = new Map<string, number>();
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    arrivals.set(url.searchParams.get('id') ?? '', performance.now());
-    const used = url.searchParams.get('used');
-    if (used !== null) res.setHeader('x-usage', used);
-    res.end('ok');
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
-  const fetch = ((input: string, init?: RequestInit) => {
-    sends.set(new URL(input).searchParams.get('id') ?? '', performance.now());
-    return undiciFetch(input, init as never);
-  }) as typeof undiciFetch;
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const loop = monitorEventLoopDelay({ resolution: 1 });
-  loop.enable();
-  cleanups.push(() => loop.disable());
-  return { origin, arrivals, sends, fetch, loop };
-}
-
-/**
- * The partner's log as windows see it: times in arrival order, weights, and the slack to take
- * off a window: the spread of send-to-arrival latency, plus the longest event-loop stall seen.
- * A send is recorded after its grant's continuation ran, and calls granted in one pass send one
- * after another in one turn, so a stall (GC, a loaded machine) sits between grant and send.
- */
-function partnerLog(o: Oracle, weightOf: (id: string) => number = () => 1) {
-  const entries = [...o.arrivals].sort((a, b) => a[1] - b[1]);
-  const latencies = entries.map(([id, at]) => at - o.sends.get(id)!);
-  return {
-    times: entries.map(([, at]) => at),
-    weights: entries.map(([id]) => weightOf(id)),
-    spreadMs: Math.max(...latencies) - Math.min(...latencies) + o.loop.max / 1e6,
-  };
-}
-
-/**
- * At most `limit + burst` units in any window of `per` ms, less that slack. On a quiet machine
- * it is a few ms; on an overloaded one it grows and the check with it gets weaker, not flaky
- * (CI once saw 24 at a promise of 23 under undici 8 with the latency spread alone): the strict
- * check of the gate's own decisions is the fake-clock property test in test/gate/rate.test.ts.
- */
-function expectPromiseKept(
-  o: Oracle,
-  rate: { limit: number; per: number; burst: number },
-  weightOf?: (id: string) => number,
-) {
-  const log = partnerLog(o, weightOf);
-  expect(maxInWindow(log.times, rate.per - log.spreadMs, log.weights)).toBeLessThanOrEqual(
-    rate.limit + rate.burst,
-  );
-  return log;
-}
+const oracle = () => makeOracle(cleanups);
 
 describe('a partner rule with a rate, seen from the partner', () => {
   it('never lets more than limit + burst arrive in any window of per ms, and keeps the pace while callers have work', async () => {
@@ -252,7 +173,7 @@ describe('costs on a partner rule', () => {
     expectInvariant(gate);
   });
 
-  it('refuses bad rules: a cost without a rate, a cost above burst + 1, a rate on a shared gate', () => {
+  it('refuses bad rules: a cost without a rate, a cost above burst + 1, a rate on a leased shared gate', () => {
     const hosts = ['a.example'];
     expect(() => new HostLimiter({ partners: [{ name: 'a', hosts, limit: 1, cost: 2 }] })).toThrow(
       /partner "a": cost and settleCost count against a rate; set rate too/,
@@ -279,19 +200,24 @@ describe('costs on a partner rule', () => {
       () =>
         new HostLimiter({
           store,
-          partners: [{ name: 'a', hosts, limit: 1, shared: true, rate: { limit: 5 } }],
+          partners: [
+            { name: 'a', hosts, limit: 1, shared: { mode: 'leased' }, rate: { limit: 5 } },
+          ],
         }),
-    ).toThrow(/rate is not supported on shared gates yet/);
+    ).toThrow(/rate is not supported with shared: \{ mode: 'leased' \} yet/);
   });
 
-  it('refuses a rate on a store gate: not supported on shared gates yet', async () => {
+  it('refuses a rate on a leased store gate: not supported in the leased mode yet', async () => {
     const client = createClient({ url: 'redis://127.0.0.1:6379' });
     await client.connect();
     cleanups.push(() => client.close());
     const store = redisStore({ client, prefix: 'hostgate-rate-test' });
     cleanups.push(() => store.close());
-    expect(() => store.semaphore({ name: 'a', limit: 1, rate: { limit: 5 } } as never)).toThrow(
-      /rate is not supported on shared gates yet/,
+    expect(() =>
+      store.semaphore({ name: 'a', limit: 1, mode: 'leased', rate: { limit: 5 } } as never),
+    ).toThrow(/rate is not supported in the leased mode yet/);
+    expect(() => store.semaphore({ name: 'b', limit: 1, rate: { limit: 0 } })).toThrow(
+      /rate\.limit must be a positive finite number, got 0/,
     );
   });
 });
