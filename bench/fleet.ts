@@ -5,7 +5,7 @@
  * Redis mode, in one run, each on a fresh Redis and partner.
  *
  *   npm run bench:fleet                 full run (about two minutes)
- *   npm run bench:fleet -- --smoke      4 processes, a few seconds: checks, not numbers
+ *   npm run bench:fleet -- --smoke      3 processes, a few seconds: checks, not numbers
  *
  * The replicas are child processes (bench/fleet/replica.ts bundled once with esbuild, plain
  * node with a 48 MB heap: the tsx loader costs a second of CPU per process), each with its own
@@ -61,8 +61,9 @@ const FULL: Sizes = {
   costSizes: [50, 200, 1000, 5000],
   libs: ['hostgate-leased', 'hostgate', 'redis-semaphore', 'bottleneck'],
 };
+/** npm test runs this (test/bench-smoke.test.ts): kept to a few seconds of CPU. */
 const SMOKE: Sizes = {
-  processes: 4,
+  processes: 3,
   callers: 3,
   cap: 6,
   warmS: 0.5,

@@ -10,19 +10,20 @@ const root = fileURLToPath(new URL('..', import.meta.url));
  * and exits non-zero on any error (the overload one also unless the invariant held). None of
  * them checks a speed: speed is for `npm run bench*`, on a quiet machine.
  *
- * `npm test` runs the three that take a second or two of CPU. The others start Redis servers,
- * replica processes or whole fleets of peers (about 70 s of CPU together, more than half of the
- * suite's budget): `npm run bench:smoke` runs every one of them (HOSTGATE_BENCH_SMOKE=all), and
- * CI runs it beside `npm test` on every change. Concurrent: each is a child process that mostly
- * waits on its own children and sockets.
+ * `npm test` runs the four that cost a few seconds of CPU (the fleet's: 3 processes, the leased
+ * mode). The others start Redis servers, replica processes or whole fleets of peers (about 60 s
+ * of CPU together, a third of the suite's budget): `npm run bench:smoke` runs every one of them
+ * (HOSTGATE_BENCH_SMOKE=all), and CI runs it beside `npm test` on every change. Concurrent: each
+ * is a child process that mostly waits on its own children and sockets.
  */
+// Without redis-server (and outside CI) the Redis ones print why and exit 0: nothing to compare.
+const needsRedis = redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK';
 const quick: [string, string][] = [
   ['bench/dispatcher/handler-cost.ts', 'smoke: OK'],
   ['bench/rate.ts', 'smoke: OK'],
   ['bench/contract.ts', 'smoke: OK'],
+  ['bench/fleet.ts', needsRedis],
 ];
-// Without redis-server (and outside CI) the Redis ones print why and exit 0: nothing to compare.
-const needsRedis = redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK';
 const heavy: [string, string][] = [
   ['bench/overload.ts', 'smoke: OK'],
   ['bench/dispatcher.ts', 'smoke: OK'],
@@ -30,7 +31,6 @@ const heavy: [string, string][] = [
   ['bench/adaptive.ts', 'smoke: OK'],
   ['bench/semaphore.ts', '| hostgate'],
   ['bench/shared.ts', needsRedis],
-  ['bench/fleet.ts', needsRedis],
 ];
 const all = process.env.HOSTGATE_BENCH_SMOKE === 'all';
 
