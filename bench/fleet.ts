@@ -6,6 +6,8 @@
  *
  *   npm run bench:fleet                 full run (about two minutes)
  *   npm run bench:fleet -- --smoke      3 processes, a few seconds: checks, not numbers
+ *   npm run bench:fleet -- --only hostgate-leased --refresh-ms 2000 --lease-ms 6000
+ *                                       one mode at another refresh (docs/scale.md's trade)
  *
  * The replicas are child processes (bench/fleet/replica.ts bundled once with esbuild, plain
  * node with a 48 MB heap: the tsx loader costs a second of CPU per process), each with its own
@@ -282,14 +284,37 @@ const fmt = (n: number | undefined, digits = 2) =>
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { smoke: { type: 'boolean', default: false } },
+    options: {
+      smoke: { type: 'boolean', default: false },
+      // The leased mode's trade: a longer refresh costs fewer Redis calls per grant and moves
+      // free permits to busy processes later (docs/scale.md).
+      'refresh-ms': { type: 'string' },
+      'lease-ms': { type: 'string' },
+      only: { type: 'string' },
+    },
     strict: true,
   });
   if (redisMissing !== undefined) {
     console.log(`bench:fleet needs a private redis-server: ${redisMissing}`);
     return values.smoke && !process.env.CI ? 0 : 1;
   }
-  const s = values.smoke ? SMOKE : FULL;
+  const s = { ...(values.smoke ? SMOKE : FULL) };
+  const positive = (name: string, text: string | undefined, fallback: number): number => {
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (!Number.isInteger(n) || n <= 0)
+      throw new TypeError(`--${name} must be a positive integer, got ${text}`);
+    return n;
+  };
+  s.refreshMs = positive('refresh-ms', values['refresh-ms'], s.refreshMs);
+  s.leaseMs = positive('lease-ms', values['lease-ms'], s.leaseMs);
+  if (values.only !== undefined) {
+    const only = values.only.split(',');
+    const unknown = only.filter((lib) => !s.libs.includes(lib as LibName));
+    if (unknown.length > 0)
+      throw new TypeError(`--only: unknown ${unknown.join(', ')} (${s.libs.join(', ')})`);
+    s.libs = s.libs.filter((lib) => only.includes(lib));
+  }
   console.log(
     `# fleet: ${s.processes} processes × ${s.callers} callers, cap ${s.cap}, partner 20–50 ms, ` +
       `leased lease ${s.leaseMs} ms / refresh ${s.refreshMs} ms (FIFO: lease ${s.leaseMs} ms)`,
