@@ -40,7 +40,7 @@ export {
   type ResolvedStoreOptions,
   type StoreErrorPolicy,
 } from './options.js';
-export type { GrantAnswer } from './shared-semaphore.js';
+export type { AcquireAnswer, GrantAnswer } from './shared-semaphore.js';
 export {
   type SharedGateView,
   SharedSemaphore,
