@@ -11,6 +11,7 @@ import type { RedisStore, SharedSemaphore } from '../../src/redis/index.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { loadPhase } from '../helpers/load-phase.js';
 import { describeRedis } from '../helpers/redis-server.js';
+import { storeOutage } from '../helpers/store-outage.js';
 import { deferred, privateRedis, useFleet, zcard } from './clients.js';
 
 const redis = privateRedis();
@@ -129,7 +130,7 @@ describeRedis('adaptive limits on a shared gate: each process adapts within the 
     const second = gate.acquire(); // held back here: this process's limit is full
     await store.settled();
     expect(await zcard(redis(), 'outage', 'q')).toBe(0);
-    const down = nextStoreMessage('hostgate:store-error', store);
+    const down = storeOutage(store);
     await redis().kill();
     await down;
     expect(gate.stats().shared.mode).toBe('local');

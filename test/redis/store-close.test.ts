@@ -1,7 +1,6 @@
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, expect, it } from 'vitest';
-import type { RedisStore } from '../../src/redis/index.js';
 import { describeRedis } from '../helpers/redis-server.js';
+import { storeOutage } from '../helpers/store-outage.js';
 import { CLIENT_KINDS, deferred, privateRedis, useFleet, zcard } from './clients.js';
 import { untilRedis } from './replicas.js';
 
@@ -19,16 +18,6 @@ const redis = privateRedis();
 const NO_BEAT = { leaseMs: 60_000, heartbeatMs: 30_000, commandTimeoutMs: 1000 } as const;
 
 /** Resolves with the next `hostgate:store-error` message of `store`. */
-function nextStoreError(store: RedisStore): Promise<unknown> {
-  const { promise, resolve } = deferred<unknown>();
-  const listener = (message: unknown) => {
-    if ((message as { store?: unknown }).store !== store) return;
-    unsubscribe('hostgate:store-error', listener);
-    resolve(message);
-  };
-  subscribe('hostgate:store-error', listener);
-  return promise;
-}
 
 for (const kind of CLIENT_KINDS) {
   describeRedis(`close() of a shared-gate store, on ${kind}`, () => {
@@ -45,7 +34,7 @@ for (const kind of CLIENT_KINDS) {
       await store.settled();
       expect(await zcard(redis(), 'close-degraded', 'q')).toBe(1);
 
-      const down = nextStoreError(store);
+      const down = storeOutage(store);
       redis().pause();
       // Its RELEASE times out: the store is degraded and keeps the id for the heartbeat. The
       // client still has the command and sends it on once Redis runs again, and Redis then
@@ -73,7 +62,7 @@ for (const kind of CLIENT_KINDS) {
       (await ga.acquire()).release(); // a is subscribed and has its scripts
       await a.settled();
       const held = await gb.acquire(); // the one permit: a's next acquire becomes a ticket
-      const down = nextStoreError(a);
+      const down = storeOutage(a);
       redis().pause();
       // Its ACQUIRE times out (a is degraded; the caller is served from the local share), and
       // the id is given back only after that acquire's answer, which Redis sends once resumed.

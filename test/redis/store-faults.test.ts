@@ -6,6 +6,7 @@ import { MetricsCollector } from '../../src/observe/collector.js';
 import { type LeaseLostMessage, type RedisStore, redisStore } from '../../src/redis/index.js';
 import { scripts } from '../../src/redis/scripts.js';
 import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
+import { storeOutage } from '../helpers/store-outage.js';
 import { until } from '../helpers/until.js';
 import {
   CLIENT_KINDS,
@@ -116,7 +117,7 @@ for (const kind of CLIENT_KINDS) {
       const store = await fleet.store({ ...FAST, commandTimeoutMs: 500, onStoreError: 'reject' });
       const gate = store.semaphore({ name: 'paused', limit: 2, queueTimeout: 5000 });
       const held = await gate.acquire();
-      const down = nextMessage('hostgate:store-error', store);
+      const down = storeOutage(store);
       const shedReasons: string[] = [];
       const onShed = (m: unknown) => {
         if ((m as ShedMessage).gate === gate) shedReasons.push((m as ShedMessage).reason);
@@ -157,7 +158,7 @@ for (const kind of CLIENT_KINDS) {
       // Both processes in Redis's count: on a loaded machine (load ~14) b's entry could be
       // missing from the one answer a's acquire got; the next heartbeats put it back.
       await until(() => ga.stats().shared.processes === 2, 'counting both processes');
-      const down = nextMessage('hostgate:store-error', a);
+      const down = storeOutage(a);
       await redis().kill();
       const local = await ga.acquire(); // share = ceil(4 / 2) = 2, one of them held from Redis
       await down;
@@ -186,7 +187,7 @@ for (const kind of CLIENT_KINDS) {
       const store = await fleet.store(FAST);
       const gate = store.semaphore({ name: 'churn', limit: 4, queueTimeout: 10_000 });
       (await gate.acquire()).release(); // known to Redis: its fallback share is the whole cap
-      const down = nextMessage('hostgate:store-error', store);
+      const down = storeOutage(store);
       redis().pause();
       // Steady local traffic: a permit taken and given back on every turn of the event loop,
       // so every heartbeat's round trip sees releases.
