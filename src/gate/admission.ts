@@ -5,10 +5,13 @@
  * before each grant — so a rate slot and a partner's "not before" are taken at the same point
  * of the same queue as the permit. A gate with neither has no Admission and pays nothing.
  */
-import type { QueueFullError, ShedError } from '../common/errors.js';
+import type { ShedError } from '../common/errors.js';
 import { channels, type Publisher, publishShed, type ShedReason } from './gate-events.js';
 import type { GateGuard } from './gate-guard.js';
+import type { GatePermit } from './permit.js';
+import type { QueueSheds } from './queue-sheds.js';
 import { checkSettled, GateRate, type ResolvedRate } from './rate.js';
+import type { QueueClass } from './wait-queue.js';
 
 export class Admission<W extends object> {
   guard: GateGuard | undefined = undefined;
@@ -42,14 +45,13 @@ export class Admission<W extends object> {
 
   /**
    * A call joining the queue: the guard's refusal (a breaker open, a hold past its deadline),
-   * else the rate's (its slot past its deadline), else `admit()`'s (a full queue).
+   * else the rate's (its slot past its deadline), else the queue's (`sheds.admit`: full).
    */
-  refuse(
+  refuse<G>(
     cost: number,
     timeout: number,
-    queued: number,
-    clsName: string,
-    admit: () => QueueFullError | undefined,
+    cls: QueueClass<GatePermit<G>>,
+    sheds: QueueSheds<G>,
   ): ShedError | undefined {
     const guard = this.guard;
     const now = this.now();
@@ -61,8 +63,9 @@ export class Admission<W extends object> {
         reason = refusal.code === 'HOSTGATE_PARTNER_OPEN' ? 'breaker_open' : 'partner_hold';
     }
     refusal ??= this.rate?.refuse(this.gate.name, cost, timeout);
-    if (refusal === undefined) return admit();
-    if (channels.shed.hasSubscribers) publishShed(this.gate, reason, refusal, queued, clsName);
+    if (refusal === undefined) return sheds.admit(cls);
+    if (channels.shed.hasSubscribers)
+      publishShed(this.gate, reason, refusal, sheds.queued, cls.name);
     return refusal;
   }
 

@@ -36,6 +36,11 @@ export class QueueSheds<G> {
     private readonly host: ShedHooks<G>,
   ) {}
 
+  /** Waiters in the gate's queue now. */
+  get queued(): number {
+    return this.parts.queue.size;
+  }
+
   /**
    * Room in the queue for a waiter of `cls`: `undefined` when there is (after shedding the
    * newest waiter of a lower class if the gate's queue is full), else the error to refuse with.
