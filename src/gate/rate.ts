@@ -82,7 +82,8 @@ export function checkCost(cost: unknown, rate: ResolvedRate | undefined, gate: s
 
 /** `permit.settleCost(actual)`'s argument, on a gate that has a rate. */
 export function checkSettled(
-  rate: GateRate | undefined,
+  /** The gate's rate, local or shared: only whether it has one is checked. */
+  rate: object | undefined,
   gate: string | undefined,
   actual: unknown,
 ): number {

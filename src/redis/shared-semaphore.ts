@@ -248,7 +248,7 @@ export class SharedSemaphore extends Semaphore {
    */
   protected override settlePermitCost(permit: object, actual: number): void {
     const rate = this.#rate;
-    checkSettled(rate as never, this.name, actual);
+    checkSettled(rate, this.name, actual);
     const charged = this.#costs.get(permit) ?? 1;
     if (actual === 1) this.#costs.delete(permit);
     else this.#costs.set(permit, actual);
