@@ -100,11 +100,16 @@ export function checkSettled(
 
 /** One gate's GCRA state and its one timer: the slot of the queue's head. */
 export class GateRate {
-  /** Emission interval, ms per unit. */
-  readonly interval: number;
+  /** Emission interval, ms per unit (of this process's share, on a leased shared gate). */
+  interval: number;
   /** `τ + T`: how far past `now` the TAT may go after a conforming call. */
-  readonly #reach: number;
+  #reach: number;
+  #options: ResolvedRate;
+  /** A leased gate's share is 0: no slot until Redis gives one (and no refusal at join for it). */
+  #off = false;
   #tat = Number.NEGATIVE_INFINITY;
+  /** Cost units taken since the gate was made (a leased gate's rate demand reads it). */
+  taken = 0;
   /** Cost units queued (the gate adds on join, subtracts on leaving the queue). */
   backlog = 0;
   /** Waiters' and permits' costs other than 1 (the default, never stored). */
@@ -114,17 +119,41 @@ export class GateRate {
   #timerAt = Number.POSITIVE_INFINITY;
 
   constructor(
-    readonly options: ResolvedRate,
+    options: ResolvedRate,
     private readonly now: () => number,
     /** The head's slot may have come: the gate serves its queue. */
     private readonly onSlot: () => void,
   ) {
+    this.#options = options;
     this.interval = options.per / options.limit;
     this.#reach = (options.burst + 1) * this.interval;
   }
 
+  /** The rate (for a leased shared gate: the whole fleet's, as Redis holds it). */
+  get options(): ResolvedRate {
+    return this.#options;
+  }
+
+  /**
+   * A leased shared gate's rate: `rate` as Redis holds it for every process, and this process's
+   * share of it, `limit` whole calls per `rate.per` with `burst` (a `limit` of 0: none now). The
+   * timestamp stays (what was taken stays taken); the queue is served, its head's slot may be now.
+   */
+  share(rate: ResolvedRate, limit: number, burst: number): void {
+    this.#options = rate;
+    this.#off = !(limit > 0);
+    if (!this.#off) {
+      this.interval = rate.per / limit;
+      this.#reach = (burst + 1) * this.interval;
+    }
+    this.idle();
+    this.onSlot();
+  }
+
   /** Ms from `now` until `cost` units conform after `ahead` units queued before them (≤ 0: now). */
   waitMs(cost: number, ahead: number, now: number): number {
+    // No share (a leased gate between shares): when a slot comes is Redis's to say, not known here.
+    if (this.#off) return 0;
     // `tat - now` first: exactly 0 for a fresh or idle gate, where `tat + x - reach - now` could
     // round to a hair above 0 on a large clock reading and refuse a call that conforms.
     const tat = Math.max(this.#tat, now);
@@ -147,6 +176,7 @@ export class GateRate {
    * returns false (the caller waits, at the head of the queue or joining it).
    */
   take(cost: number): boolean {
+    if (this.#off) return false; // the next share serves the queue
     const now = this.now();
     const wait = this.waitMs(cost, 0, now);
     if (wait > 0) {
@@ -154,6 +184,7 @@ export class GateRate {
       return false;
     }
     this.#tat = Math.max(this.#tat, now) + cost * this.interval;
+    this.taken += cost;
     return true;
   }
 
@@ -180,6 +211,7 @@ export class GateRate {
   settle(permit: object, actual: number): boolean {
     const charged = this.costOf(permit);
     this.#costs.set(permit, actual);
+    this.taken += actual - charged;
     const now = this.now();
     const tat = this.#tat;
     if (actual > charged) this.#tat = Math.max(tat, now) + (actual - charged) * this.interval;

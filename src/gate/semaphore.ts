@@ -17,6 +17,7 @@ import {
   type WaitTargetOf,
   type WaitTicket,
 } from './permit.js';
+import type { ResolvedRate } from './rate.js';
 import {
   type AcquireOptions,
   type DurationHistogramView,
@@ -345,6 +346,21 @@ export class Semaphore extends CountingGate {
     // it is observed from its first grant.
     coreEntry.observe(this);
     return coreEntry.grant(this, waitedMs, weight) as Permit;
+  }
+
+  /**
+   * @internal A leased shared gate's rate (`hostgate/redis`): the fleet's `rate` as Redis holds
+   * it, and this process's share, `limit` whole calls per `rate.per` with `burst` (0: none now).
+   * Returns the cost units this gate has taken so far and those queued, its demand.
+   */
+  protected shareRate(share?: { rate: ResolvedRate; limit: number; burst: number }): {
+    taken: number;
+    backlog: number;
+  } {
+    const rate = coreEntry.admission(this)?.rate;
+    if (rate === undefined) return { taken: 0, backlog: 0 };
+    if (share !== undefined) rate.share(share.rate, share.limit, share.burst);
+    return { taken: rate.taken, backlog: rate.backlog };
   }
 
   static {

@@ -73,8 +73,8 @@ export interface GateOptions {
    * The partner's request rate beside its concurrency cap: at most `limit + burst` requests
    * (cost units) in any window of `per` ms, taken at the head of the same queue as the permit.
    * See docs/rates.md. With `shared: true` it is one rate for every process, kept in Redis
-   * beside the cap and taken by the script that grants the permit; not yet with
-   * `shared: { mode: 'leased' }` (a TypeError).
+   * beside the cap and taken by the script that grants the permit; with
+   * `shared: { mode: 'leased' }` each process leases a share of it (a whole `limit` then).
    *
    * @example
    * rate: { limit: 100, per: 1000, burst: 20 }
@@ -375,11 +375,6 @@ export class HostLimiter {
     if (rule.priorities !== undefined && shared?.mode === 'fifo') {
       throw new TypeError(
         `${where}: priorities are not supported with shared: true yet (the FIFO mode; shared: { mode: 'leased' } has them)`,
-      );
-    }
-    if (rule.rate !== undefined && shared?.mode === 'leased') {
-      throw new TypeError(
-        `${where}: rate is not supported with shared: { mode: 'leased' } yet (shared: true, the FIFO mode, has it)`,
       );
     }
     const gate =

@@ -19,7 +19,7 @@ export {
   LeasedSemaphore,
   type LeasedSemaphoreStats,
 } from './leased-gate.js';
-export { LEASED_LAYOUT } from './leased-scripts.js';
+export { LEASED_LAYOUT, LEASED_RATE_LAYOUT } from './leased-scripts.js';
 export {
   ASK_DIVISOR,
   DEFAULT_REFRESH_MS,

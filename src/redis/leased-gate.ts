@@ -1,6 +1,7 @@
 import { SharedLayoutError, StoreUnavailableError } from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
+import type { RateOptions, ResolvedRate } from '../gate/rate.js';
 import {
   type AcquireOptions,
   type Permit,
@@ -12,6 +13,8 @@ import {
   type WaitTarget,
   type WaitTicket,
 } from '../gate/semaphore.js';
+import { leasedRate, RateUse, rateShareOf } from './leased-rate.js';
+import { LEASED_LAYOUT, LEASED_RATE_LAYOUT } from './leased-scripts.js';
 import {
   Demand,
   type LeasedSemaphoreOptions,
@@ -19,6 +22,7 @@ import {
   resolveLeasedOptions,
 } from './leased-share.js';
 import type { ResolvedStoreOptions } from './options.js';
+import { rateArg } from './shared-rate.js';
 
 /**
  * What a leased gate uses of its store (a `RedisStore`), declared here so that store.ts can
@@ -33,7 +37,8 @@ export interface LeasedGateStore {
     keys: readonly string[],
     args: readonly (string | number)[],
     gate: string,
-  ): Promise<number[]>;
+    layout: string,
+  ): Promise<unknown[]>;
 }
 
 /** The cluster-wide view of a leased gate, as of its last refresh. */
@@ -60,6 +65,22 @@ export interface LeasedGateView {
   leasesLost: number;
   /** Callers shed with `StoreUnavailableError`. */
   shedStoreUnavailable: number;
+  /** A gate with a `rate`: this process's lease of it (the fleet's rate is `stats().rate`). */
+  rate?: LeasedRateView;
+}
+
+/** A leased gate's rate, seen from this process, as of its last refresh. */
+export interface LeasedRateView {
+  /** Whole calls per `per` this process may send now (0 once its lease lapsed). */
+  share: number;
+  /** Calls beyond that pace it may send at once: `floor(burst × share / limit)`. */
+  burst: number;
+  /** Its max-min fair share of the rate by demand. */
+  target: number;
+  /** Its rate demand as last sent: cost units taken in the last `per` ms plus those queued. */
+  demand: number;
+  /** Every process's counted share summed (≤ the rate's `limit`). */
+  counted: number;
 }
 
 export interface LeasedSemaphoreStats extends SemaphoreStats {
@@ -107,6 +128,22 @@ export class LeasedSemaphore extends Semaphore {
   #lapsed = true;
   #shedUnavailable = 0;
   #closed = false;
+  /** The fleet's rate as Redis holds it (a gate with a `rate` only), and this process's lease of it. */
+  #rate: ResolvedRate | undefined;
+  #rateArg = '';
+  #rateWarned: string | undefined = undefined;
+  readonly #rateUse: RateUse | undefined;
+  /** The share Redis granted, its target, Σ counted, and the share this process sends at now. */
+  #rateShare = 0;
+  #rateTarget = 0;
+  #rateCounted = 0;
+  #rateWants = 0;
+  #rateApplied = 0;
+  #rateBurst = 0;
+  /** The rate the applied share is of (a new one from Redis is applied even at the same share). */
+  #rateOf: ResolvedRate | undefined = undefined;
+  /** A refresh failed: Redis may have shrunk the share it was sent for; none until an answer. */
+  #rateUnsure = false;
   readonly #timer: ReturnType<typeof setInterval>;
 
   /** @internal use `store.semaphore({ mode: 'leased', ... })` */
@@ -119,8 +156,15 @@ export class LeasedSemaphore extends Semaphore {
       leakWarnAfter: options.leakWarnAfter,
       name: options.name,
       priorities: options.priorities,
+      rate: options.rate,
     });
     this.#o = resolveLeasedOptions(options, store.options.leaseMs);
+    if (options.rate !== undefined) {
+      this.#rate = leasedRate(options.rate);
+      this.#rateArg = rateArg(this.#rate);
+      this.#rateUse = new RateUse(this.#rate.per, this.#o.refreshMs);
+      this.shareRate({ rate: this.#rate, limit: 0, burst: 0 });
+    }
     this.#store = store;
     this.keys = keys;
     this.#requested = this.limit;
@@ -163,6 +207,24 @@ export class LeasedSemaphore extends Semaphore {
     this.#requested = value;
     await this.#inflight;
     await this.#refresh(value);
+    if (this.#down) throw new StoreUnavailableError(this.name, this.#o.refreshMs);
+  }
+
+  /**
+   * Changes this gate's request rate in Redis, for every process (as `setSharedLimit` does the
+   * cap). Only on a gate created with a `rate`; its `limit` a whole number of calls (shares are
+   * leased in whole calls). Rejects while Redis is unreachable.
+   */
+  async setSharedRate(rate: RateOptions): Promise<void> {
+    if (this.#rate === undefined) {
+      throw new TypeError(
+        `shared gate ${this.name ?? ''} has no rate: create it with one (a rate changes the gate's layout in Redis)`,
+      );
+    }
+    const value = leasedRate(rate);
+    this.#rateArg = rateArg(value);
+    await this.#inflight;
+    await this.#refresh(0, this.#rateArg);
     if (this.#down) throw new StoreUnavailableError(this.name, this.#o.refreshMs);
   }
 
@@ -232,6 +294,17 @@ export class LeasedSemaphore extends Semaphore {
         blocks: this.#blocks,
         leasesLost: this.#leasesLost,
         shedStoreUnavailable: this.#shedUnavailable,
+        ...(this.#rate === undefined
+          ? {}
+          : {
+              rate: {
+                share: this.#rateApplied,
+                burst: this.#rateBurst,
+                target: this.#rateTarget,
+                demand: this.#rateWants,
+                counted: this.#rateCounted,
+              },
+            }),
       },
     };
   }
@@ -270,10 +343,12 @@ export class LeasedSemaphore extends Semaphore {
     if (now >= this.#validUntil) this.#apply();
     const units = this.held + this.queuedWeight;
     const wants = this.#demand.wants(units, now, this.#cap);
+    const rateWants = this.#rateDemand(now);
     if (this.#inflight !== undefined || this.#refused !== undefined) return;
     const since = now - this.#lastSent;
     const block = this.#block;
-    const idle = wants === 0 && this.held === 0 && block === 0;
+    const share = this.#rateShare;
+    const idle = wants === 0 && this.held === 0 && block === 0 && rateWants === 0 && share === 0;
     if (since >= (idle && !this.#down ? this.#o.leaseMs / 2 : this.#o.refreshMs)) {
       this.#refresh();
       return;
@@ -286,15 +361,30 @@ export class LeasedSemaphore extends Semaphore {
       wants > block && (stale || (!this.#recovering && (this.#free > 0 || block < this.#target)));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
     const less = block > this.held && wants <= Math.floor(block / 2);
-    if (more || less) this.#refresh();
+    // The same for the rate's share (its free part: the rate's limit less every counted share).
+    const rateFree = this.#rate === undefined ? 0 : this.#rate.limit - this.#rateCounted;
+    const moreRate =
+      rateWants > share &&
+      (stale || (!this.#recovering && (rateFree > 0 || share < this.#rateTarget)));
+    const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
+    if (more || less || moreRate || lessRate) this.#refresh();
   }
 
-  #refresh(setCap = 0): Promise<void> {
+  /** The rate demand: cost units taken in the last `per` ms plus those queued, smoothed (0 without a rate). */
+  #rateDemand(now: number): number {
+    const use = this.#rateUse;
+    if (use === undefined) return 0;
+    const { taken, backlog } = this.shareRate();
+    return use.wants(taken, backlog, now, this.#rate!.limit);
+  }
+
+  #refresh(setCap = 0, setRate = ''): Promise<void> {
     const sentAt = performance.now();
     this.#lastSent = sentAt;
     const valid = sentAt < this.#validUntil;
     const wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
     this.#wants = wants;
+    this.#rateWants = this.#rateDemand(sentAt);
     // What Redis counts for us until the answer: held, plus a little of a valid block that
     // demand still wants, kept in use while the answer is on its way (so a refresh does not
     // stall the next grant). An idle process reserves nothing.
@@ -317,8 +407,9 @@ export class LeasedSemaphore extends Semaphore {
       setCap,
       // How often some refresh walks the fleet's entries: twice per interval per gate.
       Math.max(1, Math.floor(this.#o.refreshMs / 2)),
+      ...this.#rateArgs(this.#closed ? 0 : this.#rateWants, setRate),
     ];
-    const inflight = this.#store.refreshLeased(this.keys, args, this.name ?? '').then(
+    const inflight = this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
       (reply) => this.#answer(reply, sentAt),
       (error: unknown) => this.#failed(error),
     );
@@ -331,10 +422,11 @@ export class LeasedSemaphore extends Semaphore {
     return inflight;
   }
 
-  #answer(reply: number[], sentAt: number): void {
+  #answer(reply: unknown[], sentAt: number): void {
     const [block, lease, cap, processes, blocks, held, free, target, recovering] = reply.map(
       Number,
     ) as [number, number, number, number, number, number, number, number, number];
+    if (this.#rate !== undefined) this.#rateAnswer(reply);
     this.#recovering = recovering === 1;
     this.#block = block;
     this.#validUntil = sentAt + lease;
@@ -348,6 +440,37 @@ export class LeasedSemaphore extends Semaphore {
     if (cap !== this.#cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
   }
 
+  /** The rate's part of an answer: this process's share, and the rate Redis holds (adopted, warned once). */
+  #rateAnswer(reply: unknown[]): void {
+    this.#rateShare = Number(reply[9]);
+    this.#rateTarget = Number(reply[10]);
+    this.#rateCounted = Number(reply[11]);
+    this.#rateUnsure = false;
+    const held = String(reply[12] ?? '');
+    if (held === '' || held === rateArg(this.#rate!)) return;
+    const [limit, per, burst] = held.split(':').map(Number) as [number, number, number];
+    if (!(limit >= 1) || !(per > 0) || !(burst >= 0)) return;
+    this.#rate = { limit, per, burst };
+    if (held !== this.#rateArg && this.#rateWarned !== held) {
+      this.#rateWarned = held;
+      const mine = this.#rateArg.split(':');
+      process.emitWarning(
+        `shared gate ${JSON.stringify(this.name ?? '')}: Redis holds rate ${limit} per ${per} ms (burst ${burst}) for it, this process asked for ${mine[0]} per ${mine[1]} ms (burst ${mine[2]}); gating by Redis's (change it for every process with setSharedRate(rate))`,
+        { code: 'HOSTGATE_SHARED_RATE_MISMATCH' },
+      );
+    }
+  }
+
+  /** The REFRESH script's rate arguments (none for a gate without a rate). */
+  #rateArgs(wants: number, setRate: string): (string | number)[] {
+    if (this.#rate === undefined) return [];
+    return [this.#rateArg, this.#rateApplied, wants, this.#store.options.commandTimeoutMs, setRate];
+  }
+
+  get #layout(): string {
+    return this.#rate === undefined ? LEASED_LAYOUT : LEASED_RATE_LAYOUT;
+  }
+
   #failed(error: unknown): void {
     if (error instanceof SharedLayoutError) {
       if (this.#refused === undefined) {
@@ -359,6 +482,9 @@ export class LeasedSemaphore extends Semaphore {
       return;
     }
     this.#down = true;
+    // Redis may have run the refresh and shrunk this process's rate share, counting the old one
+    // only a command timeout and a window past it: send on no share until an answer says.
+    this.#rateUnsure = true;
   }
 
   /** The cap lives in Redis: as a FIFO gate, this process gates by Redis's and says so once. */
@@ -397,10 +523,36 @@ export class LeasedSemaphore extends Semaphore {
       this.#ceiling = room;
       this.setCeiling(room);
     }
+    if (this.#rate !== undefined) this.#applyRate(now);
     if (this.#rejecting() && this.queued > 0) {
       this.#shedUnavailable += this.queued;
       this.clearQueue(new StoreUnavailableError(this.name, this.#o.refreshMs));
     }
+  }
+
+  /** Sets the rate share this process sends at, from Redis's answer, its lease and the store policy. */
+  #applyRate(now: number): void {
+    const rate = this.#rate!;
+    let share: number;
+    if (this.#refused !== undefined || this.#closed) share = 0;
+    else if (now < this.#validUntil) share = this.#rateUnsure ? 0 : this.#rateShare;
+    else
+      share = this.#down && this.#store.options.onStoreError === 'local' ? this.#rateFallback() : 0;
+    const burst = rateShareOf(rate, share);
+    if (share === this.#rateApplied && burst === this.#rateBurst && rate === this.#rateOf) return;
+    this.#rateOf = rate;
+    this.#rateApplied = share;
+    this.#rateBurst = burst;
+    this.shareRate({ rate, limit: share, burst });
+  }
+
+  /**
+   * Redis unreachable past the lease, under `onStoreError: 'local'`: a share of the rate as the
+   * FIFO mode's, `limit / processes` (at least one call), so with every process cut off the
+   * shares add up to the rate.
+   */
+  #rateFallback(): number {
+    return Math.max(1, Math.floor(this.#rate!.limit / this.#processes));
   }
 
   /**
@@ -433,8 +585,9 @@ export class LeasedSemaphore extends Semaphore {
         0,
         0,
         this.#o.refreshMs,
+        ...this.#rateArgs(0, ''),
       ];
-      return this.#store.refreshLeased(this.keys, args, this.name ?? '').then(
+      return this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
         () => undefined,
         () => undefined,
       );

@@ -22,12 +22,19 @@ import type { Script } from './scripts.js';
 
 /** The layout a leased gate writes in `M.v`; any other found there is refused. */
 export const LEASED_LAYOUT = 'leased/1';
+/**
+ * The layout of a leased gate with a request rate: `leased/1` plus the rate in `M.rt` and each
+ * entry's rate part. A process without a rate (or of a release before leased rates) is refused
+ * on it, so no process sends past the rate unknowingly; a process with a rate adopts a
+ * `leased/1` gate (same keys otherwise). As `fifo/1+rate` for the FIFO mode.
+ */
+export const LEASED_RATE_LAYOUT = 'leased/1+rate';
 
 /**
- * REFRESH(cap, leaseMs, windowMs, processId, held, wants, valid, setCap, scanMs): records this
- * process's held permits and demand (`wants`) and returns its block: its max-min fair share of
- * the cap by demand (Doorman's FAIR_SHARE), never more than what the others leave (cap − Σ
- * others' max(block, held)).
+ * REFRESH(cap, leaseMs, windowMs, processId, held, wants, valid, setCap, scanMs, rate, rateUsed,
+ * rateWants, holdMs, setRate): records this process's held permits and demand (`wants`) and
+ * returns its block: its max-min fair share of the cap by demand (Doorman's FAIR_SHARE), never
+ * more than what the others leave (cap − Σ others' max(block, held)).
  *
  * A constant number of Redis calls and no walk over the fleet: `L._s` keeps Σ max(block, held)
  * over every entry in `L`, updated by each refresh's difference. At most every `scanMs` one
@@ -43,16 +50,33 @@ export const LEASED_LAYOUT = 'leased/1';
  * a process that held a block before the loss refreshes within it and stretches the window to
  * a whole lease). A caller with a valid block whose entry is gone stretches it the same way.
  *
- * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering}`.
+ * **A rate** (`rate`: `limit:per:burst`, '' for none; layout `leased/1+rate`) is leased the same
+ * way, as Doorman leases capacity: each process gets a *rate share*, whole calls per `per` ms
+ * (its burst share, `floor(burst × share / limit)`, follows from it on the process), a max-min
+ * fair share of `limit` by its rate demand (`rateWants`), within what the others' counted shares
+ * leave. `L._r` keeps Σ counted over the entries. A process's sends of the last `per` ms still
+ * land in the partner's window after its share shrinks, so a share is *counted* at the highest
+ * it was (and at `rateUsed`, the share the process sends at until this answer reaches it) until
+ * `holdMs` (one command timeout) + `per` after the shrink; and a process whose lease lapsed is
+ * counted at its last share until `per` after its lease. Then, over counted shares, Σ ≤ limit,
+ * and so the whole fleet's calls in any window of `per` ms stay within `limit + burst`.
+ * Entry: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate wants>"`.
+ *
+ * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering, share,
+ * rate target, Σ counted shares, rate}`.
  */
 const REFRESH = `
 local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lease, window = tonumber(ARGV[2]), tonumber(ARGV[3])
 local proc, held, wants, valid = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
 local setcap, scan = tonumber(ARGV[8]), tonumber(ARGV[9])
+local rateArg, rused, rwants = ARGV[10] or '', tonumber(ARGV[11] or 0), tonumber(ARGV[12] or 0)
+local holdMs, setRate = tonumber(ARGV[13] or 0), ARGV[14] or ''
+local RATED = rateArg ~= ''
+local LAYOUT = RATED and '${LEASED_RATE_LAYOUT}' or '${LEASED_LAYOUT}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u')
-if meta[1] and meta[1] ~= '${LEASED_LAYOUT}' then
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're')
+if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '${LEASED_LAYOUT}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
 if not meta[1] and meta[2] then
@@ -65,82 +89,126 @@ if not cap then
   cap = tonumber(ARGV[1])
   ends = now + (valid and lease or window)
   walked = 0
-  redis.call('HSET', M, 'v', '${LEASED_LAYOUT}', 'c', cap, 'r', ends, 'x', now)
+  meta[11] = nil -- a lost meta hash lost the rate with it: this process's is stored
+  redis.call('HSET', M, 'v', LAYOUT, 'c', cap, 'r', ends, 'x', now)
   redis.call('PEXPIRE', M, META_TTL)
 elseif now - tonumber(meta[4] or 0) > 86400000 then
   -- The TTL only reaps an abandoned gate: renewed once a day, not at every refresh.
   redis.call('HSET', M, 'x', now)
   redis.call('PEXPIRE', M, META_TTL)
 end
+if RATED and meta[1] == '${LEASED_LAYOUT}' then
+  -- A rated process adopts a gate kept without a rate; from now on the others are refused.
+  redis.call('HSET', M, 'v', LAYOUT)
+end
 if setcap > 0 then
   cap = setcap
   redis.call('HSET', M, 'c', cap)
 end
-local cur = redis.call('HMGET', L, proc, '_s')
+local rateStr, rlimit, rper, rburst = '', 0, 0, 0
+if RATED then
+  rateStr = setRate ~= '' and setRate or (meta[11] or rateArg)
+  if rateStr ~= meta[11] then redis.call('HSET', M, 'rt', rateStr) end
+  local rl, rp, rb = string.match(rateStr, '^([^:]+):([^:]+):([^:]+)$')
+  rlimit, rper, rburst = tonumber(rl), tonumber(rp), tonumber(rb)
+end
+-- An entry: expiry, block, held, wants, and on a rated gate share, counted, until, rate wants.
+local function parse(entry)
+  local e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
+  local rs, rk, ru, rw = string.match(rest, '^ (%d+) (%d+) (%d+) (%d+)$')
+  return tonumber(e), tonumber(b), tonumber(h), tonumber(w),
+    tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0)
+end
+local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
-local sum = tonumber(cur[2] or 0)
+local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld = 0, 0, 0
+local ownShare, ownCounted, ownUntil, rbefore = 0, 0, 0, 0
 if mine then
-  local _, b, h = string.match(cur[1], '^(%d+) (%d+) (%d+)')
-  ownBlock, ownHeld = tonumber(b), tonumber(h)
+  local _, b, h, _w, rs, rk, ru = parse(cur[1])
+  ownBlock, ownHeld = b, h
   before = math.max(ownBlock, ownHeld)
+  ownShare, ownCounted, ownUntil = rs, rk, ru
+  rbefore = math.max(rs, rk)
 end
 -- FIFO keys beside ours: checked when a process registers (once per process and lease), not
 -- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
 if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
-local level, top = tonumber(meta[6] or -1), meta[7] or ''
-local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
-if now - walked >= scan then
-  local all = redis.call('HGETALL', L)
-  local ids, want, dead = {}, {}, {}
-  -- Sums over every entry, ours as it stood before this refresh (what stats report).
-  sum, blocks, helds = before, ownBlock, ownHeld
-  for i = 1, #all, 2 do
-    local id = all[i]
-    if id ~= '_s' and id ~= proc then
-      local e, b, h, w = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
-      if tonumber(e) <= now then
-        dead[#dead + 1] = id
-      else
-        b, h = tonumber(b), tonumber(h)
-        sum = sum + math.max(b, h)
-        blocks, helds = blocks + b, helds + h
-        ids[#ids + 1] = id
-        want[id] = tonumber(w)
-      end
-    end
-  end
-  for i = 1, #dead, 1000 do
-    redis.call('HDEL', L, unpack(dead, i, math.min(#dead, i + 999)))
-  end
-  ids[#ids + 1] = proc
-  want[proc] = wants
-  n = #ids
-  -- Max-min fair share by demand: the smallest demands are met in full, the rest share what
-  -- is left equally; the units that do not divide go one each to the lowest ids, so the
-  -- targets sum to the cap and stay put while demands do.
+-- Max-min fair share by demand: the smallest demands are met in full, the rest share what is
+-- left equally; the units that do not divide go one each to the lowest ids, so the targets sum
+-- to the cap and stay put while demands do. Returns the level (-1: every demand fits) and the
+-- highest id that gets one unit over it ('').
+local function fair(ids, want, total)
+  local n = #ids
   table.sort(ids, function(a, b)
     if want[a] ~= want[b] then return want[a] < want[b] end
     return a < b
   end)
-  level, top = -1, ''
-  local left = cap
+  local left = total
   for i, id in ipairs(ids) do
     local share = math.floor(left / (n - i + 1))
     if want[id] > share then
       local rest = {}
       for j = i, n do rest[#rest + 1] = ids[j] end
       table.sort(rest)
-      level = share
       local extra = left - share * #rest
-      if extra > 0 then top = rest[extra] end
-      break
+      return share, extra > 0 and rest[extra] or ''
     end
     left = left - want[id]
   end
-  redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds)
+  return -1, ''
+end
+local level, top = tonumber(meta[6] or -1), meta[7] or ''
+local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
+local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
+if now - walked >= scan then
+  local all = redis.call('HGETALL', L)
+  local ids, want, rwant, dead, tails = {}, {}, {}, {}, {}
+  -- Sums over every entry, ours as it stood before this refresh (what stats report).
+  sum, blocks, helds, rsum = before, ownBlock, ownHeld, rbefore
+  for i = 1, #all, 2 do
+    local id = all[i]
+    if id ~= '_s' and id ~= '_r' and id ~= proc then
+      local e, b, h, w, rs, rk, ru, rw = parse(all[i + 1])
+      if e <= now then
+        if RATED and e + rper > now and math.max(rs, rk) > 0 then
+          -- Lapsed, but its last sends still land in windows until per after its lease: its
+          -- rate stays counted until then, its permits no longer.
+          rsum = rsum + math.max(rs, rk)
+          if b > 0 or h > 0 then
+            tails[#tails + 1] = id
+            tails[#tails + 1] = e .. ' 0 0 0 ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' 0'
+          end
+        else
+          dead[#dead + 1] = id
+        end
+      else
+        sum = sum + math.max(b, h)
+        rsum = rsum + math.max(rs, rk)
+        blocks, helds = blocks + b, helds + h
+        ids[#ids + 1] = id
+        want[id], rwant[id] = w, rw
+      end
+    end
+  end
+  for i = 1, #dead, 1000 do
+    redis.call('HDEL', L, unpack(dead, i, math.min(#dead, i + 999)))
+  end
+  for i = 1, #tails, 1000 do
+    redis.call('HSET', L, unpack(tails, i, math.min(#tails, i + 999)))
+  end
+  ids[#ids + 1] = proc
+  want[proc], rwant[proc] = wants, rwants
+  n = #ids
+  local rids = {}
+  for i = 1, n do rids[i] = ids[i] end
+  level, top = fair(ids, want, cap)
+  rlevel, rtop = -1, ''
+  if RATED then rlevel, rtop = fair(rids, rwant, rlimit) end
+  redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
+    'rb', rlevel, 're', rtop)
 end
 if valid and not mine and ends < now + lease then
   -- Our block was valid and Redis has no trace of it: its state was lost under us.
@@ -160,8 +228,37 @@ local others = sum - before
 local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
-redis.call('HSET', L, proc, (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants, '_s', sum)
-return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and 1 or 0}
+local rate = ''
+local share, rtarget = 0, 0
+if RATED then
+  if recovering then
+    rtarget = math.min(rused, rwants)
+  elseif rlevel < 0 then
+    rtarget = rwants
+  else
+    rtarget = math.min(rwants, rlevel + ((rtop ~= '' and proc <= rtop) and 1 or 0))
+  end
+  local rothers = rsum - rbefore
+  share = math.max(0, math.min(rtarget, rlimit - rothers))
+  -- Counted: the share, and until the hold ends what it was (and is sent at until the answer).
+  -- What the process may still send at (its last share, the one it reports using) is held
+  -- from now; an earlier hold keeps its own end (a second shrink does not stretch the first).
+  local counted, untl = share, 0
+  local using = math.max(ownShare, rused)
+  if using > share then counted, untl = using, now + holdMs + rper end
+  if ownUntil > now and ownCounted > share then
+    counted, untl = math.max(counted, ownCounted), math.max(untl, ownUntil)
+  end
+  rsum = rothers + counted
+  rate = ' ' .. share .. ' ' .. counted .. ' ' .. untl .. ' ' .. rwants
+end
+local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate
+if RATED then
+  redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
+else
+  redis.call('HSET', L, proc, entry, '_s', sum)
+end
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and 1 or 0, share, rtarget, rsum, rateStr}
 `;
 
 function script(name: string, source: string): Script {

@@ -5,7 +5,7 @@ import { RedisCalls } from './calls.js';
 import { storeChannels } from './channels.js';
 import { storeClient } from './client.js';
 import { LeasedSemaphore } from './leased-gate.js';
-import { LEASED_KEY_SUFFIXES, LEASED_LAYOUT, leasedScripts } from './leased-scripts.js';
+import { LEASED_KEY_SUFFIXES, leasedScripts } from './leased-scripts.js';
 import type { LeasedSemaphoreOptions } from './leased-share.js';
 import {
   MAX_GATE_NAME_BYTES,
@@ -192,11 +192,6 @@ export class RedisStore {
     if (mode !== undefined && mode !== 'fifo' && mode !== 'leased') {
       throw new TypeError(`mode must be 'fifo' or 'leased', got ${describe(mode)}`);
     }
-    if (mode === 'leased' && (options as { rate?: unknown }).rate !== undefined) {
-      throw new TypeError(
-        "store.semaphore: rate is not supported in the leased mode yet (the FIFO mode, mode 'fifo' or shared: true, has it)",
-      );
-    }
     checkKnownKeys('store.semaphore', options, mode === 'leased' ? LEASED_KEYS : GATE_KEYS);
     const { name } = options;
     if (typeof name !== 'string' || name === '' || /[{}]/.test(name)) {
@@ -247,15 +242,16 @@ export class RedisStore {
     keys: readonly string[],
     args: readonly (string | number)[],
     gate: string,
-  ): Promise<number[]> {
-    const raw = this.#calls.eval(leasedScripts.refresh, keys, args, gate, LEASED_LAYOUT);
+    layout: string,
+  ): Promise<unknown[]> {
+    const raw = this.#calls.eval(leasedScripts.refresh, keys, args, gate, layout);
     return this.#calls.timed(raw).then((reply) => {
       this.#outage.reached();
       if (this.#degraded && !this.#closed) {
         this.#recovered();
         if (this.#gates.size > 0) void this.#beat();
       }
-      return reply as number[];
+      return reply as unknown[];
     });
   }
 

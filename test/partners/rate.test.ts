@@ -173,7 +173,7 @@ describe('costs on a partner rule', () => {
     expectInvariant(gate);
   });
 
-  it('refuses bad rules: a cost without a rate, a cost above burst + 1, a rate on a leased shared gate', () => {
+  it('refuses bad rules: a cost without a rate, a cost above burst + 1, a bad rate', () => {
     const hosts = ['a.example'];
     expect(() => new HostLimiter({ partners: [{ name: 'a', hosts, limit: 1, cost: 2 }] })).toThrow(
       /partner "a": cost and settleCost count against a rate; set rate too/,
@@ -195,27 +195,14 @@ describe('costs on a partner rule', () => {
           ],
         }),
     ).toThrow(/settleCost must be a function/);
-    const store = { semaphore: () => undefined as never, close: async () => {} };
-    expect(
-      () =>
-        new HostLimiter({
-          store,
-          partners: [
-            { name: 'a', hosts, limit: 1, shared: { mode: 'leased' }, rate: { limit: 5 } },
-          ],
-        }),
-    ).toThrow(/rate is not supported with shared: \{ mode: 'leased' \} yet/);
   });
 
-  it('refuses a rate on a leased store gate: not supported in the leased mode yet', async () => {
+  it('refuses a bad rate on a store gate', async () => {
     const client = createClient({ url: 'redis://127.0.0.1:6379' });
     await client.connect();
     cleanups.push(() => client.close());
     const store = redisStore({ client, prefix: 'hostgate-rate-test' });
     cleanups.push(() => store.close());
-    expect(() =>
-      store.semaphore({ name: 'a', limit: 1, mode: 'leased', rate: { limit: 5 } } as never),
-    ).toThrow(/rate is not supported in the leased mode yet/);
     expect(() => store.semaphore({ name: 'b', limit: 1, rate: { limit: 0 } })).toThrow(
       /rate\.limit must be a positive finite number, got 0/,
     );

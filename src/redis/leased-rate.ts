@@ -1,0 +1,69 @@
+/**
+ * A leased gate's request rate, the process's side: the rate checked for leasing (whole calls),
+ * the burst that goes with a share, and the demand a process reports for its share. Redis's side,
+ * the apportioning and the counting of shares, is in leased-scripts.ts (REFRESH).
+ */
+import { describe } from '../common/options.js';
+import { type RateOptions, type ResolvedRate, resolveRate } from '../gate/rate.js';
+import { Demand } from './leased-share.js';
+
+/**
+ * A leased gate's `rate`: as any gate's, and its `limit` a whole number, since shares are leased
+ * in whole calls per `per` (a fraction could not be split among processes without each rounding
+ * up and the fleet going over).
+ */
+export function leasedRate(rate: RateOptions): ResolvedRate {
+  const resolved = resolveRate('rate', rate);
+  if (!Number.isInteger(resolved.limit)) {
+    const per = resolved.per;
+    throw new RangeError(
+      `rate.limit of a leased shared gate must be a whole number of calls per ${per} ms (its processes lease whole calls of it), got ${describe(resolved.limit)}: scale per instead, e.g. { limit: ${Math.round(resolved.limit * 10)}, per: ${per * 10} }`,
+    );
+  }
+  return resolved;
+}
+
+/**
+ * The burst that goes with a share of `share` calls of `rate`: `floor(burst × share / limit)`.
+ * Over every process's counted shares (Σ ≤ limit) the bursts add up to at most `burst`.
+ */
+export function rateShareOf(rate: ResolvedRate, share: number): number {
+  return share <= 0 ? 0 : Math.floor((rate.burst * share) / rate.limit);
+}
+
+/**
+ * A process's rate demand: the cost units it took in the last `per` ms (from a few samples of
+ * the gate's running total) plus the units queued, as a peak that decays like a leased gate's
+ * concurrency demand. A process held to its share asks for more as soon as anything queues.
+ */
+export class RateUse {
+  readonly #at: number[] = [];
+  readonly #taken: number[] = [];
+  readonly #per: number;
+  /** Samples at most this often: at most 64 per window. */
+  readonly #every: number;
+  readonly #demand: Demand;
+
+  constructor(per: number, refreshMs: number) {
+    this.#per = per;
+    this.#every = per / 64;
+    this.#demand = new Demand(refreshMs);
+  }
+
+  /** Whole calls per `per` to ask Redis for (at most `limit`). */
+  wants(taken: number, backlog: number, now: number, limit: number): number {
+    const at = this.#at;
+    const counts = this.#taken;
+    if (at.length === 0 || now - at[at.length - 1]! >= this.#every) {
+      at.push(now);
+      counts.push(taken);
+    }
+    // Keep one sample at or before the window's start: the units since it are the window's.
+    while (at.length > 1 && at[1]! <= now - this.#per) {
+      at.shift();
+      counts.shift();
+    }
+    const used = Math.max(0, taken - counts[0]!);
+    return this.#demand.wants(used + backlog, now, limit);
+  }
+}

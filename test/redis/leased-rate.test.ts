@@ -1,0 +1,274 @@
+/**
+ * Request rates on leased shared gates (issue 26, Doorman's leased capacity): each process sends
+ * at its *share* of the rate, whole calls per `per`, granted by the refresh script by demand;
+ * Redis counts a share that shrank (and a lapsed process's last share) until its sends can no
+ * longer land in a window. The oracles: a real partner's own log of arrival times, and Redis's
+ * own entries (Σ counted shares ≤ the rate's limit after every refresh). One store stands for
+ * one process (a client of its own).
+ */
+import { afterEach, expect, it } from 'vitest';
+import { HostLimiter, limitFetch } from '../../src/index.js';
+import {
+  LEASED_RATE_LAYOUT,
+  type LeasedSemaphore,
+  SharedLayoutError,
+} from '../../src/redis/index.js';
+import { expectPromiseKept, oracle } from '../helpers/rate-oracle.js';
+import type { RedisServer } from '../helpers/redis-server.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { until } from '../helpers/until.js';
+import { privateRedis, untilAsync, useFleet } from './clients.js';
+
+const redis = privateRedis();
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+/** Short leases and intervals: every step waits on a refresh, never on a sleep. */
+const LEASE = { leaseMs: 1000, refreshMs: 100 } as const;
+
+interface RateEntry {
+  id: string;
+  expiry: number;
+  share: number;
+  counted: number;
+  until: number;
+}
+
+/** A leased gate's rate as Redis holds it: every entry's rate part, `_r`, and Redis's clock. */
+async function rateState(server: RedisServer, gate: string) {
+  const flat = (await server.command('HGETALL', `test:{${gate}}:l`)) as string[];
+  const [sec, usec] = ((await server.command('TIME')) as string[]).map(Number) as [number, number];
+  const entries: RateEntry[] = [];
+  let sum = 0;
+  for (let i = 0; i < flat.length; i += 2) {
+    const id = flat[i]!;
+    if (id === '_r') sum = Number(flat[i + 1]);
+    if (id.startsWith('_')) continue;
+    const [expiry, , , , share, counted, until] = flat[i + 1]!.split(' ').map(Number) as number[];
+    entries.push({ id, expiry: expiry!, share: share!, counted: counted!, until: until! });
+  }
+  return { entries, sum, now: sec * 1000 + Math.floor(usec / 1000) };
+}
+
+/** Σ over entries of what Redis counts for each: its share, or the higher share it still holds. */
+const counted = (entries: RateEntry[]) =>
+  entries.reduce((sum, e) => sum + Math.max(e.share, e.counted), 0);
+
+describeRedis('request rates on leased shared gates', () => {
+  const fleet = useFleet('node-redis', redis);
+
+  it('two processes lease one rate: the partner never sees more than limit + burst in any window, and Redis never counts more than the limit', async () => {
+    const o = await oracle(cleanups);
+    const rate = { limit: 20, per: 200, burst: 4 }; // 100 a second across both
+    const stores = [await fleet.store(), await fleet.store()];
+    const limiters = stores.map(
+      (store) =>
+        new HostLimiter({
+          store,
+          partners: [
+            {
+              name: 'p',
+              hosts: [o.origin],
+              limit: 8,
+              queueTimeout: 15_000,
+              shared: { mode: 'leased', ...LEASE },
+              rate,
+            },
+          ],
+        }),
+    );
+    const fetches = limiters.map((limiter) => limitFetch(o.fetch, limiter));
+    const calls = 120;
+    let done = false;
+    let reads = 0;
+    // Redis's own state while the calls run: Σ counted ≤ limit at every read.
+    const watcher = (async () => {
+      while (!done) {
+        const state = await rateState(redis(), 'p');
+        expect(counted(state.entries)).toBeLessThanOrEqual(rate.limit);
+        expect(state.sum).toBeLessThanOrEqual(rate.limit);
+        reads++;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    })();
+    const statuses = await Promise.all(
+      Array.from({ length: calls }, (_, i) =>
+        fetches[i % 2]!(`${o.origin}/?id=${i}`).then(async (r) => {
+          await r.text();
+          return r.status;
+        }),
+      ),
+    );
+    done = true;
+    await watcher;
+    expect(reads).toBeGreaterThan(5);
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    expect(o.arrivals.size).toBe(calls);
+    const { times, spreadMs } = expectPromiseKept(o, rate);
+    // The pace across both: never above the rate (give or take the slack); on a busy machine
+    // only slower.
+    const span = times[calls - 1]! - times[0]!;
+    expect(((calls - rate.limit - rate.burst) / (span + spreadMs)) * 1000).toBeLessThanOrEqual(100);
+    for (const limiter of limiters) {
+      const gate = limiter.gate('p') as LeasedSemaphore;
+      expect(gate.held).toBe(0);
+      expect(gate.stats().rate).toMatchObject({ limit: 20, per: 200, burst: 4 });
+      expect(gate.stats().shared.rate).toBeDefined();
+    }
+  });
+
+  it('moves the rate to the busy process, shares it fairly when both are busy, and counts a shrunk share until its window is past', async () => {
+    const [a, b] = [await fleet.store(), await fleet.store()];
+    const rate = { limit: 10, per: 500 };
+    const options = { name: 'shift', limit: 50, mode: 'leased', rate, ...LEASE } as const;
+    const [ga, gb] = [a.semaphore(options), b.semaphore(options)];
+    const load = (gate: LeasedSemaphore, stop: () => boolean) => {
+      const loop = async () => {
+        while (!stop()) (await gate.acquire({ timeout: 10_000 })).release();
+      };
+      return Promise.all([loop(), loop(), loop()]);
+    };
+    let stopA = false;
+    let stopB = false;
+    const runA = load(ga, () => stopA);
+    await until(() => ga.stats().shared.rate!.share === 10, 'a alone leasing the whole rate');
+    expect(gb.stats().shared.rate!.share).toBe(0);
+    const runB = load(gb, () => stopB);
+    await until(
+      () => ga.stats().shared.rate!.share === 5 && gb.stats().shared.rate!.share === 5,
+      'both busy: five calls per 500 ms each',
+    );
+    let state = await rateState(redis(), 'shift');
+    expect(counted(state.entries)).toBeLessThanOrEqual(10);
+    stopA = true;
+    await runA;
+    await until(
+      () => gb.stats().shared.rate!.share === 10,
+      'b leasing the whole rate once a is idle',
+    );
+    state = await rateState(redis(), 'shift');
+    expect(counted(state.entries)).toBeLessThanOrEqual(10);
+    stopB = true;
+    await runB;
+    // b's share shrinks as it idles: Redis keeps counting what it sent at until its window is past.
+    await untilAsync(async () => {
+      const s = await rateState(redis(), 'shift');
+      const mine = s.entries.find((e) => e.share < e.counted);
+      return mine !== undefined && mine.until > s.now && mine.until <= s.now + 500 + 500;
+    }, 'a shrunk share counted until the command timeout and one window after the shrink');
+  });
+
+  it('a closed process stays counted at its last share for one window, then its share goes to the other', async () => {
+    const [a, b] = [await fleet.store(), await fleet.store()];
+    const rate = { limit: 6, per: 400 };
+    const options = { name: 'close', limit: 20, mode: 'leased', rate, ...LEASE } as const;
+    const ga = a.semaphore(options);
+    const gb = b.semaphore(options);
+    const stop = { a: false, b: false };
+    const busy = async (gate: LeasedSemaphore, which: 'a' | 'b') => {
+      while (!stop[which]) (await gate.acquire({ timeout: 10_000 })).release();
+    };
+    const runA = busy(ga, 'a');
+    await until(() => ga.stats().shared.rate!.share === 6, 'a leasing the whole rate');
+    const runB = busy(gb, 'b');
+    stop.a = true;
+    await runA;
+    const closedAt = performance.now();
+    await a.close();
+    const state = await rateState(redis(), 'close');
+    const gone = state.entries.find((e) => e.id === a.processId)!;
+    expect(gone.share).toBe(0);
+    expect(Math.max(gone.share, gone.counted)).toBeGreaterThan(0);
+    expect(gone.until).toBeGreaterThanOrEqual(state.now + rate.per);
+    await until(() => gb.stats().shared.rate!.share === 6, 'b leasing the whole rate');
+    // Not before a's last sends were a window behind (its hold: command timeout + per).
+    expect(performance.now() - closedAt).toBeGreaterThanOrEqual(rate.per - 50);
+    stop.b = true;
+    await runB;
+  });
+
+  it('layouts: a rated process adopts a gate kept without a rate; one without a rate is refused on it', async () => {
+    const [a, b, c] = [await fleet.store(), await fleet.store(), await fleet.store()];
+    const plain = a.semaphore({ name: 'layout', limit: 4, mode: 'leased', ...LEASE });
+    await plain.ready();
+    expect(await redis().command('HGET', 'test:{layout}:m', 'v')).toBe('leased/1');
+    const rated = b.semaphore({
+      name: 'layout',
+      limit: 4,
+      mode: 'leased',
+      rate: { limit: 10 },
+      ...LEASE,
+    });
+    await rated.ready();
+    expect(await redis().command('HGET', 'test:{layout}:m', 'v')).toBe(LEASED_RATE_LAYOUT);
+    expect(await redis().command('HGET', 'test:{layout}:m', 'rt')).toBe('10:1000:0');
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    cleanups.push(() => process.off('warning', onWarning));
+    const late = c.semaphore({ name: 'layout', limit: 4, mode: 'leased', ...LEASE });
+    await late.ready();
+    await expect(late.acquire()).rejects.toBeInstanceOf(SharedLayoutError);
+    await until(() => warnings.includes('Warning'), 'a layout warning');
+  });
+
+  it("the rate lives in Redis: a second process's rate is overruled with a warning, and setSharedRate changes it for both", async () => {
+    const [a, b] = [await fleet.store(), await fleet.store()];
+    const ga = a.semaphore({
+      name: 'rt',
+      limit: 4,
+      mode: 'leased',
+      rate: { limit: 10, per: 1000, burst: 2 },
+      ...LEASE,
+    });
+    await ga.ready();
+    const codes: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => codes.push(w.code ?? '');
+    process.on('warning', onWarning);
+    cleanups.push(() => process.off('warning', onWarning));
+    const gb = b.semaphore({
+      name: 'rt',
+      limit: 4,
+      mode: 'leased',
+      rate: { limit: 30, per: 1000 },
+      ...LEASE,
+    });
+    await gb.ready();
+    expect(gb.rate).toMatchObject({ limit: 10, per: 1000, burst: 2 });
+    await until(() => codes.includes('HOSTGATE_SHARED_RATE_MISMATCH'), 'the mismatch warning');
+    await gb.setSharedRate({ limit: 40, per: 2000, burst: 4 });
+    expect(await redis().command('HGET', 'test:{rt}:m', 'rt')).toBe('40:2000:4');
+    await until(() => ga.rate?.limit === 40, 'a adopting the rate b set');
+    expect(ga.rate).toMatchObject({ limit: 40, per: 2000, burst: 4 });
+    await expect(
+      a
+        .semaphore({ name: 'plain', limit: 2, mode: 'leased', ...LEASE })
+        .setSharedRate({ limit: 1 }),
+    ).rejects.toThrow(/has no rate/);
+  });
+
+  it('refuses a rate whose limit is not a whole number of calls (shares are whole calls), naming a fix', async () => {
+    const store = await fleet.store();
+    expect(() =>
+      store.semaphore({ name: 'frac', limit: 2, mode: 'leased', rate: { limit: 2.5 } }),
+    ).toThrow(
+      /rate\.limit of a leased shared gate must be a whole number of calls per 1000 ms .* got 2\.5: scale per instead, e\.g\. \{ limit: 25, per: 10000 \}/,
+    );
+    expect(
+      () =>
+        new HostLimiter({
+          store,
+          partners: [
+            {
+              name: 'f',
+              hosts: ['f.example'],
+              limit: 2,
+              shared: { mode: 'leased' },
+              rate: { limit: 0.5 },
+            },
+          ],
+        }),
+    ).toThrow(/partner "f": rate\.limit of a leased shared gate must be a whole number/);
+  });
+});
