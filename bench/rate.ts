@@ -8,6 +8,7 @@
  *   npm run bench:rate -- --smoke       60 calls at 40/s, three peers: checks, not speed
  *   npm run bench:rate -- --calls 500 --only hostgate,p-throttle
  *   npm run bench:rate -- --processes 6 --only none   the shared part alone
+ *   npm run bench:rate -- --only none --fleet 'hostgate leased'   one shared peer
  *
  * Per peer, from the partner's log: the most arrivals in any window of 1 s against what the peer
  * promises (R; hostgate `limit + burst`, run with burst 0 and 10), and goodput (arrivals per second from the first
@@ -17,7 +18,8 @@
  *
  * Then the same rate shared by `--processes` forked processes (6; 2 in the smoke run) on one
  * private redis-server, `calls` in all split between them and asked at once: hostgate's FIFO
- * shared gate (`shared: true` with `rate`, clients alternating node-redis and ioredis) and
+ * shared gate (`shared: true` with `rate`, clients alternating node-redis and ioredis), its
+ * leased gate (`mode: 'leased'`: each process sends at its leased share of the rate), and
  * Bottleneck clustered on the same Redis (one `id`, `minTime`, its `ioredis` datastore). The
  * same measures, from the partner's one log of every process's calls.
  */
@@ -55,6 +57,7 @@ const args = parseArgs({
     rate: { type: 'string' },
     only: { type: 'string' },
     processes: { type: 'string' },
+    fleet: { type: 'string' },
   },
 }).values;
 const smoke = args.smoke === true;
@@ -75,10 +78,14 @@ const processes = Number(args.processes ?? (smoke ? 2 : 6));
 const FLEET_PEERS = [
   { peer: 'hostgate', burst: 20 },
   { peer: 'hostgate', burst: 0 },
+  { peer: 'hostgate leased', burst: 20 },
+  { peer: 'hostgate leased', burst: 0 },
   { peer: 'bottleneck', burst: 0 },
 ] as const;
 /** The smoke run: hostgate's shared path only (two forks through tsx cost seconds). */
-const fleetPeers = smoke ? FLEET_PEERS.slice(0, 1) : FLEET_PEERS;
+const fleetPeers = (smoke ? FLEET_PEERS.slice(0, 1) : FLEET_PEERS).filter(
+  ({ peer }) => args.fleet === undefined || args.fleet.split(',').includes(peer),
+);
 
 /** The partner: answers at once and logs each arrival. */
 async function startPartner() {
@@ -223,7 +230,7 @@ interface FleetRow {
 /** One rate shared by `processes` forked processes: every call's send and arrival, on one clock. */
 async function fleetRun(
   redisPort: number,
-  peer: 'hostgate' | 'bottleneck',
+  peer: RateWorkerConfig['peer'],
   burst: number,
 ): Promise<FleetRow> {
   const arrivals: number[] = [];
@@ -265,7 +272,7 @@ async function fleetRun(
   arrivals.sort((a, b) => a - b);
   const span = arrivals[arrivals.length - 1]! - arrivals[0]!;
   return {
-    label: `${peer === 'hostgate' ? 'hostgate shared' : 'bottleneck clustered'}${burst > 0 ? ` burst ${burst}` : ''}`,
+    label: `${peer === 'bottleneck' ? 'bottleneck clustered' : peer.replace('hostgate', 'hostgate shared')}${burst > 0 ? ` burst ${burst}` : ''}`,
     promise: perSecond + burst,
     maxSent: maxInWindow(sends, 1000),
     maxArrived: maxInWindow(arrivals, 1000),

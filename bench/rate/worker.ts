@@ -14,7 +14,7 @@ import { redisStore } from '../../src/redis/index.js';
 import { fromParent, leaveParent, toParent, workerConfig } from '../lib/fleet.js';
 
 export interface RateWorkerConfig {
-  peer: 'hostgate' | 'bottleneck';
+  peer: 'hostgate' | 'hostgate leased' | 'bottleneck';
   redisPort: number;
   origin: string;
   calls: number;
@@ -34,7 +34,7 @@ const per = 1000;
 type Run = (call: () => Promise<void>) => Promise<void>;
 let run: Run;
 let close: () => Promise<void>;
-if (config.peer === 'hostgate') {
+if (config.peer !== 'bottleneck') {
   const url = `redis://127.0.0.1:${config.redisPort}`;
   const client =
     config.client === 'node-redis'
@@ -47,7 +47,10 @@ if (config.peer === 'hostgate') {
     maxQueue: config.calls,
     queueTimeout: 600_000,
     rate: { limit: config.perSecond, per, burst: config.burst },
+    ...(config.peer === 'hostgate leased' ? { mode: 'leased' as const } : {}),
   });
+  // A leased gate's first refresh: its share of the rate comes from Redis.
+  if ('ready' in gate) await gate.ready();
   run = (call) => gate.run(call);
   close = async () => {
     await store.close();

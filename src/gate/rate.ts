@@ -108,8 +108,9 @@ export class GateRate {
   /** A leased gate's share is 0: no slot until Redis gives one (and no refusal at join for it). */
   #off = false;
   #tat = Number.NEGATIVE_INFINITY;
-  /** Cost units taken since the gate was made (a leased gate's rate demand reads it). */
+  /** Cost units taken since the gate was made, and calls that found no slot (a leased gate's demand reads them). */
   taken = 0;
+  throttled = 0;
   /** Cost units queued (the gate adds on join, subtracts on leaving the queue). */
   backlog = 0;
   /** Waiters' and permits' costs other than 1 (the default, never stored). */
@@ -176,10 +177,14 @@ export class GateRate {
    * returns false (the caller waits, at the head of the queue or joining it).
    */
   take(cost: number): boolean {
-    if (this.#off) return false; // the next share serves the queue
+    if (this.#off) {
+      this.throttled++;
+      return false; // the next share serves the queue
+    }
     const now = this.now();
     const wait = this.waitMs(cost, 0, now);
     if (wait > 0) {
+      this.throttled++;
       this.#arm(now + wait);
       return false;
     }

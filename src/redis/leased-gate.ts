@@ -374,8 +374,7 @@ export class LeasedSemaphore extends Semaphore {
   #rateDemand(now: number): number {
     const use = this.#rateUse;
     if (use === undefined) return 0;
-    const { taken, backlog } = this.shareRate();
-    return use.wants(taken, backlog, now, this.#rate!.limit);
+    return use.wants(this.shareRate(), this.#rateApplied, now, this.#rate!.limit);
   }
 
   #refresh(setCap = 0, setRate = ''): Promise<void> {
@@ -385,6 +384,12 @@ export class LeasedSemaphore extends Semaphore {
     const wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
     this.#wants = wants;
     this.#rateWants = this.#rateDemand(sentAt);
+    // A share above the rate's demand is cut here, before asking: Redis then counts the old
+    // share one window from now, not from when its answer arrives.
+    if (this.#rateWants < this.#rateShare) {
+      this.#rateShare = this.#rateWants;
+      this.#applyRate(sentAt);
+    }
     // What Redis counts for us until the answer: held, plus a little of a valid block that
     // demand still wants, kept in use while the answer is on its way (so a refresh does not
     // stall the next grant). An idle process reserves nothing.

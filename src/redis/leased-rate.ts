@@ -33,12 +33,15 @@ export function rateShareOf(rate: ResolvedRate, share: number): number {
 
 /**
  * A process's rate demand: the cost units it took in the last `per` ms (from a few samples of
- * the gate's running total) plus the units queued, as a peak that decays like a leased gate's
- * concurrency demand. A process held to its share asks for more as soon as anything queues.
+ * the gate's running totals) plus the units queued, as a peak that decays like a leased gate's
+ * concurrency demand. A process its share held back in that window (a call found no slot) asks
+ * for at least twice its share: callers that wait for each call before the next (a closed loop)
+ * queue one call at a time, and would otherwise grow their share by one call a window.
  */
 export class RateUse {
   readonly #at: number[] = [];
   readonly #taken: number[] = [];
+  readonly #throttled: number[] = [];
   readonly #per: number;
   /** Samples at most this often: at most 64 per window. */
   readonly #every: number;
@@ -50,20 +53,27 @@ export class RateUse {
     this.#demand = new Demand(refreshMs);
   }
 
-  /** Whole calls per `per` to ask Redis for (at most `limit`). */
-  wants(taken: number, backlog: number, now: number, limit: number): number {
+  /** Whole calls per `per` to ask Redis for (at most `limit`), given the share sent at now. */
+  wants(
+    use: { taken: number; backlog: number; throttled: number },
+    share: number,
+    now: number,
+    limit: number,
+  ): number {
     const at = this.#at;
-    const counts = this.#taken;
     if (at.length === 0 || now - at[at.length - 1]! >= this.#every) {
       at.push(now);
-      counts.push(taken);
+      this.#taken.push(use.taken);
+      this.#throttled.push(use.throttled);
     }
     // Keep one sample at or before the window's start: the units since it are the window's.
     while (at.length > 1 && at[1]! <= now - this.#per) {
       at.shift();
-      counts.shift();
+      this.#taken.shift();
+      this.#throttled.shift();
     }
-    const used = Math.max(0, taken - counts[0]!);
-    return this.#demand.wants(used + backlog, now, limit);
+    const used = Math.max(0, use.taken - this.#taken[0]!) + use.backlog;
+    const held = use.throttled > this.#throttled[0]! ? Math.max(2 * share, 1) : 0;
+    return this.#demand.wants(Math.max(used, held), now, limit);
   }
 }

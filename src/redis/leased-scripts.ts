@@ -56,9 +56,10 @@ export const LEASED_RATE_LAYOUT = 'leased/1+rate';
  * fair share of `limit` by its rate demand (`rateWants`), within what the others' counted shares
  * leave. `L._r` keeps Σ counted over the entries. A process's sends of the last `per` ms still
  * land in the partner's window after its share shrinks, so a share is *counted* at the highest
- * it was (and at `rateUsed`, the share the process sends at until this answer reaches it) until
- * `holdMs` (one command timeout) + `per` after the shrink; and a process whose lease lapsed is
- * counted at its last share until `per` after its lease. Then, over counted shares, Σ ≤ limit,
+ * it was until its sends at it are a window behind: `rateUsed` (the share the process sends at
+ * until this answer reaches it) until `holdMs` (one command timeout) + `per`; its previous
+ * share, when it reports sending at less (it cut its own share before asking), `per`; and a
+ * process whose lease lapsed at its last share until `per` after its lease. Then, over counted shares, Σ ≤ limit,
  * and so the whole fleet's calls in any window of `per` ms stay within `limit + burst`.
  * Entry: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate wants>"`.
  *
@@ -241,11 +242,12 @@ if RATED then
   local rothers = rsum - rbefore
   share = math.max(0, math.min(rtarget, rlimit - rothers))
   -- Counted: the share, and until the hold ends what it was (and is sent at until the answer).
-  -- What the process may still send at (its last share, the one it reports using) is held
-  -- from now; an earlier hold keeps its own end (a second shrink does not stretch the first).
+  -- Held past a shrink: the share the process reports sending at (until this answer reaches
+  -- it: one command timeout, then one window); its last share, if it stopped sending at it
+  -- before this refresh left (one window from now); an earlier hold keeps its own end.
   local counted, untl = share, 0
-  local using = math.max(ownShare, rused)
-  if using > share then counted, untl = using, now + holdMs + rper end
+  if rused > share then counted, untl = rused, now + holdMs + rper end
+  if ownShare > math.max(share, rused) then counted, untl = ownShare, math.max(untl, now + rper) end
   if ownUntil > now and ownCounted > share then
     counted, untl = math.max(counted, ownCounted), math.max(untl, ownUntil)
   end
