@@ -487,6 +487,9 @@ export class LeasedSemaphore extends Semaphore {
       return;
     }
     this.#down = true;
+    // Redis may still run it (a timeout is not a refusal) and shrink the block, counting
+    // max(new block, held at send) for us and giving the rest away: grow past nothing more.
+    this.#block = Math.min(this.#block, this.#heldAtSend);
     // Redis may have run the refresh and shrunk this process's rate share, counting the old one
     // only a command timeout and a window past it: send on no share until an answer says.
     this.#rateUnsure = true;

@@ -125,6 +125,47 @@ describeRedis('a leased gate when a process dies, stalls, or Redis loses its sta
     a.kill('SIGKILL');
   });
 
+  it('a refresh that times out and runs in Redis afterwards: the process grants past nothing Redis counts for it (the late shrink race)', async () => {
+    // A refresh that times out may still run when Redis answers again, and shrink the block:
+    // Redis then counts max(new block, held at send) for the process, and lets the others take
+    // the rest. The process must not go on granting from its old block meanwhile.
+    const options = { commandTimeoutMs: 200, onStoreError: 'local' as const };
+    const [a, b] = [await fleet.store(options), await fleet.store(options)];
+    const gate = {
+      name: 'late',
+      limit: 6,
+      mode: 'leased',
+      leaseMs: 4000,
+      refreshMs: 1000,
+    } as const;
+    const [ga, gb] = [a.semaphore(gate), b.semaphore(gate)];
+    const held: Permit[] = [];
+    await grab(ga, 6, held);
+    expect(ga.block).toBe(6);
+    redis().pause();
+    try {
+      for (const p of held.splice(0)) p.release();
+      // Its demand falls: it asks Redis for less, and that refresh times out on the paused Redis.
+      await until(() => ga.stats().shared.mode !== 'redis', "a's refresh timing out");
+    } finally {
+      redis().resume();
+    }
+    // Redis runs the late refresh now; b asks for the cap and gets what a's entry leaves.
+    const bHeld: Permit[] = [];
+    void grab(gb, 6, bHeld).catch(() => {});
+    await until(() => gb.held > 0, 'b granted from the block Redis gave it');
+    const mine = (await entries(redis(), 'late')).find((e) => e.id === a.processId)!;
+    const extra: Permit[] = [];
+    for (let i = 0; i < 6; i++) {
+      const p = ga.tryAcquire();
+      if (p !== undefined) extra.push(p);
+    }
+    // The oracle: what Redis counts for a (its entry), and the cap across both processes.
+    expect(ga.held).toBeLessThanOrEqual(Math.max(mine.block, mine.held));
+    expect(ga.held + gb.held).toBeLessThanOrEqual(6);
+    for (const p of [...extra, ...bHeld]) p.release();
+  });
+
   it('Redis losing every key (FLUSHALL) admits nobody past the cap: the state is rebuilt from what is held', async () => {
     const ioFleet = new Fleet('ioredis', redis);
     const [sa, sb] = [await fleet.store(), await ioFleet.store()];
