@@ -16,6 +16,7 @@ export {
 export type { StoreClient, Subscriber } from './client.js';
 export {
   type LeasedGateView,
+  type LeasedRateView,
   LeasedSemaphore,
   type LeasedSemaphoreStats,
 } from './leased-gate.js';
