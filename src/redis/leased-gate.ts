@@ -115,6 +115,8 @@ export class LeasedSemaphore extends Semaphore {
   #clusterHeld = 0;
   #answeredAt = Number.NEGATIVE_INFINITY;
   #recovering = false;
+  /** When the recovery window Redis last reported ends (this process's clock): ask then. */
+  #recoveredAt = 0;
   #wants = 0;
   /** The refresh on its way (and the units held when it left), or undefined. */
   #inflight: Promise<void> | undefined = undefined;
@@ -356,7 +358,9 @@ export class LeasedSemaphore extends Semaphore {
     if (since < this.#o.askMs) return;
     // More than the block, and Redis last said there is some (free permits, or a fair share
     // above this block that others give back), or that answer is old: ask now.
-    const stale = now - this.#answeredAt >= this.#o.refreshMs;
+    // An old answer, or a recovery window that has ended since: ask now.
+    const stale =
+      now - this.#answeredAt >= this.#o.refreshMs || (this.#recovering && now >= this.#recoveredAt);
     const more =
       wants > block && (stale || (!this.#recovering && (this.#free > 0 || block < this.#target)));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
@@ -432,7 +436,8 @@ export class LeasedSemaphore extends Semaphore {
       Number,
     ) as [number, number, number, number, number, number, number, number, number];
     if (this.#rate !== undefined) this.#rateAnswer(reply);
-    this.#recovering = recovering === 1;
+    this.#recovering = recovering > 0;
+    this.#recoveredAt = sentAt + recovering;
     this.#block = block;
     this.#validUntil = sentAt + lease;
     this.#processes = Math.max(1, processes);

@@ -63,8 +63,8 @@ export const LEASED_RATE_LAYOUT = 'leased/1+rate';
  * and so the whole fleet's calls in any window of `per` ms stay within `limit + burst`.
  * Entry: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate wants>"`.
  *
- * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering, share,
- * rate target, Σ counted shares, rate}`.
+ * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
+ * of the recovery window, 0: none), share, rate target, Σ counted shares, rate}`.
  */
 const REFRESH = `
 local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -130,7 +130,7 @@ if mine then
   ownBlock, ownHeld = b, h
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
-  rbefore = math.max(rs, rk)
+  rbefore = (ru > now) and math.max(rs, rk) or rs
 end
 -- FIFO keys beside ours: checked when a process registers (once per process and lease), not
 -- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
@@ -173,11 +173,14 @@ if now - walked >= scan then
     local id = all[i]
     if id ~= '_s' and id ~= '_r' and id ~= proc then
       local e, b, h, w, rs, rk, ru, rw = parse(all[i + 1])
+      -- A share held past a shrink counts until its hold ends, then the share alone. The
+      -- owner reads its entry the same way, so Σ never counts it less than its owner does.
+      local rc = (ru > now) and math.max(rs, rk) or rs
       if e <= now then
-        if RATED and e + rper > now and math.max(rs, rk) > 0 then
+        if RATED and e + rper > now and rc > 0 then
           -- Lapsed, but its last sends still land in windows until per after its lease: its
           -- rate stays counted until then, its permits no longer.
-          rsum = rsum + math.max(rs, rk)
+          rsum = rsum + rc
           if b > 0 or h > 0 then
             tails[#tails + 1] = id
             tails[#tails + 1] = e .. ' 0 0 0 ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' 0'
@@ -187,7 +190,7 @@ if now - walked >= scan then
         end
       else
         sum = sum + math.max(b, h)
-        rsum = rsum + math.max(rs, rk)
+        rsum = rsum + rc
         blocks, helds = blocks + b, helds + h
         ids[#ids + 1] = id
         want[id], rwant[id] = w, rw
@@ -239,8 +242,16 @@ if RATED then
   else
     rtarget = math.min(rwants, rlevel + ((rtop ~= '' and proc <= rtop) and 1 or 0))
   end
+  -- Slow start: a share grows to the equal split at once, past it at most twofold a refresh.
+  -- The level is as of the last walk, and processes that just turned busy are not in it yet:
+  -- the first of them would take the whole rate and the others wait for its hold to end.
+  -- (The target answered is the fair one: a process below it asks again soon.)
+  local grow = rtarget
+  if not recovering then
+    grow = math.min(rtarget, math.max(2 * ownShare, math.floor(rlimit / math.max(1, n))))
+  end
   local rothers = rsum - rbefore
-  share = math.max(0, math.min(rtarget, rlimit - rothers))
+  share = math.max(0, math.min(grow, rlimit - rothers))
   -- Counted: the share, and until the hold ends what it was (and is sent at until the answer).
   -- Held past a shrink: the share the process reports sending at (until this answer reaches
   -- it: one command timeout, then one window); its last share, if it stopped sending at it
@@ -260,7 +271,7 @@ if RATED then
 else
   redis.call('HSET', L, proc, entry, '_s', sum)
 end
-return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and 1 or 0, share, rtarget, rsum, rateStr}
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum, rateStr}
 `;
 
 function script(name: string, source: string): Script {
