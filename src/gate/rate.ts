@@ -107,6 +107,8 @@ export class GateRate {
   #options: ResolvedRate;
   /** A leased gate's share is 0: no slot until Redis gives one (and no refusal at join for it). */
   #off = false;
+  /** A leased gate's share is usable until then (its lease, or an answer overdue). */
+  #until = Number.POSITIVE_INFINITY;
   #tat = Number.NEGATIVE_INFINITY;
   /** Cost units taken since the gate was made, and calls that found no slot (a leased gate's demand reads them). */
   taken = 0;
@@ -137,12 +139,14 @@ export class GateRate {
 
   /**
    * A leased shared gate's rate: `rate` as Redis holds it for every process, and this process's
-   * share of it, `limit` whole calls per `rate.per` with `burst` (a `limit` of 0: none now). The
-   * timestamp stays (what was taken stays taken); the queue is served, its head's slot may be now.
+   * share of it, `limit` whole calls per `rate.per` with `burst` (a `limit` of 0: none now),
+   * usable until `until` on the gate's clock (then none, until the next share). The timestamp
+   * stays (what was taken stays taken); the queue is served, its head's slot may be now.
    */
-  share(rate: ResolvedRate, limit: number, burst: number): void {
+  share(rate: ResolvedRate, limit: number, burst: number, until: number): void {
     this.#options = rate;
     this.#off = !(limit > 0);
+    this.#until = until;
     if (!this.#off) {
       this.interval = rate.per / limit;
       this.#reach = (burst + 1) * this.interval;
@@ -154,7 +158,7 @@ export class GateRate {
   /** Ms from `now` until `cost` units conform after `ahead` units queued before them (≤ 0: now). */
   waitMs(cost: number, ahead: number, now: number): number {
     // No share (a leased gate between shares): when a slot comes is Redis's to say, not known here.
-    if (this.#off) return 0;
+    if (this.#off || now >= this.#until) return 0;
     // `tat - now` first: exactly 0 for a fresh or idle gate, where `tat + x - reach - now` could
     // round to a hair above 0 on a large clock reading and refuse a call that conforms.
     const tat = Math.max(this.#tat, now);
@@ -177,11 +181,11 @@ export class GateRate {
    * returns false (the caller waits, at the head of the queue or joining it).
    */
   take(cost: number): boolean {
-    if (this.#off) {
+    const now = this.now();
+    if (this.#off || now >= this.#until) {
       this.throttled++;
       return false; // the next share serves the queue
     }
-    const now = this.now();
     const wait = this.waitMs(cost, 0, now);
     if (wait > 0) {
       this.throttled++;

@@ -350,17 +350,23 @@ export class Semaphore extends CountingGate {
 
   /**
    * @internal A leased shared gate's rate (`hostgate/redis`): the fleet's `rate` as Redis holds
-   * it, and this process's share, `limit` whole calls per `rate.per` with `burst` (0: none now).
+   * it, and this process's share, `limit` whole calls per `rate.per` with `burst` (0: none now),
+   * usable until `until` (the gate's clock).
    * Returns its demand: the cost units taken so far, those queued, and the calls that found no slot.
    */
-  protected shareRate(share?: { rate: ResolvedRate; limit: number; burst: number }): {
+  protected shareRate(share?: {
+    rate: ResolvedRate;
+    limit: number;
+    burst: number;
+    until: number;
+  }): {
     taken: number;
     backlog: number;
     throttled: number;
   } {
     const rate = coreEntry.admission(this)?.rate;
     if (rate === undefined) return { taken: 0, backlog: 0, throttled: 0 };
-    if (share !== undefined) rate.share(share.rate, share.limit, share.burst);
+    if (share !== undefined) rate.share(share.rate, share.limit, share.burst, share.until);
     return { taken: rate.taken, backlog: rate.backlog, throttled: rate.throttled };
   }
 

@@ -144,6 +144,7 @@ export class LeasedSemaphore extends Semaphore {
   #rateBurst = 0;
   /** The rate the applied share is of (a new one from Redis is applied even at the same share). */
   #rateOf: ResolvedRate | undefined = undefined;
+  #rateUntil = 0;
   /** A refresh failed: Redis may have shrunk the share it was sent for; none until an answer. */
   #rateUnsure = false;
   readonly #timer: ReturnType<typeof setInterval>;
@@ -165,7 +166,7 @@ export class LeasedSemaphore extends Semaphore {
       this.#rate = leasedRate(options.rate);
       this.#rateArg = rateArg(this.#rate);
       this.#rateUse = new RateUse(this.#rate.per, this.#o.refreshMs);
-      this.shareRate({ rate: this.#rate, limit: 0, burst: 0 });
+      this.shareRate({ rate: this.#rate, limit: 0, burst: 0, until: Number.POSITIVE_INFINITY });
     }
     this.#store = store;
     this.keys = keys;
@@ -547,16 +548,26 @@ export class LeasedSemaphore extends Semaphore {
   #applyRate(now: number): void {
     const rate = this.#rate!;
     let share: number;
+    // A share from Redis is sent at until the lease ends, and while a refresh is on its way
+    // until a command timeout after it left: Redis holds what it reports only that long.
+    let until = this.#validUntil;
     if (this.#refused !== undefined || this.#closed) share = 0;
-    else if (now < this.#validUntil) share = this.#rateUnsure ? 0 : this.#rateShare;
-    else
+    else if (now < this.#validUntil) {
+      share = this.#rateUnsure ? 0 : this.#rateShare;
+      if (this.#inflight !== undefined)
+        until = Math.min(until, this.#lastSent + this.#store.options.commandTimeoutMs);
+    } else {
       share = this.#down && this.#store.options.onStoreError === 'local' ? this.#rateFallback() : 0;
+      until = Number.POSITIVE_INFINITY;
+    }
     const burst = rateShareOf(rate, share);
-    if (share === this.#rateApplied && burst === this.#rateBurst && rate === this.#rateOf) return;
+    const same = share === this.#rateApplied && burst === this.#rateBurst;
+    if (same && rate === this.#rateOf && until === this.#rateUntil) return;
     this.#rateOf = rate;
     this.#rateApplied = share;
     this.#rateBurst = burst;
-    this.shareRate({ rate, limit: share, burst });
+    this.#rateUntil = until;
+    this.shareRate({ rate, limit: share, burst, until });
   }
 
   /**

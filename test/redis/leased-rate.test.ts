@@ -7,6 +7,7 @@
  * one process (a client of its own).
  */
 import { afterEach, expect, it } from 'vitest';
+import { QueueTimeoutError } from '../../src/common/errors.js';
 import { HostLimiter, limitFetch } from '../../src/index.js';
 import {
   LEASED_RATE_LAYOUT,
@@ -190,6 +191,47 @@ describeRedis('request rates on leased shared gates', () => {
     expect(performance.now() - closedAt).toBeGreaterThanOrEqual(rate.per - 50);
     stop.b = true;
     await runB;
+  });
+
+  it('Redis paused: a busy process stops sending once its refresh fails (Redis may have shrunk its share) and sends again when Redis answers', async () => {
+    const store = await fleet.store({ commandTimeoutMs: 200, onStoreError: 'local' });
+    const gate = store.semaphore({
+      name: 'paused',
+      limit: 50,
+      mode: 'leased',
+      rate: { limit: 20, per: 200 },
+      leaseMs: 3000, // the steps below, well within one lease
+      refreshMs: 100,
+    });
+    const grants: number[] = [];
+    let stop = false;
+    const loop = async () => {
+      while (!stop) {
+        const permit = await gate.acquire({ timeout: 10_000 }).catch(() => undefined);
+        if (permit === undefined) continue;
+        grants.push(performance.now());
+        permit.release();
+      }
+    };
+    const run = Promise.all([loop(), loop()]);
+    await until(() => gate.stats().shared.rate!.share === 20, 'the whole rate leased');
+    let failedAt = 0;
+    redis().pause();
+    try {
+      await until(() => gate.stats().shared.mode !== 'redis', 'a refresh failing');
+      failedAt = performance.now();
+      expect(gate.stats().shared.rate!.share).toBe(0);
+      // Within its lease it sends on no share: Redis may have run the refresh and shrunk it. A
+      // caller with a 300 ms deadline waits it out (no RateLimitedError at join: no share to
+      // tell its slot by).
+      await expect(gate.acquire({ timeout: 300 })).rejects.toBeInstanceOf(QueueTimeoutError);
+      expect(grants.filter((t) => t > failedAt).length).toBe(0);
+    } finally {
+      redis().resume();
+    }
+    await until(() => grants.some((t) => t > failedAt), 'sends again once Redis answers');
+    stop = true;
+    await run;
   });
 
   it('layouts: a rated process adopts a gate kept without a rate; one without a rate is refused on it', async () => {
