@@ -248,7 +248,7 @@ if RATED then
   -- (The target answered is the fair one: a process below it asks again soon.)
   local grow = rtarget
   if not recovering then
-    grow = math.min(rtarget, math.max(2 * ownShare, math.floor(rlimit / math.max(1, n))))
+    grow = math.min(rtarget, math.max(1, 2 * ownShare, math.floor(rlimit / math.max(1, n))))
   end
   local rothers = rsum - rbefore
   share = math.max(0, math.min(grow, rlimit - rothers))
