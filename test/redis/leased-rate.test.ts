@@ -234,6 +234,22 @@ describeRedis('request rates on leased shared gates', () => {
     await run;
   });
 
+  it('more processes than calls per window: a busy one still gets a share (the equal split is 0)', async () => {
+    const stores = [await fleet.store(), await fleet.store(), await fleet.store()];
+    const options = { name: 'few', limit: 5, mode: 'leased', rate: { limit: 2, per: 200 } };
+    const gates = stores.map((s) => s.semaphore({ ...options, ...LEASE } as const));
+    await Promise.all(gates.map((g) => g.ready()));
+    const busy = gates[0]!;
+    let stop = false;
+    const run = (async () => {
+      while (!stop) (await busy.acquire({ timeout: 10_000 })).release();
+    })();
+    await until(() => busy.stats().shared.rate!.share === 2, 'the busy process leasing the rate');
+    expect(busy.stats().shared.processes).toBe(3);
+    stop = true;
+    await run;
+  });
+
   it('layouts: a rated process adopts a gate kept without a rate; one without a rate is refused on it', async () => {
     const [a, b, c] = [await fleet.store(), await fleet.store(), await fleet.store()];
     const plain = a.semaphore({ name: 'layout', limit: 4, mode: 'leased', ...LEASE });
