@@ -17,7 +17,16 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // hostgate requires undici lazily (src/http/undici.ts), past vite's alias: a resolve hook.
-    setupFiles: undiciMajor === '8' ? ['test/helpers/undici8-require.ts'] : [],
+    setupFiles: [
+      ...(undiciMajor === '8' ? ['test/helpers/undici8-require.ts'] : []),
+      'test/helpers/shared-process.ts',
+    ],
+    // Test files share their worker processes: a fresh process per file cost each file vitest's
+    // start and the import of hostgate, undici, Express and Redis clients again (2026-12-02, the
+    // machine shared at load 8-13: `vitest run` 301 s of CPU isolated, 192 s shared). A file
+    // must leave no fake timers and no gate-event subscriber behind (test/helpers/shared-process.ts
+    // checks), nor assume that no other file subscribed to a channel.
+    isolate: false,
     // Type tests (test/types/*.test-d.ts, expectTypeOf) are checked by `npm run typecheck`:
     // tsc covers test/ already, and vitest's typecheck mode would run it a second time (~30 s).
     // Three workers on a 2-core machine: most files wait on sockets, timers and child

@@ -12,11 +12,17 @@ const { registerHooks } = module as unknown as {
     resolve(specifier: string, context: unknown, next: ResolveNext): unknown;
   }): void;
 };
-registerHooks({
-  resolve(specifier, context, next) {
-    if (specifier === 'undici' || specifier.startsWith('undici/')) {
-      return next(`undici8${specifier.slice('undici'.length)}`, context);
-    }
-    return next(specifier, context);
-  },
-});
+// Setup files run again before each test file, and test files share their process: one hook.
+const registered = Symbol.for('hostgate.test.undici8-require');
+const marks = globalThis as { [registered]?: true };
+if (marks[registered] === undefined) {
+  marks[registered] = true;
+  registerHooks({
+    resolve(specifier, context, next) {
+      if (specifier === 'undici' || specifier.startsWith('undici/')) {
+        return next(`undici8${specifier.slice('undici'.length)}`, context);
+      }
+      return next(specifier, context);
+    },
+  });
+}

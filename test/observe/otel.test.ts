@@ -133,11 +133,12 @@ describe('hostgate/otel: the per-partner instruments on an OpenTelemetry meter',
   it('observes a bare Semaphore under its name, with retries when given a retrier', async () => {
     const gate = new Semaphore({ limit: 2, name: 'batch' });
     const retrier = { stats: () => ({ batch: { retries: 4 } }) };
-    registerOtelMetrics(gate, { meter: provider.getMeter('t'), retrier });
+    const registered = registerOtelMetrics(gate, { meter: provider.getMeter('t'), retrier });
     const permit = gate.tryAcquire()!;
     const m = await collect();
     expect(value(m, 'hostgate.active_request_leases', { 'hostgate.partner': 'batch' })).toBe(1);
     expect(value(m, 'hostgate.retries', { 'hostgate.partner': 'batch' })).toBe(4);
     permit.release();
+    registered.unregister();
   });
 });

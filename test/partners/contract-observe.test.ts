@@ -69,7 +69,8 @@ it('shows an open breaker, the partner’s hold and rate sheds in stats, Prometh
   const reader = new OnDemandReader();
   const provider = new MeterProvider({ readers: [reader] });
   closers.push(() => provider.shutdown());
-  registerOtelMetrics(limiter, { meter: provider.getMeter('test') });
+  const registered = registerOtelMetrics(limiter, { meter: provider.getMeter('test') });
+  closers.push(async () => registered.unregister());
   const fetchLimited = limitFetch(fetch, limiter);
   const call = (url: string) =>
     fetchLimited(url).then(

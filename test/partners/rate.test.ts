@@ -149,7 +149,9 @@ describe('costs on a partner rule', () => {
           name: 'llm',
           hosts: [o.origin],
           limit: 4,
-          rate: { limit: 10, per: 1000, burst: 3 },
+          // A slot every 500 ms: the big call's answer must come within it for the next slot to
+          // be still ahead (at 10/s, a loaded machine's 100 ms answer found it free already).
+          rate: { limit: 2, per: 1000, burst: 3 },
           cost: (req) => (req.url.pathname === '/big' ? 4 : 1),
           settleCost: (res) =>
             res.header('x-usage') === undefined ? undefined : Number(res.header('x-usage')),

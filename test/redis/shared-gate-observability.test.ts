@@ -51,8 +51,9 @@ for (const kind of CLIENT_KINDS) {
       expect(text).toContain('hostgate_shared_store_up{partner="billing"} 1');
       const reader = new Reader();
       const provider = new MeterProvider({ readers: [reader] });
-      registerOtelMetrics(here.limiter, { meter: provider.getMeter('test') });
+      const registered = registerOtelMetrics(here.limiter, { meter: provider.getMeter('test') });
       const { resourceMetrics } = await reader.collect();
+      registered.unregister();
       const otel = new Map(
         resourceMetrics.scopeMetrics
           .flatMap((scope) => scope.metrics)
