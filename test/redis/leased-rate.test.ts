@@ -236,8 +236,13 @@ describeRedis('request rates on leased shared gates', () => {
 
   it('more processes than calls per window: a busy one still gets a share (the equal split is 0)', async () => {
     const stores = [await fleet.store(), await fleet.store(), await fleet.store()];
-    const options = { name: 'few', limit: 5, mode: 'leased', rate: { limit: 2, per: 200 } };
-    const gates = stores.map((s) => s.semaphore({ ...options, ...LEASE } as const));
+    const options = {
+      name: 'few',
+      limit: 5,
+      mode: 'leased',
+      rate: { limit: 2, per: 200 },
+    } as const;
+    const gates = stores.map((s) => s.semaphore({ ...options, ...LEASE }));
     await Promise.all(gates.map((g) => g.ready()));
     const busy = gates[0]!;
     let stop = false;
