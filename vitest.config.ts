@@ -29,10 +29,12 @@ export default defineConfig({
     isolate: false,
     // Type tests (test/types/*.test-d.ts, expectTypeOf) are checked by `npm run typecheck`:
     // tsc covers test/ already, and vitest's typecheck mode would run it a second time (~30 s).
-    // Three workers on a 2-core machine: most files wait on sockets, timers and child
+    // Four workers on a 2-core machine: most files wait on sockets, timers and child
     // processes, so the default (one worker on two cores) left half the machine idle, and two
-    // still left a third of it (quiet, 2026-12-01: 92 s with two, 68 s with three).
-    maxWorkers: 3,
+    // still left a third of it (quiet, 2026-12-01: 92 s with two, 68 s with three). With files
+    // sharing their workers (isolate: false) a worker costs less CPU: quiet, 2026-12-02, vitest
+    // run took 121.5 s with three and 96.9 s with four.
+    maxWorkers: 4,
     testTimeout: 20_000,
     hookTimeout: 20_000,
   },
