@@ -63,7 +63,7 @@ const FULL: Sizes = {
   costSizes: [50, 200, 1000, 5000],
   libs: ['hostgate-leased', 'hostgate', 'redis-semaphore', 'bottleneck'],
 };
-/** `npm run bench:smoke` runs this (test/bench-smoke.test.ts): kept small. */
+/** npm test runs this (test/bench-smoke.test.ts): kept to a few seconds of CPU. */
 const SMOKE: Sizes = {
   processes: 3,
   callers: 3,

@@ -65,7 +65,7 @@ const calls = Number(args.calls ?? (smoke ? 60 : 2000));
 const perSecond = Number(args.rate ?? (smoke ? 40 : 100));
 /** Concurrency: far above what the rate needs, so the rate is what binds. */
 const CONCURRENCY = 50;
-/** The smoke runs one peer of each library's code path (each at 1.5 s): bench:smoke's time. */
+/** The smoke runs one peer of each library's code path (each at 1.5 s): npm test's time. */
 const SMOKE_PEERS: readonly Peer[] = [
   'hostgate',
   'bottleneck minTime (Redis)',

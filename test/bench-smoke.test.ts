@@ -10,22 +10,21 @@ const root = fileURLToPath(new URL('..', import.meta.url));
  * and exits non-zero on any error (the overload one also unless the invariant held). None of
  * them checks a speed: speed is for `npm run bench*`, on a quiet machine.
  *
- * `npm test` runs the two that cost a few seconds of CPU. The others start Redis servers, replica
- * processes or whole fleets of peers (about 80 s of CPU together; the fleet's and the rate's
- * smokes alone cost 12 s and 8 s and kept this file running 29 s, so they left npm test on
- * 2026-12-02): `npm run bench:smoke` runs every one of them (HOSTGATE_BENCH_SMOKE=all), and CI
- * runs it beside `npm test` on every change. Concurrent: each is a child process that mostly
- * waits on its own children and sockets.
+ * `npm test` runs the four that cost a few seconds of CPU (the fleet's: 3 processes, the leased
+ * mode). The others start Redis servers, replica processes or whole fleets of peers (about 60 s
+ * of CPU together, a third of the suite's budget): `npm run bench:smoke` runs every one of them
+ * (HOSTGATE_BENCH_SMOKE=all), and CI runs it beside `npm test` on every change. Concurrent: each
+ * is a child process that mostly waits on its own children and sockets.
  */
 // Without redis-server (and outside CI) the Redis ones print why and exit 0: nothing to compare.
 const needsRedis = redisMissing !== undefined && !process.env.CI ? 'needs a private' : 'smoke: OK';
 const quick: [string, string][] = [
   ['bench/dispatcher/handler-cost.ts', 'smoke: OK'],
+  ['bench/rate.ts', 'smoke: OK'],
   ['bench/contract.ts', 'smoke: OK'],
+  ['bench/fleet.ts', needsRedis],
 ];
 const heavy: [string, string][] = [
-  ['bench/rate.ts', 'smoke: OK'],
-  ['bench/fleet.ts', needsRedis],
   ['bench/overload.ts', 'smoke: OK'],
   ['bench/dispatcher.ts', 'smoke: OK'],
   ['bench/node-agent.ts', 'smoke: OK'],
