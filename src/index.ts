@@ -77,6 +77,7 @@ export {
   type PermitTarget,
   type PriorityClassOptions,
   type PriorityClassStats,
+  type LocalRateOptions,
   type RateOptions,
   type RateStats,
   Semaphore,

@@ -8,7 +8,13 @@ import {
   positiveInteger,
 } from '../common/options.js';
 import { parseQueueOrder } from './queue-order.js';
-import { type RateOptions, type RateStats, type ResolvedRate, resolveRate } from './rate.js';
+import {
+  type LocalRateOptions,
+  type RateOptions,
+  type RateStats,
+  type ResolvedRate,
+  resolveRate,
+} from './rate.js';
 import { type PriorityClassOptions, type PriorityClassStats, queueBound } from './wait-queue.js';
 
 /**
@@ -70,7 +76,7 @@ export interface SemaphoreOptions {
    * @example
    * rate: { limit: 100, per: 1000, burst: 20 } // 100/s sustained, at most 120 in any second
    */
-  rate?: RateOptions;
+  rate?: LocalRateOptions;
   /** Gate name, used in errors and stats (the partner name in a HostLimiter). */
   name?: string;
   /**
@@ -134,7 +140,7 @@ export interface WaitOptions {
   cost?: number | undefined;
 }
 
-export type { RateOptions, RateStats } from './rate.js';
+export type { LocalRateOptions, RateOptions, RateStats } from './rate.js';
 export type { PriorityClassOptions, PriorityClassStats } from './wait-queue.js';
 
 export interface SemaphoreStats {
@@ -232,6 +238,6 @@ export function resolveSemaphoreOptions(options: SemaphoreOptions): ResolvedSema
     now: options.now,
     lifoAfter: parseQueueOrder(options.queueOrder, options.lifoAfter),
     observe: options.observe === true,
-    rate: options.rate === undefined ? undefined : resolveRate('rate', options.rate),
+    rate: options.rate === undefined ? undefined : resolveRate('rate', options.rate, true),
   };
 }

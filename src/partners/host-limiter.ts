@@ -3,7 +3,13 @@ import { type AdaptiveOptions, parseAdaptive } from '../adaptive/options.js';
 import { attachController, controllerOf } from '../adaptive/signals.js';
 import { TooManyHostsError, UnknownHostError } from '../common/errors.js';
 import { checkKnownKeys, checkObject, describe, positiveInteger } from '../common/options.js';
-import { type RateOptions, Semaphore, type SemaphoreStats } from '../gate/semaphore.js';
+import { partnerRate } from '../gate/rate.js';
+import {
+  type LocalRateOptions,
+  type RateOptions,
+  Semaphore,
+  type SemaphoreStats,
+} from '../gate/semaphore.js';
 import type { PriorityClassOptions } from '../gate/wait-queue.js';
 import { type LeakSuspect, leakSuspects } from '../observe/leaks.js';
 import { Breaker, type BreakerOptions, type BreakerStats, parseBreaker } from './breaker.js';
@@ -71,15 +77,16 @@ export interface GateOptions {
   priorities?: PriorityClassOptions[];
   /**
    * The partner's request rate beside its concurrency cap: at most `limit + burst` requests
-   * (cost units) in any window of `per` ms, taken at the head of the same queue as the permit.
-   * See docs/rates.md. With `shared: true` it is one rate for every process, kept in Redis
+   * (cost units) in any window of `per` ms, taken at the head of the same queue as the permit,
+   * and held where they arrive for latencies up to `slack` ms apart (default 100 on a local
+   * rule). See docs/rates.md. With `shared: true` it is one rate for every process, kept in Redis
    * beside the cap and taken by the script that grants the permit; with
    * `shared: { mode: 'leased' }` each process leases a share of it (a whole `limit` then).
    *
    * @example
    * rate: { limit: 100, per: 1000, burst: 20 }
    */
-  rate?: RateOptions;
+  rate?: LocalRateOptions;
 }
 
 export interface PartnerRule extends GateOptions {
@@ -517,7 +524,7 @@ function makeGate(where: string, options: GateOptions, name: string): Semaphore 
       queueOrder: options.queueOrder,
       lifoAfter: options.lifoAfter,
       priorities: options.priorities,
-      rate: options.rate,
+      rate: partnerRate(options.rate, (options as PartnerRule).cost !== undefined),
       name,
     });
   } catch (error) {

@@ -357,3 +357,75 @@ describe('rate schedules (property)', () => {
     );
   });
 });
+
+describe('rate slack: the promise where calls arrive (issue 33 item 4)', () => {
+  it('rejects a bad slack, and a slack on a shared rate, naming the option', async () => {
+    const { resolveRate } = await import('../../src/gate/rate.js');
+    expect(() => new Semaphore({ limit: 1, rate: { limit: 1, slack: -1 } })).toThrow(
+      'rate.slack must be a non-negative finite number of ms, got -1',
+    );
+    expect(() => resolveRate('rate', { limit: 1, slack: 50 })).toThrow(
+      "rate.slack is 50, but a shared gate's rate has no slack",
+    );
+    // What the slack takes of the burst, it takes of the most one call may cost.
+    const gate = new Semaphore({ limit: 1, rate: { limit: 10, per: 100, burst: 5, slack: 20 } });
+    expect(() => gate.tryAcquire({ cost: 5 })).toThrow(/exceeds 4.*lower rate\.slack/);
+    expect(gate.tryAcquire({ cost: 4 })).toBeDefined();
+  });
+
+  it('arrivals shifted by any latencies within slack of each other: at most limit + burst in any window of per', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          limit: fc.integer({ min: 1, max: 6 }),
+          per: fc.constantFrom(50, 100, 70),
+          burst: fc.integer({ min: 0, max: 6 }),
+          slack: fc.constantFrom(5, 20, 35, 120),
+        }),
+        fc.array(
+          fc.oneof(
+            fc.record({
+              kind: fc.constant('acquire' as const),
+              latency: fc.double({ min: 0, max: 1, noNaN: true }),
+            }),
+            fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 1, max: 40 }) }),
+          ),
+          { minLength: 1, maxLength: 80 },
+        ),
+        async (rate, steps) => {
+          vi.useFakeTimers();
+          try {
+            const gate = new Semaphore({
+              limit: 100,
+              now: () => Date.now(),
+              maxQueue: 100,
+              queueTimeout: 60_000,
+              rate,
+            });
+            const arrivals: number[] = [];
+            const pending: Promise<unknown>[] = [];
+            for (const step of steps) {
+              if (step.kind === 'acquire') {
+                pending.push(
+                  gate.acquire().then((p) => {
+                    arrivals.push(Date.now() + step.latency * rate.slack);
+                    p.release();
+                  }),
+                );
+              } else await vi.advanceTimersByTimeAsync(step.ms);
+              await flush();
+            }
+            await vi.advanceTimersByTimeAsync(60_000);
+            await Promise.all(pending);
+            arrivals.sort((a, b) => a - b);
+            expect(maxInWindow(arrivals, rate.per)).toBeLessThanOrEqual(rate.limit + rate.burst);
+            expectInvariant(gate);
+          } finally {
+            vi.useRealTimers();
+          }
+        },
+      ),
+      { seed: SEED, numRuns: 150 },
+    );
+  });
+});
