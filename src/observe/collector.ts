@@ -142,8 +142,15 @@ export interface PartnerMetrics {
   windowSeconds: number;
   /** Shed calls (every `shed*` reason above) per second over the window. */
   shedPerSecond: number;
-  /** p99 queue wait over the window, ms (interpolated in its bucket); `null` with no grants in it. */
+  /**
+   * p99 queue wait over the window, ms: interpolated in its bucket, and never above
+   * `waitMaxMs` (a bucket's bound is no wait anyone had); `null` with no grants in it.
+   */
   waitP99Ms: number | null;
+  /** The longest queue wait a live gate of this row granted, ms (0: none yet); since it was made. */
+  waitMaxMs: number;
+  /** The longest permit hold a live gate of this row saw returned, ms (0: none yet). */
+  holdMaxMs: number;
   /** Permits held past their gate's `leakWarnAfter` now. */
   leakSuspects: number;
   /** Ms since the holders last showed progress (grant, release, response bytes); `null` if none held. */
@@ -442,6 +449,8 @@ export class MetricsCollector {
     let maxQueue = 0;
     let quietMs: number | null = null;
     let stalled = false;
+    let waitMaxMs = 0;
+    let holdMaxMs = 0;
     let shared: SharedPartnerMetrics | null = null;
     let partnerHoldMs: number | null = null;
     let breaker: PartnerMetrics['breaker'] = null;
@@ -463,6 +472,8 @@ export class MetricsCollector {
       queued += gate.queued;
       const stats = gate.stats();
       maxQueue += stats.maxQueue;
+      waitMaxMs = Math.max(waitMaxMs, stats.wait.maxMs);
+      holdMaxMs = Math.max(holdMaxMs, stats.hold.maxMs);
       const view = (stats as { shared?: SharedStatsView }).shared;
       if (view !== undefined) {
         shared ??= {
@@ -532,7 +543,9 @@ export class MetricsCollector {
         base === undefined || windowMs <= 0
           ? 0
           : (shed(totals) - shed(base.totals)) / (windowMs / 1000),
-      waitP99Ms: base === undefined ? null : windowQuantile(totals, base.totals, 0.99),
+      waitP99Ms: windowP99(totals, base, gates.length > 0 ? waitMaxMs : undefined),
+      waitMaxMs,
+      holdMaxMs,
       leakSuspects: leaks,
       quietMs,
       stalled,
@@ -540,6 +553,21 @@ export class MetricsCollector {
       priorities: this.#classRow(label, gates),
     };
   }
+}
+
+/**
+ * The window's p99 wait, clamped to the longest wait observed: a wait counted in its log bucket
+ * and interpolated in a wide export bucket read 2,470 ms for a gate whose longest wait was 996
+ * (issue 33). `maxMs` undefined: no live gate to ask (an evicted row), no clamp.
+ */
+function windowP99(
+  totals: Float64Array,
+  base: Sample | undefined,
+  maxMs: number | undefined,
+): number | null {
+  if (base === undefined) return null;
+  const p99 = windowQuantile(totals, base.totals, 0.99);
+  return p99 === null || maxMs === undefined ? p99 : Math.min(p99, maxMs);
 }
 
 function gateSource(source: GateSource | Semaphore): GateSource {
