@@ -41,7 +41,7 @@ import {
 import { nextWaiter } from './queue-order.js';
 import { QueueSheds } from './queue-sheds.js';
 import type { RateOptions, RateStats, ResolvedRate } from './rate.js';
-import { retryAfterEstimate } from './retry-estimate.js';
+import { oldestHoldAge, retryAfterEstimate } from './retry-estimate.js';
 import type { ResolvedSemaphoreOptions } from './semaphore-options.js';
 import { WaitDeadlines } from './wait-deadlines.js';
 import { type PriorityClassOptions, type QueueClass, WaitQueue } from './wait-queue.js';
@@ -426,8 +426,9 @@ gateEntry.progress = (gate, permit) => {
 };
 coreEntry.retryAfter = (gate, position) => {
   const hold = coreEntry.observer(gate)?.holdEstimate;
-  const { queueTimeout, maxQueue } = coreEntry.parts(gate);
-  const ms = retryAfterEstimate(position, gate.limit, hold, queueTimeout, maxQueue);
+  const { queueTimeout, holders, now } = coreEntry.parts(gate);
+  const age = hold === undefined ? oldestHoldAge(holders, now()) : 0;
+  const ms = retryAfterEstimate(position, gate.limit, hold, queueTimeout, age);
   // The partner's own "not before" and the rate's next slot: nobody is served earlier.
   const admission = coreEntry.admission(gate);
   return admission === undefined ? ms : Math.max(ms, admission.waitFloorMs());

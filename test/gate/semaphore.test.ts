@@ -919,17 +919,31 @@ describe('maxHold', () => {
 });
 
 describe('retryAfterMs', () => {
-  it('grows with the queue length', () => {
-    const gate = new Semaphore({ limit: 2, maxQueue: 10, queueTimeout: 1000 });
+  it('grows with the queue length', async () => {
+    const gate = new Semaphore({ limit: 2, maxQueue: 10, queueTimeout: 1000, observe: true });
     hold(gate);
     hold(gate);
+    await vi.advanceTimersByTimeAsync(40);
     const estimates = [gate.retryAfterMs()];
     for (let i = 0; i < 3; i++) {
       track(gate.acquire());
       estimates.push(gate.retryAfterMs());
     }
-    // No hold measured: the hold the bounds were sized for, 1000 ms × 2 / 10 (issue 23).
-    expect(estimates).toEqual([100, 200, 300, 400]);
+    // No hold measured: the calls in flight have held 40 ms, so a hold is at least that (issue
+    // 33; not the hold the bounds were sized for, 1000 ms × 2 / 10, which follows the deadline).
+    expect(estimates).toEqual([20, 40, 60, 80]);
+  });
+
+  it('with no hold measured, follows the ages of the calls in flight, not the wait deadline', async () => {
+    // Issue 33: limit 4, maxQueue 8, queueTimeout 10 s; sized for its bounds the first sheds said
+    // "retry after 10 s" while the 100 ms calls drained the queue in 0.32 s.
+    const gate = new Semaphore({ limit: 4, maxQueue: 8, queueTimeout: 10_000, observe: true });
+    for (let i = 0; i < 4; i++) hold(gate);
+    for (let i = 0; i < 8; i++) track(gate.acquire());
+    await vi.advanceTimersByTimeAsync(30);
+    const shed = track(gate.acquire());
+    await flush();
+    expect((shed.reason as QueueFullError).retryAfterMs).toBe(Math.ceil((9 / 4) * 30));
   });
 
   it('follows observed hold times once permits come back', async () => {
