@@ -4,7 +4,7 @@ import {
   type LimitBounds,
   type LimitSample,
 } from './algorithm.js';
-import { CutPacer, Ewma, MinRtt, RttProbe } from './rtt.js';
+import { CutPacer, DropLevel, Ewma, MinRtt, RttProbe } from './rtt.js';
 
 export interface AimdOptions extends LimitBounds {
   /** Multiplier on a drop (default 0.9, Netflix's AIMDLimit `backoffRatio`). */
@@ -53,6 +53,8 @@ export class AimdLimit implements LimitAlgorithm {
   readonly #probe: RttProbe;
   #probing = false;
   #value: number;
+  /** The limit the last cut was from: growth into it is slower. */
+  readonly #dropLevel = new DropLevel();
 
   constructor(options: AimdOptions) {
     this.#bounds = { min: options.min, max: options.max, initial: options.initial };
@@ -78,7 +80,7 @@ export class AimdLimit implements LimitAlgorithm {
   update(sample: LimitSample): number {
     const limit = Math.floor(this.#value);
     if (sample.dropped) {
-      this.#cut(sample.now, this.#srtt.value ?? sample.rttMs);
+      this.#cut(sample.now, this.#srtt.value ?? sample.rttMs, sample.now - sample.rttMs);
       return this.limit;
     }
     const recent = this.#recentRtt.add(sample.rttMs, 10);
@@ -94,13 +96,17 @@ export class AimdLimit implements LimitAlgorithm {
       sample.inflight * 2 >= limit &&
       srtt <= this.#tolerance * base
     ) {
-      this.#value = clampLimit(this.#value + 1 / Math.max(1, limit), this.#bounds);
+      const step = this.#dropLevel.step(limit, 1 / Math.max(1, limit));
+      this.#value = clampLimit(this.#value + step, this.#bounds);
+      this.#dropLevel.grew(Math.floor(this.#value));
     }
     return this.limit;
   }
 
-  #cut(now: number, rttMs: number): void {
-    if (this.#pacer.due(now, rttMs)) {
+  /** `grantedAt`: when the dropped request was granted (a slow RTT is no one request's). */
+  #cut(now: number, rttMs: number, grantedAt?: number): void {
+    if (this.#pacer.due(now, rttMs, grantedAt)) {
+      this.#dropLevel.cut(Math.floor(this.#value));
       this.#value = clampLimit(Math.floor(this.#value * this.#backoff), this.#bounds);
     }
   }

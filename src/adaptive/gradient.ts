@@ -4,7 +4,7 @@ import {
   type LimitBounds,
   type LimitSample,
 } from './algorithm.js';
-import { CutPacer, Ewma, MinRtt, RttProbe } from './rtt.js';
+import { CutPacer, DropLevel, Ewma, MinRtt, RttProbe } from './rtt.js';
 
 export interface GradientOptions extends LimitBounds {
   /** RTT inflation accepted before the limit shrinks: 1.0 aims at no queue at the partner. */
@@ -55,6 +55,8 @@ export class GradientLimit implements LimitAlgorithm {
   readonly #minRtt: MinRtt;
   readonly #shortRtt = new Ewma();
   readonly #pacer = new CutPacer();
+  /** The limit the last drop cut from: growth into it is slower. */
+  readonly #dropLevel = new DropLevel();
   /** RTT over the last ~10 samples: what the minimum is taken of (a lone fast sample is noise). */
   readonly #recentRtt = new Ewma();
   readonly #probe: RttProbe;
@@ -86,7 +88,9 @@ export class GradientLimit implements LimitAlgorithm {
   update(sample: LimitSample): number {
     const limit = Math.floor(this.#value);
     if (sample.dropped) {
-      if (this.#pacer.due(sample.now, this.#shortRtt.value ?? sample.rttMs)) {
+      const grantedAt = sample.now - sample.rttMs;
+      if (this.#pacer.due(sample.now, this.#shortRtt.value ?? sample.rttMs, grantedAt)) {
+        this.#dropLevel.cut(limit);
         this.#value = clampLimit(Math.floor(this.#value * this.#backoff), this.#bounds);
       }
       return this.limit;
@@ -106,9 +110,12 @@ export class GradientLimit implements LimitAlgorithm {
     // replace its limit many times over before the RTT could show the effect. Shrinking is
     // smoothed (`smoothing`); growth is not (up to +queueSize per round trip), so a gate below
     // its partner's capacity gets there in a few round trips.
-    const weight = target > this.#value ? 1 : this.#smoothing;
-    const next = this.#value + ((target - this.#value) * weight) / Math.max(1, limit);
-    this.#value = clampLimit(next, this.#bounds);
+    const growing = target > this.#value;
+    const weight = growing ? 1 : this.#smoothing;
+    let change = ((target - this.#value) * weight) / Math.max(1, limit);
+    if (growing) change = this.#dropLevel.step(limit, change);
+    this.#value = clampLimit(this.#value + change, this.#bounds);
+    this.#dropLevel.grew(Math.floor(this.#value));
     return this.limit;
   }
 }

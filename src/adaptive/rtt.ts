@@ -102,14 +102,52 @@ export class Ewma {
  * At most one multiplicative cut per round trip: a burst of drops from one overload episode
  * (every request that was in flight answers 503) is one congestion signal, not fifty; cutting
  * ×0.9 per drop would collapse the limit to its minimum (TCP's "one cut per window" rule).
+ *
+ * The window is the requests in flight at the cut, as TCP's: a drop of a request granted
+ * *after* the last cut saw the lowered limit and was still refused, a new signal, so it cuts
+ * again at once (`grantedAt`). Without this, a partner that refuses at once past its capacity
+ * answered one slot above it hundreds of 503s per round trip while the pacer waited (issue 33:
+ * 97% of its answers in a second were 503).
  */
 export class CutPacer {
   #lastCutAt = Number.NEGATIVE_INFINITY;
 
-  /** True (and remembers `now`) when a cut is due: the last one is older than `rttMs`. */
-  due(now: number, rttMs: number): boolean {
-    if (now - this.#lastCutAt < rttMs) return false;
+  /**
+   * True (and remembers `now`) when a cut is due: the last one is older than `rttMs`, or the
+   * dropped request was granted after it (`grantedAt`, on the same clock).
+   */
+  due(now: number, rttMs: number, grantedAt = Number.NEGATIVE_INFINITY): boolean {
+    if (now - this.#lastCutAt < rttMs && grantedAt < this.#lastCutAt) return false;
     this.#lastCutAt = now;
     return true;
   }
 }
+
+/**
+ * Growth into the level of the last cut is {@link PLATEAU} times slower: the limit settles below
+ * the capacity it has just hit and probes it again every few round trips, not every one (TCP
+ * CUBIC's plateau near its last loss, in one step). Against a partner that serves 5 and refuses
+ * the sixth at once, AIMD growing back to 6 every round trip made about one answer in six a 503.
+ * The level is forgotten once the limit grows past it: the probe found more capacity.
+ */
+export class DropLevel {
+  #level = Number.POSITIVE_INFINITY;
+
+  /** A cut from `limit`. */
+  cut(limit: number): void {
+    this.#level = limit;
+  }
+
+  /** The growth to apply at `limit`: slower one step below the level and at it. */
+  step(limit: number, growth: number): number {
+    return limit + 1 >= this.#level ? growth / PLATEAU : growth;
+  }
+
+  /** The limit is now `limit`: past the level, the level is forgotten. */
+  grew(limit: number): void {
+    if (limit > this.#level) this.#level = Number.POSITIVE_INFINITY;
+  }
+}
+
+/** How many times slower growth into the last cut's level is (see {@link DropLevel}). */
+export const PLATEAU = 4;

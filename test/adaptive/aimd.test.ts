@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AimdLimit } from '../../src/adaptive/aimd.js';
+import { PLATEAU } from '../../src/adaptive/rtt.js';
 import { drive, mean, quantile } from './model.js';
 
 const bounds = { min: 2, max: 500, initial: 10 };
@@ -92,5 +93,28 @@ describe('AimdLimit', () => {
     }
     expect(aimd.minRttMs).toBeGreaterThan(50);
     expect(aimd.limit).toBeGreaterThan(bounds.min);
+  });
+
+  it('a refusal right after growth cuts at once, and growth back into that level takes PLATEAU round trips (issue 33)', () => {
+    // A partner that serves 5 and refuses the sixth at once: the limit is 6, the sixth slot's
+    // 503 comes back 0.3 ms after its grant.
+    const aimd = new AimdLimit({ min: 1, max: 50, initial: 6, minRttMs: 50 });
+    let now = 1000;
+    const success = () => aimd.update({ now: (now += 10), rttMs: 50, inflight: 5, dropped: false });
+    const refusal = () =>
+      aimd.update({ now: (now += 0.3), rttMs: 0.3, inflight: 6, dropped: true });
+    expect(refusal()).toBe(5);
+    let samples = 0;
+    while (aimd.limit < 6 && samples < 1000) {
+      success();
+      samples++;
+    }
+    // About PLATEAU round trips of 5 answers, not one.
+    expect(samples).toBeGreaterThanOrEqual(PLATEAU * 5 - 1);
+    // At 6 the sixth slot is refused again: cut again at once.
+    expect(refusal()).toBe(5);
+    // A refusal in flight at that cut is the same episode; one granted after it is a new one.
+    expect(aimd.update({ now: (now += 0.1), rttMs: 0.5, inflight: 5, dropped: true })).toBe(5);
+    expect(refusal()).toBe(4);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CutPacer, MinRtt, RttProbe } from '../../src/adaptive/rtt.js';
+import { CutPacer, DropLevel, MinRtt, PLATEAU, RttProbe } from '../../src/adaptive/rtt.js';
 
 describe('MinRtt', () => {
   it('takes a lower sample at once and rises towards higher ones with its time constant', () => {
@@ -44,5 +44,30 @@ describe('CutPacer', () => {
     expect(pacer.due(100, 40)).toBe(true);
     expect(pacer.due(139, 40)).toBe(false);
     expect(pacer.due(140, 40)).toBe(true);
+  });
+
+  it('cuts again at once for a drop of a request granted after the last cut (issue 33)', () => {
+    const pacer = new CutPacer();
+    expect(pacer.due(100, 40, 99)).toBe(true);
+    // In flight at the cut: the same episode, paced as before.
+    expect(pacer.due(101, 40, 99.5)).toBe(false);
+    // Granted after it, it saw the lowered limit and was still refused: a new signal.
+    expect(pacer.due(102, 40, 101.5)).toBe(true);
+    expect(pacer.due(103, 40, 101.9)).toBe(false);
+  });
+});
+
+describe('DropLevel', () => {
+  it('slows growth one step below the last cut and at it, and forgets it past it', () => {
+    const level = new DropLevel();
+    expect(level.step(5, 1)).toBe(1);
+    level.cut(6);
+    expect(level.step(4, 1)).toBe(1);
+    expect(level.step(5, 1)).toBe(1 / PLATEAU);
+    expect(level.step(6, 1)).toBe(1 / PLATEAU);
+    level.grew(6);
+    expect(level.step(6, 1)).toBe(1 / PLATEAU);
+    level.grew(7);
+    expect(level.step(6, 1)).toBe(1);
   });
 });
