@@ -100,9 +100,12 @@ describe('AimdLimit', () => {
     // 503 comes back 0.3 ms after its grant.
     const aimd = new AimdLimit({ min: 1, max: 50, initial: 6, minRttMs: 50 });
     let now = 1000;
-    const success = () => aimd.update({ now: (now += 10), rttMs: 50, inflight: 5, dropped: false });
-    const refusal = () =>
-      aimd.update({ now: (now += 0.3), rttMs: 0.3, inflight: 6, dropped: true });
+    const at = (ms: number) => {
+      now += ms;
+      return now;
+    };
+    const success = () => aimd.update({ now: at(10), rttMs: 50, inflight: 5, dropped: false });
+    const refusal = () => aimd.update({ now: at(0.3), rttMs: 0.3, inflight: 6, dropped: true });
     expect(refusal()).toBe(5);
     let samples = 0;
     while (aimd.limit < 6 && samples < 1000) {
@@ -114,7 +117,7 @@ describe('AimdLimit', () => {
     // At 6 the sixth slot is refused again: cut again at once.
     expect(refusal()).toBe(5);
     // A refusal in flight at that cut is the same episode; one granted after it is a new one.
-    expect(aimd.update({ now: (now += 0.1), rttMs: 0.5, inflight: 5, dropped: true })).toBe(5);
+    expect(aimd.update({ now: at(0.1), rttMs: 0.5, inflight: 5, dropped: true })).toBe(5);
     expect(refusal()).toBe(4);
   });
 });
