@@ -8,13 +8,7 @@ import {
   positiveInteger,
 } from '../common/options.js';
 import { parseQueueOrder } from './queue-order.js';
-import {
-  type LocalRateOptions,
-  type RateOptions,
-  type RateStats,
-  type ResolvedRate,
-  resolveRate,
-} from './rate.js';
+import { type LocalRateOptions, type RateStats, type ResolvedRate, resolveRate } from './rate.js';
 import { type PriorityClassOptions, type PriorityClassStats, queueBound } from './wait-queue.js';
 
 /**
