@@ -1,7 +1,7 @@
 /**
  * A partner in a process of its own that logs the arrival time of every request (its own
  * `performance.now()`), so the windows over its log see the partner's clock only: no event loop
- * shared with the client under test. `/503?cap=n` answers 200 after `ms` while fewer than `n`
+ * shared with the client under test. `?cap=n&ms=t` answers 200 after `ms` while fewer than `n`
  * are in progress and 503 at once past that (the adaptive tests' refusing partner).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -11,18 +11,22 @@ const SCRIPT = `
 import http from 'node:http';
 const arrivals = [];
 const statuses = [];
+const ids = [];
 let active = 0;
 const server = http.createServer((req, res) => {
   const url = new URL(req.url, 'http://x');
   if (url.pathname === '/log') {
     res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ arrivals, statuses }));
+    res.end(JSON.stringify({ arrivals, statuses, ids }));
     arrivals.length = 0;
     statuses.length = 0;
+    ids.length = 0;
     return;
   }
   const at = performance.now();
   arrivals.push(at);
+  const id = url.searchParams.get('id');
+  if (id !== null) ids.push([id, performance.timeOrigin + at]);
   const cap = Number(url.searchParams.get('cap') ?? Infinity);
   const ms = Number(url.searchParams.get('ms') ?? 0);
   if (active >= cap) {
@@ -47,10 +51,20 @@ process.stdin.on('end', () => process.exit(0));
 process.stdin.resume();
 `;
 
+export interface PartnerLog {
+  arrivals: number[];
+  statuses: [number, number][];
+  ids: [string, number][];
+}
+
 export interface ArrivalPartner {
   origin: string;
-  /** Arrival times since the last read (partner's clock, ascending) and answers [time, status]. */
-  log(): Promise<{ arrivals: number[]; statuses: [number, number][] }>;
+  /**
+   * Since the last read: arrival times (partner's clock, ascending), answers `[time, status]`,
+   * and `[id, epoch ms]` for requests with `?id=` (epoch: `performance.timeOrigin + now`, so a
+   * client's send times on the same host pair with them to within a ms).
+   */
+  log(): Promise<PartnerLog>;
   close(): Promise<void>;
 }
 
@@ -64,7 +78,7 @@ export async function startArrivalPartner(): Promise<ArrivalPartner> {
     origin,
     async log() {
       const res = await fetch(`${origin}/log`);
-      return (await res.json()) as { arrivals: number[]; statuses: [number, number][] };
+      return (await res.json()) as PartnerLog;
     },
     async close() {
       if (child.exitCode !== null) return;
