@@ -58,10 +58,9 @@ describe("Retry-After of a fresh partner gate, against the queue's measured drai
       expect(retryAfterMs, `drained in ${drainMs.toFixed(0)} ms`).toBeLessThanOrEqual(drainMs);
       expect(Math.ceil(retryAfterMs / 1000)).toBe(1); // the header shed() sends: Retry-After: 1
     }
-    // Holds measured (about 100 ms): 9 positions / 4 permits × the hold, as long as the drain.
-    for (const { retryAfterMs, drainMs } of await wave()) {
-      expect(retryAfterMs, `drained in ${drainMs.toFixed(0)} ms`).toBeLessThanOrEqual(2 * drainMs);
-      expect(retryAfterMs).toBeGreaterThanOrEqual(100);
-    }
+    // Holds measured (at least 100 ms each): 9 positions / 4 permits × the moving hold. (Not
+    // bounded by this drain from above: a first wave slowed by a busy machine or a cold start
+    // weighs on the moving estimate for a while.)
+    for (const { retryAfterMs } of await wave()) expect(retryAfterMs).toBeGreaterThanOrEqual(200);
   });
 });
