@@ -42,9 +42,10 @@ export interface LocalRateOptions extends RateOptions {
   /**
    * How far apart (ms) two calls' grant-to-arrival latencies may lie while the promise still
    * holds at the partner (default 0 on a `Semaphore`: the grant is the promise;
-   * {@link DEFAULT_PARTNER_RATE_SLACK_MS} on a partner rule without a `cost`). The gate then keeps at most
-   * `limit + burst` in any window of `per + slack`: it takes the slack out of the burst,
-   * keeping two slots of it for timers' lateness, and out of the pace when the burst is smaller.
+   * {@link DEFAULT_PARTNER_RATE_SLACK_MS} on a partner rule without a `cost`). The gate then
+   * keeps at most `limit + burst` in any window of `per + slack`: it takes the slack out of the
+   * burst, keeping two slots of it for timers' lateness, and out of the pace when the burst is
+   * smaller.
    */
   slack?: number;
 }
@@ -124,7 +125,7 @@ export function partnerRate(
   costed: boolean,
 ): LocalRateOptions | undefined {
   if (rate === undefined || rate === null || typeof rate !== 'object' || costed) return rate;
-  return 'slack' in rate ? rate : { ...rate, slack: DEFAULT_PARTNER_RATE_SLACK_MS };
+  return rate.slack !== undefined ? rate : { ...rate, slack: DEFAULT_PARTNER_RATE_SLACK_MS };
 }
 
 /**

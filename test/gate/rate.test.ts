@@ -371,6 +371,12 @@ describe('rate slack: the promise where calls arrive (issue 33 item 4)', () => {
     const gate = new Semaphore({ limit: 1, rate: { limit: 10, per: 100, burst: 5, slack: 20 } });
     expect(() => gate.tryAcquire({ cost: 5 })).toThrow(/exceeds 4.*lower rate\.slack/);
     expect(gate.tryAcquire({ cost: 4 })).toBeDefined();
+    // A partner rule's default: 100 ms unless it charges a cost (or says otherwise).
+    const { partnerRate } = await import('../../src/gate/rate.js');
+    expect(partnerRate({ limit: 1 }, false)).toEqual({ limit: 1, slack: 100 });
+    expect(partnerRate({ limit: 1, slack: undefined }, false)).toEqual({ limit: 1, slack: 100 });
+    expect(partnerRate({ limit: 1, slack: 0 }, false)).toEqual({ limit: 1, slack: 0 });
+    expect(partnerRate({ limit: 1 }, true)).toEqual({ limit: 1 });
   });
 
   it('arrivals shifted by any latencies within slack of each other: at most limit + burst in any window of per', async () => {

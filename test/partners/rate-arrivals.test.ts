@@ -88,8 +88,10 @@ describe("a rate held at the partner's arrivals, cold connections included", () 
       most,
       `most arrivals in one ${rate.per} ms window; latency spread ${spreadMs.toFixed(0)} ms`,
     ).toBeLessThanOrEqual(rate.limit + rate.burst + over);
-    // Goodput: the slack came out of the burst, not the pace (a busy machine only slows it).
+    // Goodput: the slack came out of the burst, not the pace: 82–98% of 200/s here, quiet. Only
+    // loosely bounded (as in rate.test.ts): a busy machine slows the sends, not the promise
+    // (77/s during a full npm test at load average 33).
     const span = times[calls - 1]! - times[0]!;
-    expect(((calls - 1) / span) * 1000).toBeGreaterThan(200 * 0.5);
+    expect(((calls - 1) / span) * 1000).toBeGreaterThan(200 * 0.15);
   }, 30_000);
 });
