@@ -55,14 +55,14 @@ export function hostKey(hostname: string): string {
 const IPV4_MAPPED = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/;
 
 /**
- * Hosts that may well be one machine although no parser can tell: the loopback names
- * (`localhost`, `*.localhost`, which a resolver maps to `127.0.0.1` or `::1`) and the loopback
- * addresses. `undefined` for anything else. Used only to warn (a rule for `127.0.0.1` does not
- * cap `localhost`), never to fold.
+ * Hosts that are one machine although no parser can tell: the loopback names (`localhost`,
+ * `*.localhost`, which resolvers map to `127.0.0.1` or `::1`) and those two addresses.
+ * `undefined` for anything else (`127.0.0.2` is another address). Used only to warn (a rule
+ * for `127.0.0.1` does not cap `localhost`), never to fold.
  */
 export function aliasFamily(host: string): string | undefined {
   if (host === 'localhost' || host.endsWith('.localhost')) return 'loopback';
-  if (host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host)) return 'loopback';
+  if (host === '127.0.0.1' || host === '[::1]') return 'loopback';
   return undefined;
 }
 
