@@ -47,7 +47,7 @@ describe('aliases that need no DNS fold into the partner’s gate (issue 36 item
     const both = Array.from({ length: 10 }, (_, i) =>
       limited(`${i % 2 === 0 ? base(port()) : partner.origin}/ok?delay=5`, {
         dispatcher: agent,
-      } as RequestInit).then((res) => (res as Response).text()),
+      }).then((res) => res.text()),
     );
     await Promise.all(both);
     expect(partner.arrived).toBe(10);
@@ -68,9 +68,9 @@ describe('aliases that need no DNS fold into the partner’s gate (issue 36 item
     });
     const limited = limitFetch(undiciFetch, limiter);
     for (let i = 0; i < 3; i++) {
-      const res = (await limited(`http://localhost:${port()}/ok`, {
+      const res = await limited(`http://localhost:${port()}/ok`, {
         dispatcher: agent,
-      } as RequestInit)) as Response;
+      });
       await res.text();
     }
     await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on next tick
@@ -87,9 +87,9 @@ describe('aliases that need no DNS fold into the partner’s gate (issue 36 item
       strictOrigins: true,
     });
     const limited = limitFetch(undiciFetch, limiter);
-    await expect(
-      limited(`http://localhost:${port()}/ok`, { dispatcher: agent } as RequestInit),
-    ).rejects.toThrow(/localhost.*ledger.*strictOrigins/s);
+    await expect(limited(`http://localhost:${port()}/ok`, { dispatcher: agent })).rejects.toThrow(
+      /localhost.*ledger.*strictOrigins/s,
+    );
     expect(partner.arrived).toBe(0);
   });
 });
@@ -101,9 +101,9 @@ describe('a rule with the wrong port or scheme is loud (issue 33 item 3)', () =>
     });
     const limited = limitFetch(undiciFetch, limiter);
     for (let i = 0; i < 5; i++) {
-      const res = (await limited(`${partner.origin}/ok?i=${i}`, {
+      const res = await limited(`${partner.origin}/ok?i=${i}`, {
         dispatcher: agent,
-      } as RequestInit)) as Response;
+      });
       await res.text();
     }
     limiter.gateFor(`https://127.0.0.1:${port()}`); // another origin: its own warning
@@ -123,9 +123,7 @@ describe('a rule with the wrong port or scheme is loud (issue 33 item 3)', () =>
       strictOrigins: true,
     });
     const limited = limitFetch(undiciFetch, limiter);
-    await expect(
-      limited(`${partner.origin}/ok`, { dispatcher: agent } as RequestInit),
-    ).rejects.toThrow(TypeError);
+    await expect(limited(`${partner.origin}/ok`, { dispatcher: agent })).rejects.toThrow(TypeError);
     expect(partner.arrived).toBe(0);
     // An unrelated unnamed host is no near miss: neither an error nor a warning.
     expect(limiter.gateFor('http://127.0.0.2:80')).toBeDefined();
