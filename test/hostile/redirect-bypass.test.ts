@@ -45,6 +45,12 @@ afterEach(async () => {
   await partner.close();
 });
 
+/** The attacker redirects with `status` to itself at `again` once, then to the partner. */
+function twice(status: number, again: string): typeof redirect {
+  let hops = 0;
+  return { status, to: () => (++hops === 1 ? again : `${partner.url}/ok`) };
+}
+
 function limiter() {
   return new HostLimiter({
     partners: [
@@ -92,15 +98,7 @@ describe('a redirect cannot carry calls past a partner’s cap (issue 36 item 2)
   it('follows as fetch does: a 307 sends the method and body again; a 303 turns a POST into a GET', async () => {
     const limited = limitFetch(undiciFetch, limiter());
     partner.openHeld();
-    redirect = { status: 307, to: () => `${attacker.origins[0]}/second` };
-    let once = true;
-    redirect.to = () => {
-      if (once) {
-        once = false;
-        return `${attacker.origins[0]}/second`;
-      }
-      return `${partner.url}/ok`;
-    };
+    redirect = twice(307, `${attacker.origins[0]}/second`);
     const res = await limited(`${attacker.origins[0]}/first`, {
       dispatcher: agent,
       method: 'POST',
@@ -113,15 +111,7 @@ describe('a redirect cannot carry calls past a partner’s cap (issue 36 item 2)
       { method: 'POST', authorization: undefined, body: 'payload' },
     ]);
     seenByAttacker = [];
-    redirect = { status: 303, to: () => `${attacker.origins[0]}/after` };
-    let first = true;
-    redirect.to = () => {
-      if (first) {
-        first = false;
-        return `${attacker.origins[0]}/after`;
-      }
-      return `${partner.url}/ok`;
-    };
+    redirect = twice(303, `${attacker.origins[0]}/after`);
     await (
       await limited(`${attacker.origins[0]}/form`, { dispatcher: agent, method: 'POST', body: 'x' })
     ).text();
