@@ -23,7 +23,6 @@ import {
 } from '../common/options.js';
 import { coreEntry } from '../gate/counting-gate.js';
 import { Semaphore } from '../gate/semaphore.js';
-import { OVERFLOW_ORIGINS } from '../partners/host-limiter.js';
 import {
   ABORTED_IN_FLIGHT,
   ABORTED_WAITING,
@@ -69,6 +68,11 @@ export { type BucketCounts, HOLD_BUCKETS_SECONDS, WAIT_BUCKETS_SECONDS } from '.
 
 /** The label of per-origin gates past `maxOriginLabels` (the retry layer uses the same). */
 export const OTHER_ORIGINS = '(other origins)';
+/**
+ * The stats key and gate name of a limiter's overflow gate: origins that found every
+ * per-origin place taken share it (`HostLimiter`, `maxHosts`). A label of its own.
+ */
+export const OVERFLOW_ORIGINS = '(overflow origins)';
 /** Default `maxOriginLabels`: enough to name the few unknown hosts a service really calls. */
 export const DEFAULT_MAX_ORIGIN_LABELS = 20;
 /**

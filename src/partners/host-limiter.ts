@@ -11,6 +11,7 @@ import {
 } from '../common/options.js';
 import { type RateOptions, Semaphore, type SemaphoreStats } from '../gate/semaphore.js';
 import type { PriorityClassOptions } from '../gate/wait-queue.js';
+import { OVERFLOW_ORIGINS } from '../observe/collector.js';
 import { type LeakSuspect, leakSuspects } from '../observe/leaks.js';
 import { Breaker, type BreakerOptions, type BreakerStats, parseBreaker } from './breaker.js';
 import { setHoldAfterAbort } from './gate-layers.js';
@@ -68,7 +69,8 @@ export const DEFAULT_EVICT_IDLE_AFTER_MS = 60_000;
  * The stats key and gate name of the overflow gate: origins that found every per-origin place
  * taken share it (with the `unknownHosts` gate options), queued rather than refused.
  */
-export const OVERFLOW_ORIGINS = '(overflow origins)';
+export { OVERFLOW_ORIGINS };
+
 /** Bound on the origins warned about (HOSTGATE_RULE_NEAR_MISS): a warning each, no more. */
 const MAX_NEAR_MISS_WARNINGS = 64;
 
