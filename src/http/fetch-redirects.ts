@@ -16,6 +16,11 @@ const BODY_HEADERS = ['content-encoding', 'content-language', 'content-location'
 /** Dropped on a redirect to another origin (undici: the standard's list plus cookie and host). */
 const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'host'];
 
+/** A status fetch would follow (with a `Location`). */
+export function isRedirect(status: number): boolean {
+  return REDIRECT_STATUSES.has(status);
+}
+
 /** The caller's redirect mode: `init.redirect`, else the Request's, else `'follow'`. */
 export function redirectMode(input: unknown, init: InitLike | undefined): unknown {
   if (init?.redirect !== undefined) return init.redirect;

@@ -6,7 +6,14 @@ import {
   limiterFrom,
 } from '../partners/host-limiter.js';
 import { FetchCall } from './fetch-call.js';
-import { firstHop, type Hop, markRedirected, nextHop, redirectMode } from './fetch-redirects.js';
+import {
+  firstHop,
+  type Hop,
+  isRedirect,
+  markRedirected,
+  nextHop,
+  redirectMode,
+} from './fetch-redirects.js';
 import type { CallableFetch, InitLike, ResponseLike } from './fetch-response.js';
 import { type PriorityClassOption, priorityFor } from './priority.js';
 
@@ -136,6 +143,7 @@ export function limitFetch<F extends FetchFunction>(
     const target = targetOf(input);
     if (redirectMode(input, init) !== 'follow') return send(input, init, target, signal);
     let response = await send(input, { ...init, redirect: 'manual' }, target, signal);
+    if (!isRedirect(response.status)) return response; // most calls: nothing more to do
     let hop: Hop = firstHop(input, init, new URL(target)); // gateFor has parsed it already
     for (let redirects = 0; ; redirects++) {
       let next: Hop | undefined;
