@@ -634,7 +634,7 @@ export class HostLimiter {
     if (this.#overflow === undefined) {
       this.#overflow = makeGate('unknownHosts', unknown, OVERFLOW_ORIGINS);
       process.emitWarning(
-        `${this.#maxHosts} unnamed origins hold a per-origin gate (maxHosts), each in use in the last ${this.#evictIdleAfter} ms (evictIdleAfter): ${key} and further new origins share the gate ${JSON.stringify(OVERFLOW_ORIGINS)} until a place frees up. Name the partners you call often, or raise maxHosts`,
+        `all ${this.#maxHosts} per-origin gates (maxHosts) are in use or were used in the last ${this.#evictIdleAfter} ms (evictIdleAfter): ${key} and further new origins share the gate ${JSON.stringify(OVERFLOW_ORIGINS)} until a place frees up. Name the partners you call often, or raise maxHosts`,
         { code: 'HOSTGATE_HOSTS_OVERFLOW' },
       );
     }

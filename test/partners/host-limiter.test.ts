@@ -672,6 +672,8 @@ describe('HostLimiter: construction errors name the rule or option', () => {
     ['a fractional maxHosts', { maxHosts: 2.5 }, /maxHosts .*2\.5/],
     ['an infinite maxHosts', { maxHosts: Number.POSITIVE_INFINITY }, /maxHosts .*Infinity/],
     ['a string maxHosts', { maxHosts: '256' }, /maxHosts .*"256"/],
+    ['a negative evictIdleAfter', { evictIdleAfter: -1 }, /evictIdleAfter .*-1/],
+    ['a string evictIdleAfter', { evictIdleAfter: '60s' }, /evictIdleAfter .*"60s"/],
   ])('rejects %s', (_what, options, message) => {
     expect(() => construct(options)).toThrow(TypeError);
     expect(() => construct(options)).toThrow(message);
