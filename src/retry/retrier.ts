@@ -2,6 +2,7 @@ import { PartnerCooldownError } from '../common/errors.js';
 import { checkObject, describe } from '../common/options.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import { type HostLimiter, OVERFLOW_ORIGINS } from '../partners/host-limiter.js';
+import { originKey, parseTarget } from '../partners/origin.js';
 import { noteAnswer, type RetryEnv, retryAttempts } from './attempts.js';
 import { PartnerState, type RetryStats } from './partner-state.js';
 import { checkPolicyKeys, type RetryPolicy, resolvePolicy } from './policy.js';
@@ -149,7 +150,9 @@ export class Retrier {
     let origin: string;
     try {
       gate = this.#limiter?.gateFor(url);
-      origin = new URL(url).origin;
+      // With a limiter, its key (`https://x.com:443`), so an origin keeps one state whether its
+      // gate is its own or the overflow gate; without, the URL's origin.
+      origin = this.#limiter === undefined ? new URL(url).origin : originKey(parseTarget(url));
     } catch {
       return undefined;
     }
@@ -169,7 +172,7 @@ export class Retrier {
     // sizes the budget. The overflow gate's load is many origins': none of this one's.
     if (gate === undefined || gate.name === OVERFLOW_ORIGINS)
       return this.#ungated(origin, undefined);
-    return this.#ungated(gate.name ?? origin, gate);
+    return this.#ungated(origin, gate);
   }
 
   #ungated(origin: string, gate: Semaphore | undefined): PartnerState {
