@@ -66,7 +66,7 @@ declare module 'fastify' {
 
 const PLUGIN_KEYS = ['shed', 'status'] as const;
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers'] as const;
-const SHED_KEYS = ['status', 'problem', 'onDisconnect'] as const;
+const SHED_KEYS = ['status', 'problem', 'onDisconnect', 'details'] as const;
 
 type Resolved = ReturnType<typeof internal.resolve>;
 

@@ -23,6 +23,13 @@ export interface ShedOptions {
   /** Builds the `application/problem+json` body (default {@link defaultProblem}). */
   problem?: (error: ShedError, req: IncomingMessage, status: number) => ProblemDetails;
   /**
+   * Put what only operators should see into the default body: `detail` becomes the error's
+   * message and `partner` the gate that shed (a partner's name, or an unnamed host's internal
+   * origin). Default `false`: a public answer names no upstream (docs/user-supplied-urls.md).
+   * For callers you trust (an internal API), or to debug.
+   */
+  details?: boolean;
+  /**
    * Called when a request failed because its client went away (`ClientDisconnectedError`).
    * Nothing is written and nothing is logged as a server error; hook your debug counter here.
    */
@@ -36,7 +43,7 @@ export type ErrorMiddleware = (
   next: (err?: unknown) => void,
 ) => void;
 
-const SHED_KEYS = ['status', 'problem', 'onDisconnect'] as const;
+const SHED_KEYS = ['status', 'problem', 'onDisconnect', 'details'] as const;
 
 const TITLES: Record<string, string> = {
   HOSTGATE_QUEUE_FULL: 'Capacity queue is full',
@@ -49,26 +56,45 @@ const TITLES: Record<string, string> = {
 };
 
 /**
- * The default problem body: `type` is a stable URN per error code, `detail` the error's
- * message, `partner` the gate that shed the request, `retryAfter` the same seconds as the header.
+ * The default problem body, what a client needs and no more: `type` is a stable URN per error
+ * code, `title` its fixed text, `detail` a fixed sentence with the wait, `retryAfter` the same
+ * seconds as the header. No upstream is named: a shed error's message and partner say which
+ * internal service is at capacity or failing (for an unnamed host, its internal origin). With
+ * `{ details: true }`, `detail` is the error's message and `partner` the gate that shed.
  */
 export function defaultProblem(
   error: ShedError,
   _req: IncomingMessage,
   status = 503,
+  options: { details?: boolean } = {},
 ): ProblemDetails {
   const slug = error.code
     .replace(/^HOSTGATE_/, '')
     .toLowerCase()
     .replaceAll('_', '-');
+  const retryAfter = retryAfterSeconds(error.retryAfterMs);
+  if (options.details === true) {
+    return {
+      type: `urn:hostgate:problem:${slug}`,
+      title: TITLES[error.code] ?? 'Service at capacity',
+      status,
+      detail: error.message,
+      partner: error.partner ?? null,
+      retryAfter,
+    };
+  }
   return {
     type: `urn:hostgate:problem:${slug}`,
     title: TITLES[error.code] ?? 'Service at capacity',
     status,
-    detail: error.message,
-    partner: error.partner ?? null,
-    retryAfter: retryAfterSeconds(error.retryAfterMs),
+    detail: `The service cannot take this request now; retry after ${retryAfter} s.`,
+    retryAfter,
   };
+}
+
+/** {@link defaultProblem} with `details: true`. */
+function detailedProblem(error: ShedError, req: IncomingMessage, status: number): ProblemDetails {
+  return defaultProblem(error, req, status, { details: true });
 }
 
 /** `Retry-After` in whole seconds: `ceil(ms / 1000)`, at least 1. */
@@ -146,7 +172,11 @@ function resolve(
       throw new TypeError(`${where}: ${key} must be a function, got ${describe(o[key])}`);
     }
   }
-  return { status, problem: o.problem ?? defaultProblem, onDisconnect: o.onDisconnect };
+  if (o.details !== undefined && typeof o.details !== 'boolean') {
+    throw new TypeError(`${where}: details must be a boolean, got ${describe(o.details)}`);
+  }
+  const problem = o.problem ?? (o.details === true ? detailedProblem : defaultProblem);
+  return { status, problem, onDisconnect: o.onDisconnect };
 }
 
 /** Writes the shed response. The caller has checked that headers are not sent yet. */

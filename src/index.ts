@@ -128,6 +128,7 @@ export {
   DEFAULT_HALF_OPEN_AFTER_MS,
 } from './partners/breaker.js';
 export {
+  DEFAULT_EVICT_IDLE_AFTER_MS,
   DEFAULT_MAX_HOLD_MS,
   DEFAULT_MAX_HOSTS,
   DEFAULT_UNKNOWN_HOST_GATE,
@@ -136,6 +137,7 @@ export {
   type GateStore,
   HostLimiter,
   type HostLimiterOptions,
+  OVERFLOW_ORIGINS,
   type PartnerRule,
   type SharedRule,
 } from './partners/host-limiter.js';

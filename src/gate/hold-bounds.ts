@@ -50,6 +50,13 @@ export class HoldBounds {
    */
   released(permit: Waiter, reason: ReleaseReason): ReleaseReason {
     if (permit.totalTimer !== undefined) clearTimeout(permit.totalTimer);
+    // The last holder went: nothing can expire, so no timer stays armed. An armed timer keeps
+    // its gate reachable for up to maxHold: an idle per-origin gate evicted by its limiter
+    // would outlive its eviction by a minute (issue 36: 50,000 origins, +158 MB).
+    if (this.#timer !== undefined && this.parts.holders.oldest === undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
     return permit === this.expiring ? 'hold_timeout' : reason;
   }
 

@@ -23,22 +23,32 @@ export interface PermitTarget {
   readonly path: string;
 }
 
-// scheme, optional userinfo (dropped), host[:port], rest (path, query, fragment).
-const URL_PARTS = /^([a-z][a-z0-9+.-]*:)\/\/(?:[^/?#@]*@)?([^/?#]*)(.*)$/is;
-
-/** Reduces undici's dispatch options or `{ method, origin: url }` to a {@link PermitTarget}. */
+/**
+ * Reduces undici's dispatch options or `{ method, origin: url }` to a {@link PermitTarget}.
+ * The origin comes from the WHATWG URL parser, as the request's own host does: userinfo ends
+ * at the last `@` (`http://a@b:TOKEN@host/` is host `host`), so no part of a credential is
+ * ever taken for the host, and a string no parser accepts reports no origin at all.
+ */
 export function permitTarget(info: PermitRequestInfo | undefined | null): PermitTarget | undefined {
   if (info === undefined || info === null || typeof info !== 'object') return undefined;
   const rawMethod = info.method;
   const method =
     typeof rawMethod === 'string' && rawMethod !== '' ? rawMethod.toUpperCase() : 'GET';
   const rawOrigin = info.origin;
-  const url =
-    rawOrigin instanceof URL ? rawOrigin.href : typeof rawOrigin === 'string' ? rawOrigin : '';
-  const parts = URL_PARTS.exec(url);
-  const origin = parts === null ? '' : `${parts[1]!.toLowerCase()}//${parts[2]!.toLowerCase()}`;
-  const rawPath = typeof info.path === 'string' ? info.path : parts === null ? '' : parts[3]!;
+  const url = rawOrigin instanceof URL ? rawOrigin : parseUrl(rawOrigin);
+  // `host` is hostname[:port] without userinfo; `origin` would be "null" for other schemes.
+  const origin = url === undefined || url.host === '' ? '' : `${url.protocol}//${url.host}`;
+  const rawPath = typeof info.path === 'string' ? info.path : url === undefined ? '' : url.pathname;
   return { method, origin, path: withoutQuery(rawPath) };
+}
+
+function parseUrl(text: unknown): URL | undefined {
+  if (typeof text !== 'string' || text === '') return undefined;
+  try {
+    return new URL(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function withoutQuery(path: string): string {

@@ -6,7 +6,15 @@ import {
   limiterFrom,
 } from '../partners/host-limiter.js';
 import { FetchCall } from './fetch-call.js';
-import type { CallableFetch, InitLike } from './fetch-response.js';
+import {
+  firstHop,
+  type Hop,
+  isRedirect,
+  markRedirected,
+  nextHop,
+  redirectMode,
+} from './fetch-redirects.js';
+import type { CallableFetch, InitLike, ResponseLike } from './fetch-response.js';
 import { type PriorityClassOption, priorityFor } from './priority.js';
 
 /**
@@ -57,9 +65,16 @@ export type LimitedFetch<F extends FetchFunction> = F extends (
  *   through `limitHosts` does: `instanceof` and `retryAfterMs` work directly, and nothing was
  *   sent. `findShedError(err)` recognises both shapes. A malformed or non-http(s) URL rejects
  *   with a `TypeError`, as fetch does, before any permit is taken.
- * - **A redirect chain holds one permit.** fetch follows redirects inside one call, so every hop
- *   is covered by the same permit (the interceptor gives each hop its own). Partners usually
- *   redirect to themselves; to gate each hop, pass `redirect: 'manual'` and follow yourself.
+ * - **Each hop of a redirect chain holds its own permit, of the gate of the URL it goes to**, as
+ *   with the interceptor: with `redirect: 'follow'` (the default) limitFetch sends each hop with
+ *   `redirect: 'manual'` and follows the `Location` itself (the Fetch standard's steps: at most
+ *   20 redirects, 303 and a POST's 301/302 become a GET without body, `Authorization`, `Cookie`
+ *   and `Proxy-Authorization` dropped on a change of origin, a stream body cannot be sent
+ *   again). A URL that redirects to a partner waits for the partner's permit, whatever origin
+ *   the chain started at. The permit of one hop goes back before the next is asked for. The
+ *   response's `url` is the last hop's and `redirected` is true. `redirect: 'manual'` and
+ *   `'error'` are passed to `fetchFn` as given. A `fetchFn` that answers `'manual'` with an
+ *   opaque redirect (a browser's) leaves nothing to follow: that response is returned.
  * - **The response is a new `Response`** around a stream that wraps the original body: status,
  *   statusText and headers are copied (the headers become a mutable copy), and `url`,
  *   `redirected` and `type`, which the `Response` constructor cannot set, are defined as own
@@ -105,18 +120,52 @@ export function limitFetch<F extends FetchFunction>(
   const limiter = limiterFrom('limitFetch', limiterOrOptions);
   const inner = fetchFn as unknown as CallableFetch;
 
-  async function limitedFetch(input: unknown, init?: InitLike): Promise<unknown> {
+  /** One request under the gate of its URL (none: `fetchFn` untouched). */
+  async function send(
+    input: unknown,
+    init: InitLike | undefined,
+    target: string | URL,
+    signal: AbortSignal | undefined,
+  ): Promise<ResponseLike> {
     // Everything up to the first await runs in the caller's tick: gateFor and the acquire must
     // share one tick (an idle per-origin gate may be evicted in between otherwise).
-    const signal = callerSignal(input, init);
-    const target = targetOf(input);
     const gate: Semaphore | undefined = limiter.gateFor(target);
     if (gate === undefined) return inner(input, init);
     if (signal?.aborted) throw signal.reason;
     const call = new FetchCall(signal, requestOf(input, init, target));
     const waiting = call.acquire(gate, priorityFor(gate, init?.priorityClass));
     if (waiting !== undefined) await waiting;
-    return call.run(inner, input, init, limiter);
+    return call.run(inner, input, init, limiter) as Promise<ResponseLike>;
+  }
+
+  async function limitedFetch(input: unknown, init?: InitLike): Promise<unknown> {
+    const signal = callerSignal(input, init);
+    const target = targetOf(input);
+    if (redirectMode(input, init) !== 'follow') return send(input, init, target, signal);
+    let response = await send(input, { ...init, redirect: 'manual' }, target, signal);
+    if (!isRedirect(response.status)) return response; // most calls: nothing more to do
+    let hop: Hop = firstHop(input, init, new URL(target)); // gateFor has parsed it already
+    for (let redirects = 0; ; redirects++) {
+      let next: Hop | undefined;
+      try {
+        next = nextHop(response, hop, redirects);
+      } catch (error) {
+        await response.body?.cancel(error);
+        throw error;
+      }
+      if (next === undefined)
+        return redirects === 0 ? response : markRedirected(response, hop.url.href);
+      // The permit of this hop goes back (once its body is cancelled) before the next is asked.
+      await response.body?.cancel();
+      hop = next;
+      const href = hop.url.href;
+      response = await send(
+        href,
+        signal === undefined ? hop.init : { ...hop.init, signal },
+        href,
+        signal,
+      );
+    }
   }
   return limitedFetch as unknown as LimitedFetch<F>;
 }

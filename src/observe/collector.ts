@@ -2,9 +2,14 @@
  * Per-partner numbers for exporters and the status page, read from the gates on demand
  * (a scrape, a page view): nothing runs between reads, and the gates pay nothing for it.
  *
- * Labels are bounded: a partner gate is labelled with its name; a per-origin gate with its
- * origin key for the first `maxOriginLabels` origins ever seen, and `(other origins)` after
- * that. Counters stay monotonic although per-origin gates come and go (the limiter evicts idle
+ * Labels are bounded: a partner gate is always labelled with its name; of the per-origin gates,
+ * the `maxOriginLabels` origins with the most traffic (calls granted or shed, decaying with a
+ * half-life of a minute) get their origin key, the rest `(other origins)`. By traffic, not by
+ * arrival: a flood of one-call origins (URLs an attacker chooses) cannot take the labels of the
+ * unnamed hosts a service really calls (issue 36). An origin whose traffic falls below half of
+ * a newcomer's gives its label up; its series ends (its later calls count in `(other origins)`).
+ * The overflow gate of a limiter past `maxHosts` is a label of its own.
+ * Counters stay monotonic although per-origin gates come and go (the limiter evicts idle
  * ones): each read adds every live gate's increase since the previous read to its label's total.
  */
 
@@ -63,6 +68,11 @@ export { type BucketCounts, HOLD_BUCKETS_SECONDS, WAIT_BUCKETS_SECONDS } from '.
 
 /** The label of per-origin gates past `maxOriginLabels` (the retry layer uses the same). */
 export const OTHER_ORIGINS = '(other origins)';
+/**
+ * The stats key and gate name of a limiter's overflow gate: origins that found every
+ * per-origin place taken share it (`HostLimiter`, `maxHosts`). A label of its own.
+ */
+export const OVERFLOW_ORIGINS = '(overflow origins)';
 /** Default `maxOriginLabels`: enough to name the few unknown hosts a service really calls. */
 export const DEFAULT_MAX_ORIGIN_LABELS = 20;
 /**
@@ -72,6 +82,10 @@ export const DEFAULT_MAX_ORIGIN_LABELS = 20;
 export const DEFAULT_STALL_AFTER_MS = 10_000;
 /** Shed rate and p99 wait are measured over the reads of about the last minute. */
 const WINDOW_MS = 60_000;
+/** Half-life of an origin's traffic score, which picks the origins that get a label. */
+const TRAFFIC_HALF_LIFE_MS = 60_000;
+/** A newcomer takes the weakest origin label only with more than this many times its traffic. */
+const RELABEL_MARGIN = 2;
 const SAMPLE_SPACING_MS = 1000;
 
 /** Anything with per-partner retry counts: hostgate's `Retrier` (`retrier.stats()`). */
@@ -80,7 +94,7 @@ export interface RetryStatsSource {
 }
 
 export interface MetricsCollectorOptions {
-  /** Per-origin gates that get a label of their own (default 20); the rest share one. */
+  /** Per-origin gates that get a label of their own, by traffic (default 20); the rest share one. */
   maxOriginLabels?: number;
   /** Exhausted with no progress for this long (ms) marks a partner stalled (default 10 000). */
   stallAfter?: number;
@@ -235,8 +249,12 @@ export class MetricsCollector {
   readonly #stallAfter: number;
   readonly #retrier: RetryStatsSource | undefined;
   readonly #now: () => number;
-  /** Labels handed to per-origin gates so far (sticky, at most `maxOriginLabels`). */
+  /** Origins with a label of their own now (at most `maxOriginLabels`), picked by traffic. */
   readonly #originLabels = new Set<string>();
+  /** Traffic score per origin (live per-origin gates and labelled origins only). */
+  #originTraffic = new Map<string, number>();
+  /** When (this collector's clock) the scores were last decayed. */
+  #trafficAt: number | undefined = undefined;
   /** Each live gate's counters at the previous read. */
   #lastByGate = new Map<Semaphore, Float64Array>();
   /** Each live gate's progress ticks, and when (gate clock) this collector first saw them. */
@@ -277,17 +295,65 @@ export class MetricsCollector {
     this.collect(); // the baseline the first window is measured from
   }
 
-  /** The label for a gate key: a partner's name, an origin key, or `(other origins)`. */
+  /**
+   * The label for a gate key: a partner's name, an origin key (of the origins with the most
+   * traffic at the last read), or `(other origins)`.
+   */
   labelFor(key: string, gate?: Semaphore): string {
     const source = this.#source;
     if (gate !== undefined && source.gate?.(key) === gate) return key;
     if (gate === undefined && source.gate?.(key) !== undefined) return key;
-    if (key === OTHER_ORIGINS || this.#originLabels.has(key)) return key;
-    if (this.#originLabels.size < this.#maxOriginLabels) {
-      this.#originLabels.add(key);
+    if (key === OTHER_ORIGINS || key === OVERFLOW_ORIGINS || this.#originLabels.has(key)) {
       return key;
     }
     return OTHER_ORIGINS;
+  }
+
+  /** A per-origin gate's key (not a partner's, nor a shared row's). */
+  #isOrigin(key: string, gate: Semaphore): boolean {
+    return key !== OTHER_ORIGINS && key !== OVERFLOW_ORIGINS && this.#source.gate?.(key) !== gate;
+  }
+
+  /**
+   * After a read: decays every origin's score, adds the calls each made since the previous read,
+   * and gives the labels to the busiest. A newcomer takes the weakest label only with more than
+   * {@link RELABEL_MARGIN} times its score, so two origins of equal traffic do not trade it at
+   * every read; the label it takes over ends (its totals dropped: memory stays bounded).
+   */
+  #rankOrigins(calls: Map<string, number>, now: number): void {
+    const elapsed = this.#trafficAt === undefined ? 0 : Math.max(0, now - this.#trafficAt);
+    this.#trafficAt = now;
+    const decay = 0.5 ** (elapsed / TRAFFIC_HALF_LIFE_MS);
+    const scores = new Map<string, number>();
+    for (const key of new Set([...calls.keys(), ...this.#originLabels])) {
+      scores.set(key, (this.#originTraffic.get(key) ?? 0) * decay + (calls.get(key) ?? 0));
+    }
+    this.#originTraffic = scores;
+    const labels = this.#originLabels;
+    const candidates = [...scores]
+      .filter(([key, score]) => score > 0 && !labels.has(key))
+      .sort((a, b) => b[1] - a[1]);
+    for (const [key, score] of candidates) {
+      if (labels.size < this.#maxOriginLabels) {
+        labels.add(key);
+        continue;
+      }
+      let weakest: string | undefined;
+      let weakestScore = Number.POSITIVE_INFINITY;
+      for (const label of labels) {
+        const s = scores.get(label) ?? 0;
+        if (s < weakestScore) {
+          weakest = label;
+          weakestScore = s;
+        }
+      }
+      if (weakest === undefined || score <= RELABEL_MARGIN * weakestScore) break; // sorted
+      labels.delete(weakest);
+      this.#totals.delete(weakest);
+      this.#samples.delete(weakest);
+      this.#classTotals.delete(weakest);
+      labels.add(key);
+    }
   }
 
   /** Reads every gate now: one row per label, partners first. */
@@ -296,10 +362,14 @@ export class MetricsCollector {
     const rows = new Map<string, Row>();
     const lastByGate = new Map<Semaphore, Float64Array>();
     const lastClassesByGate = new Map<Semaphore, Map<string, Float64Array>>();
+    const originCalls = new Map<string, number>();
     for (const [key, gate] of this.#source.gates()) {
       const label = this.labelFor(key, gate);
       const stats = gate.stats();
       const current = readGate(gate, stats);
+      if (this.#isOrigin(key, gate)) {
+        originCalls.set(key, callsSince(current, this.#lastByGate.get(gate)));
+      }
       this.#accumulate(label, current, this.#lastByGate.get(gate));
       lastByGate.set(gate, current);
       const classes = readClasses(gate, stats);
@@ -315,6 +385,7 @@ export class MetricsCollector {
     this.#lastByGate = lastByGate;
     this.#lastClassesByGate = lastClassesByGate;
     this.#readRetries();
+    this.#rankOrigins(originCalls, now); // the origin labels of the next read
 
     const suspects = new Map<string, number>();
     for (const { gate, suspect } of findLeaks(this.#source)) {
@@ -579,4 +650,11 @@ function gateSource(source: GateSource | Semaphore): GateSource {
     throw new TypeError(`expected a HostLimiter or a Semaphore, got ${describe(source)}`);
   }
   return source;
+}
+
+/** Calls a gate granted or shed between two reads: the traffic that earns an origin its label. */
+function callsSince(current: Float64Array, previous: Float64Array | undefined): number {
+  let calls = 0;
+  for (const i of [ACQUIRED, SHED_FULL, SHED_TIMEOUT]) calls += current[i]! - (previous?.[i] ?? 0);
+  return calls;
 }

@@ -91,8 +91,9 @@ export const CLASS_ATTRIBUTE = 'hostgate.priority_class';
  * | `hostgate.breaker.state`              | observable gauge    | `1`         | 0 closed, 1 half-open, 2 open |
  * | `hostgate.breaker.opened`             | observable counter  | `{open}`    | times the breaker opened      |
  *
- * Every instrument has the attribute `hostgate.partner`: the partner's name; unknown origins by
- * origin key for the first `maxOriginLabels`, then `(other origins)`. A partner with priority
+ * Every instrument has the attribute `hostgate.partner`: the partner's name, always; unknown
+ * origins by origin key for the `maxOriginLabels` with the most traffic, the others
+ * `(other origins)` (collector.ts). A partner with priority
  * classes splits `queued_requests`, `requests` (but `deadline` and `store_unavailable`) and
  * `request.time_in_queue` by `hostgate.priority_class`: one point per class, adding up to the
  * partner's.

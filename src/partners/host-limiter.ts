@@ -1,8 +1,14 @@
 import { AdaptiveController, type AdaptiveStats } from '../adaptive/controller.js';
 import { type AdaptiveOptions, parseAdaptive } from '../adaptive/options.js';
 import { attachController, controllerOf } from '../adaptive/signals.js';
-import { TooManyHostsError, UnknownHostError } from '../common/errors.js';
-import { checkKnownKeys, checkObject, describe, positiveInteger } from '../common/options.js';
+import { UnknownHostError } from '../common/errors.js';
+import {
+  checkKnownKeys,
+  checkObject,
+  describe,
+  nonNegativeInteger,
+  positiveInteger,
+} from '../common/options.js';
 import { partnerRate } from '../gate/rate.js';
 import {
   type LocalRateOptions,
@@ -11,10 +17,18 @@ import {
   type SemaphoreStats,
 } from '../gate/semaphore.js';
 import type { PriorityClassOptions } from '../gate/wait-queue.js';
+import { OVERFLOW_ORIGINS } from '../observe/collector.js';
 import { type LeakSuspect, leakSuspects } from '../observe/leaks.js';
 import { Breaker, type BreakerOptions, type BreakerStats, parseBreaker } from './breaker.js';
 import { setHoldAfterAbort } from './gate-layers.js';
-import { type HostPattern, originKey, parseHostPattern, parseTarget } from './origin.js';
+import {
+  aliasFamily,
+  type HostPattern,
+  hostKey,
+  originKey,
+  parseHostPattern,
+  parseTarget,
+} from './origin.js';
 import {
   attachGuard,
   guardOf,
@@ -47,9 +61,24 @@ export const DEFAULT_UNKNOWN_HOST_GATE = Object.freeze({
 });
 /**
  * Default `maxHosts`: 256 per-origin gates. Far more distinct unknown origins than a service
- * with named partners talks to at once, and a hard stop for URLs an attacker can influence.
+ * with named partners talks to at once; past it, new origins share the overflow gate.
  */
 export const DEFAULT_MAX_HOSTS = 256;
+/**
+ * Default `evictIdleAfter`: a per-origin gate keeps its place while its host was called within
+ * the last 60 s (or has requests in flight or waiting). Only a place idle that long goes to a
+ * new origin, so a burst of new (attacker-chosen) origins cannot push out the hosts a service
+ * really calls.
+ */
+export const DEFAULT_EVICT_IDLE_AFTER_MS = 60_000;
+/**
+ * The stats key and gate name of the overflow gate: origins that found every per-origin place
+ * taken share it (with the `unknownHosts` gate options), queued rather than refused.
+ */
+export { OVERFLOW_ORIGINS };
+
+/** Bound on the origins warned about (HOSTGATE_RULE_NEAR_MISS): a warning each, no more. */
+const MAX_NEAR_MISS_WARNINGS = 64;
 
 export interface GateOptions {
   /** The partner's real concurrency cap. */
@@ -199,13 +228,38 @@ export interface HostLimiterOptions {
    * counted). Pass gate options (`{ limit: 10 }`) to cap every unnamed origin.
    */
   unknownHosts?: GateOptions | 'reject' | 'unlimited';
-  /** Bound on per-origin gates for unknown hosts (default 256); idle ones are evicted. */
+  /**
+   * Bound on per-origin gates for unknown hosts (default 256). Past it, a new origin takes the
+   * place of one idle for `evictIdleAfter`, or else shares the overflow gate
+   * ({@link OVERFLOW_ORIGINS}, the `unknownHosts` options): queued, never refused for the
+   * number of other hosts. Memory stays bounded either way.
+   */
   maxHosts?: number;
+  /**
+   * How long (ms) a per-origin gate keeps its place after its host was last called (default
+   * 60 000). A new origin never evicts a gate in use or used more recently. 0: any idle gate.
+   */
+  evictIdleAfter?: number;
+  /**
+   * Setup aid: `true` makes a near miss an error instead of a warning. A near miss is an origin
+   * that matches no rule although a rule names its hostname with another scheme or port
+   * (`http://127.0.0.1:1` while calls go to `:37473`), or a loopback alias (`localhost` when a
+   * rule names `127.0.0.1`). Off (default): a process warning, code `HOSTGATE_RULE_NEAR_MISS`,
+   * once per origin, and the call goes on under the unknown-host gate.
+   */
+  strictOrigins?: boolean;
   /** Store of the `shared: true` partners' gates; `limiter.close()` closes it. */
   store?: GateStore;
 }
 
-const LIMITER_KEYS = ['partners', 'unknownHosts', 'maxHosts', 'store'] as const;
+const LIMITER_KEYS = [
+  'partners',
+  'unknownHosts',
+  'maxHosts',
+  'evictIdleAfter',
+  'strictOrigins',
+  'store',
+] as const;
 const GATE_KEYS = [
   'limit',
   'maxQueue',
@@ -236,6 +290,12 @@ const RESOLVED_CACHE_MAX = 4096;
 type UnknownPolicy = GateOptions | 'reject' | 'unlimited';
 type Resolution = Semaphore | string; // a partner gate, or the origin key of an unknown host
 
+/** A per-origin gate and when (limiter clock, ms) its host was last called. */
+interface OriginPlace {
+  readonly gate: Semaphore;
+  usedAt: number;
+}
+
 /**
  * Maps outbound URLs to one gate per partner (or per unknown origin).
  *
@@ -252,7 +312,17 @@ export class HostLimiter {
   readonly #wildcards: { suffix: string; gate: Semaphore }[] = [];
   readonly #unknown: UnknownPolicy;
   readonly #maxHosts: number;
-  readonly #perOrigin = new Map<string, Semaphore>();
+  readonly #evictIdleAfter: number;
+  readonly #perOrigin = new Map<string, OriginPlace>();
+  /** The shared gate of origins that found no place; made on first need. */
+  #overflow: Semaphore | undefined = undefined;
+  /** No place can be evicted before this (limiter clock): skips futile scans. */
+  #noEvictionBefore = 0;
+  /** Rule hostnames by origin rules (`http://h:1`), and loopback families: near-miss checks. */
+  readonly #ruleHosts = new Map<string, string>();
+  readonly #ruleFamilies = new Map<string, string>();
+  readonly #strictOrigins: boolean;
+  readonly #nearMissWarned = new Set<string>();
   readonly #resolved = new Map<string, Resolution>();
   /**
    * The last origin string resolved to a partner's gate, and that gate: undici builds a new
@@ -280,13 +350,23 @@ export class HostLimiter {
       options.maxHosts === undefined
         ? DEFAULT_MAX_HOSTS
         : positiveInteger('maxHosts', options.maxHosts);
+    this.#evictIdleAfter =
+      options.evictIdleAfter === undefined
+        ? DEFAULT_EVICT_IDLE_AFTER_MS
+        : nonNegativeInteger('evictIdleAfter', options.evictIdleAfter);
+    const strict = options.strictOrigins ?? false;
+    if (typeof strict !== 'boolean') {
+      throw new TypeError(`strictOrigins must be a boolean, got ${describe(strict)}`);
+    }
+    this.#strictOrigins = strict;
   }
 
   /**
    * The gate for a URL or origin: its partner's, or a per-origin gate for an unknown host;
    * `undefined` when `unknownHosts` is `'unlimited'`. Throws `TypeError` for a malformed or
-   * non-http(s) URL, `UnknownHostError` under `'reject'`, and `TooManyHostsError` when every
-   * per-origin gate is busy. Acquire in the same tick: an idle per-origin gate may be evicted.
+   * non-http(s) URL (and for a near miss under `strictOrigins`), `UnknownHostError` under
+   * `'reject'`. Past `maxHosts`, a new origin gets the overflow gate. Acquire in the same tick:
+   * an idle per-origin gate may be evicted.
    */
   gateFor(target: string | URL): Semaphore | undefined {
     if (target === this.#lastTarget && this.#lastGate !== undefined) return this.#lastGate;
@@ -299,7 +379,9 @@ export class HostLimiter {
     if (cached !== undefined) return this.#originGate(cached);
     const url = parseTarget(target);
     const key = originKey(url);
-    const resolution = this.#match(key, url.hostname) ?? key;
+    const host = hostKey(url.hostname);
+    const resolution = this.#match(key, host) ?? key;
+    if (typeof resolution === 'string') this.#nearMiss(key, host);
     if (typeof target === 'string' && target.length <= 512 && isOriginOnly(target, url)) {
       if (this.#resolved.size >= RESOLVED_CACHE_MAX) this.#resolved.clear();
       this.#resolved.set(target, resolution);
@@ -312,9 +394,12 @@ export class HostLimiter {
     return this.#partners.get(partner);
   }
 
-  /** Every live gate: partners by name, then per-origin gates by origin. */
+  /** Every live gate: partners by name, then per-origin gates by origin, then the overflow gate. */
   gates(): Map<string, Semaphore> {
-    return new Map([...this.#partners, ...this.#perOrigin]);
+    const out = new Map(this.#partners);
+    for (const [key, place] of this.#perOrigin) out.set(key, place.gate);
+    if (this.#overflow !== undefined) out.set(OVERFLOW_ORIGINS, this.#overflow);
+    return out;
   }
 
   /**
@@ -400,9 +485,15 @@ export class HostLimiter {
         );
       }
       seen.set(key, rule.name);
-      if (pattern.kind === 'origin') this.#origins.set(pattern.key, gate);
-      else if (pattern.kind === 'host') this.#hosts.set(pattern.host, gate);
+      if (pattern.kind === 'origin') {
+        this.#origins.set(pattern.key, gate);
+        if (!this.#ruleHosts.has(pattern.host)) this.#ruleHosts.set(pattern.host, rule.name);
+      } else if (pattern.kind === 'host') this.#hosts.set(pattern.host, gate);
       else this.#wildcards.push({ suffix: pattern.suffix, gate });
+      const family = pattern.kind === 'wildcard' ? undefined : aliasFamily(pattern.host);
+      if (family !== undefined && !this.#ruleFamilies.has(family)) {
+        this.#ruleFamilies.set(family, rule.name);
+      }
     }
     this.#partners.set(rule.name, gate);
     setHoldAfterAbort(gate, holdAfterAbort);
@@ -459,10 +550,9 @@ export class HostLimiter {
   }
 
   /** Most specific first: exact origin, then hostname, then the longest wildcard suffix. */
-  #match(key: string, hostname: string): Semaphore | undefined {
+  #match(key: string, host: string): Semaphore | undefined {
     const byOrigin = this.#origins.get(key);
     if (byOrigin !== undefined) return byOrigin;
-    const host = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
     const byHost = this.#hosts.get(host);
     if (byHost !== undefined) return byHost;
     for (const { suffix, gate } of this.#wildcards) {
@@ -471,35 +561,91 @@ export class HostLimiter {
     return undefined;
   }
 
+  /**
+   * An origin no rule matched, although a rule names its host on another scheme or port, or a
+   * loopback alias of it: most likely a rule that was meant to cap it (issue 33). Warned once
+   * per origin (a bounded number of origins), or an error under `strictOrigins`.
+   */
+  #nearMiss(key: string, host: string): void {
+    if (this.#ruleHosts.size === 0 && this.#ruleFamilies.size === 0) return;
+    let rule = this.#ruleHosts.get(host);
+    let why = 'names its host with another scheme or port';
+    if (rule === undefined && !this.#hosts.has(host)) {
+      const family = aliasFamily(host);
+      rule = family === undefined ? undefined : this.#ruleFamilies.get(family);
+      why = 'names a loopback alias of it (names are not resolved: list this host too)';
+    }
+    if (rule === undefined) return;
+    const message = `${key} matches no partner rule, but partner ${JSON.stringify(rule)} ${why}: it is not capped by that rule`;
+    if (this.#strictOrigins) {
+      throw new TypeError(
+        `${message}. Fix the rule's hosts (scheme, port, or add this host), or set strictOrigins: false to let it through under the unknown-host gate`,
+      );
+    }
+    if (this.#nearMissWarned.has(key) || this.#nearMissWarned.size >= MAX_NEAR_MISS_WARNINGS) {
+      return;
+    }
+    this.#nearMissWarned.add(key);
+    process.emitWarning(
+      `${message}; it runs under the unknown-host gate. Fix the rule's hosts, or set strictOrigins: true while setting up to make this an error`,
+      { code: 'HOSTGATE_RULE_NEAR_MISS' },
+    );
+  }
+
   #originGate(key: string): Semaphore | undefined {
     const unknown = this.#unknown;
     if (unknown === 'unlimited') return undefined;
     if (unknown === 'reject') throw new UnknownHostError(key);
-    const existing = this.#perOrigin.get(key);
-    if (existing !== undefined) return existing;
-    if (this.#perOrigin.size >= this.#maxHosts && !this.#evictIdle()) {
-      throw new TooManyHostsError(key, this.#maxHosts, this.#soonestRetry());
+    const now = performance.now();
+    const place = this.#perOrigin.get(key);
+    if (place !== undefined) {
+      place.usedAt = now;
+      return place.gate;
+    }
+    if (this.#perOrigin.size >= this.#maxHosts && !this.#evictIdle(now)) {
+      return this.#overflowGate(unknown, key);
     }
     const gate = makeGate('unknownHosts', unknown, key);
-    this.#perOrigin.set(key, gate);
+    this.#perOrigin.set(key, { gate, usedAt: now });
     return gate;
   }
 
-  /** Drops the oldest idle per-origin gate; false when every gate is busy. */
-  #evictIdle(): boolean {
-    for (const [key, gate] of this.#perOrigin) {
-      if (gate.held === 0 && gate.queued === 0) {
+  /**
+   * Drops a per-origin gate idle for `evictIdleAfter` (no permit held, none waiting, its host
+   * not called since); false when none is. A busy gate counts as called now.
+   */
+  #evictIdle(now: number): boolean {
+    if (now < this.#noEvictionBefore) return false;
+    const keep = this.#evictIdleAfter;
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const [key, place] of this.#perOrigin) {
+      const gate = place.gate;
+      if (gate.held !== 0 || gate.queued !== 0) place.usedAt = now;
+      else if (place.usedAt + keep <= now) {
         this.#perOrigin.delete(key);
+        this.#noEvictionBefore = 0;
         return true;
       }
+      soonest = Math.min(soonest, place.usedAt + keep);
     }
+    this.#noEvictionBefore = soonest;
     return false;
   }
 
-  #soonestRetry(): number {
-    let soonest = Number.POSITIVE_INFINITY;
-    for (const gate of this.#perOrigin.values()) soonest = Math.min(soonest, gate.retryAfterMs());
-    return Number.isFinite(soonest) ? soonest : 1000;
+  /**
+   * Every place is taken and in use: the new origin shares the overflow gate, which queues
+   * (its `maxQueue`, `queueTimeout`) instead of refusing, and holds every caller to the
+   * `unknownHosts` cap, so a per-origin cap still caps each origin in it. Warned once.
+   */
+  #overflowGate(unknown: GateOptions, key: string): Semaphore {
+    if (this.#overflow === undefined) {
+      this.#overflow = makeGate('unknownHosts', unknown, OVERFLOW_ORIGINS);
+      process.emitWarning(
+        `all ${this.#maxHosts} per-origin gates (maxHosts) are in use or were used in the last ${this.#evictIdleAfter} ms (evictIdleAfter): ${key} and further new origins share the gate ${JSON.stringify(OVERFLOW_ORIGINS)} until a place frees up. Name the partners you call often, or raise maxHosts`,
+        { code: 'HOSTGATE_HOSTS_OVERFLOW' },
+      );
+    }
+    return this.#overflow;
   }
 }
 

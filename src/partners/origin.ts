@@ -4,9 +4,12 @@ import { describe } from '../common/options.js';
 
 const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
 
-/** `https://api.x.com:443`: lower-case host, no trailing dot, explicit port, IPv6 in brackets. */
+/**
+ * `https://api.x.com:443`: lower-case host, no trailing dot, explicit port, IPv6 in brackets,
+ * an IPv4-mapped IPv6 address as its IPv4 address (see {@link hostKey}).
+ */
 export function originKey(url: URL): string {
-  return `${url.protocol}//${bareHostname(url.hostname)}:${url.port || DEFAULT_PORTS[url.protocol]}`;
+  return `${url.protocol}//${hostKey(url.hostname)}:${url.port || DEFAULT_PORTS[url.protocol]}`;
 }
 
 /** Parses a URL or origin handed to a gate lookup; throws a TypeError for anything unusable. */
@@ -30,13 +33,41 @@ export function parseTarget(target: string | URL): URL {
   return url;
 }
 
-/** WHATWG hostnames are already lower-case with IPv6 in brackets; only the trailing dot remains. */
-function bareHostname(hostname: string): string {
-  return hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+/**
+ * The key of a WHATWG hostname: one key per host that needs no DNS to tell apart. The parser
+ * has already lower-cased it and folded every IPv4 form (`127.1`, `2130706433`, `0x7f.0.0.1`
+ * are `127.0.0.1`) and every IPv6 spelling (compressed, in brackets). Left to fold here: the
+ * trailing dot (`api.x.com.`) and an IPv4-mapped IPv6 address (`[::ffff:127.0.0.1]`, which the
+ * parser writes `[::ffff:7f00:1]`): a socket to it reaches the IPv4 address itself. Names are
+ * never resolved: `localhost` is not `127.0.0.1` here (docs/gates.md, "Aliases").
+ */
+export function hostKey(hostname: string): string {
+  const host = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+  if (!host.startsWith('[::ffff:')) return host;
+  const mapped = IPV4_MAPPED.exec(host);
+  if (mapped === null) return host;
+  const high = Number.parseInt(mapped[1]!, 16);
+  const low = Number.parseInt(mapped[2]!, 16);
+  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+}
+
+/** `[::ffff:7f00:1]`: the WHATWG serialisation of an IPv4-mapped address (always compressed). */
+const IPV4_MAPPED = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/;
+
+/**
+ * Hosts that are one machine although no parser can tell: the loopback names (`localhost`,
+ * `*.localhost`, which resolvers map to `127.0.0.1` or `::1`) and those two addresses.
+ * `undefined` for anything else (`127.0.0.2` is another address). Used only to warn (a rule
+ * for `127.0.0.1` does not cap `localhost`), never to fold.
+ */
+export function aliasFamily(host: string): string | undefined {
+  if (host === 'localhost' || host.endsWith('.localhost')) return 'loopback';
+  if (host === '127.0.0.1' || host === '[::1]') return 'loopback';
+  return undefined;
 }
 
 export type HostPattern =
-  | { kind: 'origin'; key: string; text: string }
+  | { kind: 'origin'; key: string; host: string; text: string }
   | { kind: 'host'; host: string; text: string }
   | { kind: 'wildcard'; suffix: string; text: string };
 
@@ -70,7 +101,7 @@ export function parseHostPattern(where: string, text: unknown): HostPattern {
     if (hasEmptyLabel(url.hostname)) {
       throw new TypeError(`${where}: host ${JSON.stringify(raw)} has an empty label`);
     }
-    return { kind: 'origin', key: originKey(url), text: raw };
+    return { kind: 'origin', key: originKey(url), host: hostKey(url.hostname), text: raw };
   }
   const wildcard = raw.startsWith('*.');
   const name = wildcard ? raw.slice(2) : raw;
@@ -99,7 +130,7 @@ export function parseHostPattern(where: string, text: unknown): HostPattern {
       `${where}: host ${JSON.stringify(raw)} has an empty label; for x.com and its subdomains list both "x.com" and "*.x.com"`,
     );
   }
-  const host = bareHostname(url.hostname);
+  const host = hostKey(url.hostname);
   if (wildcard) return { kind: 'wildcard', suffix: `.${host}`, text: raw };
   return { kind: 'host', host, text: raw };
 }

@@ -29,7 +29,8 @@ export interface RetryStats {
  */
 export class PartnerState {
   readonly name: string;
-  readonly gate: Semaphore | undefined;
+  /** The gate whose load sizes the budget: a partner's, or an unnamed origin's current one. */
+  gate: Semaphore | undefined;
   readonly policy: RetryPolicy;
   attempts = 0;
   retries = 0;

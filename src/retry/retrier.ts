@@ -1,7 +1,8 @@
 import { PartnerCooldownError } from '../common/errors.js';
 import { checkObject, describe } from '../common/options.js';
 import type { Semaphore } from '../gate/semaphore.js';
-import type { HostLimiter } from '../partners/host-limiter.js';
+import { type HostLimiter, OVERFLOW_ORIGINS } from '../partners/host-limiter.js';
+import { originKey, parseTarget } from '../partners/origin.js';
 import { noteAnswer, type RetryEnv, retryAttempts } from './attempts.js';
 import { PartnerState, type RetryStats } from './partner-state.js';
 import { checkPolicyKeys, type RetryPolicy, resolvePolicy } from './policy.js';
@@ -10,9 +11,13 @@ import { abortableSleep } from './sleep.js';
 import type { FetchLike, ResponseLike, RetrierOptions, RetryRequest } from './types.js';
 
 const EXTRA_KEYS = ['limiter', 'partners', 'onRetry', 'now', 'sleep', 'random'] as const;
-/** Bound on per-origin states when no gate applies (URLs may be attacker-influenced). */
+/**
+ * Bound on the states of origins without a partner gate (URLs may be attacker-influenced).
+ * Past it, a new origin takes the place of one with nothing running, else of one whose only
+ * state is a cooldown (dropped: that origin is just no longer held back); never a shared state,
+ * whose cooldown would shed calls to origins that never answered 429 (issue 36 item 3).
+ */
 const MAX_UNGATED = 256;
-const OVERFLOW = '(other origins)';
 
 /**
  * Retries that respect partners: each attempt goes through the limited fetch afresh (its own
@@ -101,11 +106,13 @@ export class Retrier {
     return this.#execute(facts, attempt, () => attempt(1));
   }
 
-  /** Per-partner counters: every partner gate of the limiter, then origins without a gate. */
+  /** Per-partner counters: every partner gate of the limiter, then origins without a partner rule. */
   stats(): Record<string, RetryStats> {
     const now = this.#env.now();
     const out: Record<string, RetryStats> = {};
-    for (const [key, gate] of this.#limiter?.gates() ?? []) {
+    const limiter = this.#limiter;
+    for (const [key, gate] of limiter?.gates() ?? []) {
+      if (limiter!.gate(key) !== gate) continue; // per-origin gates: their origins' states below
       const state = this.#byGate.get(gate) ?? new PartnerState(key, gate, this.#policy);
       out[key] = state.stats(now);
     }
@@ -143,11 +150,16 @@ export class Retrier {
     let origin: string;
     try {
       gate = this.#limiter?.gateFor(url);
-      origin = new URL(url).origin;
+      // With a limiter, its key (`https://x.com:443`), so an origin keeps one state whether its
+      // gate is its own or the overflow gate; without, the URL's origin.
+      origin = this.#limiter === undefined ? new URL(url).origin : originKey(parseTarget(url));
     } catch {
       return undefined;
     }
-    if (gate !== undefined) {
+    // A partner's gate keys its state: one budget and cooldown for every host of the rule. Any
+    // other gate (an unnamed origin's, or the overflow gate many origins share) does not: the
+    // state is that origin's own, so a cooldown holds back that origin only.
+    if (gate !== undefined && gate.name !== undefined && this.#limiter!.gate(gate.name) === gate) {
       let state = this.#byGate.get(gate);
       if (state === undefined) {
         const name = gate.name ?? origin;
@@ -156,26 +168,43 @@ export class Retrier {
       }
       return state;
     }
-    return this.#ungated(origin);
+    // An unnamed origin's own gate: keyed as the limiter keys it (stats, metrics); its load
+    // sizes the budget. The overflow gate's load is many origins': none of this one's.
+    if (gate === undefined || gate.name === OVERFLOW_ORIGINS)
+      return this.#ungated(origin, undefined);
+    return this.#ungated(origin, gate);
   }
 
-  #ungated(origin: string): PartnerState {
+  #ungated(origin: string, gate: Semaphore | undefined): PartnerState {
     const states = this.#byOrigin;
     let state = states.get(origin);
-    if (state !== undefined) return state;
-    if (states.size >= MAX_UNGATED) {
-      const now = this.#env.now();
-      for (const [key, old] of states) {
-        if (key !== OVERFLOW && old.activeRetries === 0 && old.cooldownRemaining(now) === 0) {
-          states.delete(key);
-          break;
-        }
-      }
+    if (state !== undefined) {
+      state.gate = gate; // the origin's gate may have been evicted and made again since
+      return state;
     }
-    const key = states.size >= MAX_UNGATED ? OVERFLOW : origin;
-    state = states.get(key) ?? new PartnerState(key, undefined, this.#policyFor(origin));
-    states.set(key, state);
+    state = new PartnerState(origin, gate, this.#policyFor(origin));
+    // Every state has retries running: this call's state is its own, not remembered.
+    if (states.size >= MAX_UNGATED && !this.#evictUngated()) return state;
+    states.set(origin, state);
     return state;
+  }
+
+  /** Frees a place: the oldest state with nothing running, else the oldest only cooling down. */
+  #evictUngated(): boolean {
+    const states = this.#byOrigin;
+    const now = this.#env.now();
+    let cooling: string | undefined;
+    for (const [key, old] of states) {
+      if (old.activeRetries !== 0) continue;
+      if (old.cooldownRemaining(now) === 0) {
+        states.delete(key);
+        return true;
+      }
+      cooling ??= key;
+    }
+    if (cooling === undefined) return false;
+    states.delete(cooling);
+    return true;
   }
 
   #policyFor(name: string): RetryPolicy {

@@ -445,12 +445,12 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(gate.stats().released).toBe(3);
   });
 
-  it('holds ONE permit for a whole redirect chain (fetch follows redirects inside one call), keeping url and redirected', async () => {
+  it('gives each hop of a redirect chain its own permit, one after the other, keeping url and redirected', async () => {
     const { gate, limited } = setup({ limit: 1 });
     const pending = limited(`${partner.url}/redirect?to=/held&hops=3`);
     await partner.waitForArrived(4);
     expect(gate.held).toBe(1);
-    expect(gate.stats().acquired).toBe(1);
+    expect(gate.stats().acquired).toBe(4);
     partner.release();
     const res = await pending;
     expect(res.redirected).toBe(true);
@@ -462,7 +462,7 @@ describe.each(flavors)('limitFetch(%s) against a real partner', (_name, baseFetc
     expect(await copy.text()).toBe('xx');
     expect(await res.text()).toBe('xx');
     await expectIdle(gate);
-    expect(gate.stats().acquired).toBe(1);
+    expect(gate.stats().acquired).toBe(4);
     expect(partner.peak).toBe(1);
   });
 

@@ -175,6 +175,7 @@ describe('registerMetrics (prom-client)', () => {
       partners: [{ name: 'billing', hosts: ['api.billing.example'], limit: 2 }],
       unknownHosts: { limit: 1 },
       maxHosts: 8,
+      evictIdleAfter: 0, // every origin a gate of its own, evicted when idle
     });
     const registry = new Registry();
     const { collector } = registerMetrics(limiter, { registry, maxOriginLabels: 5 });

@@ -1,11 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  isShedError,
-  QueueFullError,
-  ShedError,
-  TooManyHostsError,
-  UnknownHostError,
-} from '../../src/common/errors.js';
+import { isShedError, QueueFullError, UnknownHostError } from '../../src/common/errors.js';
 import { type Permit, Semaphore } from '../../src/gate/semaphore.js';
 import {
   DEFAULT_MAX_HOLD_MS,
@@ -13,6 +7,7 @@ import {
   DEFAULT_UNKNOWN_HOST_GATE,
   HostLimiter,
   type HostLimiterOptions,
+  OVERFLOW_ORIGINS,
   type PartnerRule,
 } from '../../src/partners/host-limiter.js';
 import { prng } from '../helpers/prng.js';
@@ -403,8 +398,8 @@ describe('HostLimiter: unknown hosts', () => {
 });
 
 describe('HostLimiter: maxHosts bounds the per-origin gates', () => {
-  it('evicts an idle per-origin gate to make room; the evicted origin gets a fresh gate later', () => {
-    const limiter = new HostLimiter({ maxHosts: 2 });
+  it('evicts a gate idle for evictIdleAfter to make room; the evicted origin gets a fresh gate later', () => {
+    const limiter = new HostLimiter({ maxHosts: 2, evictIdleAfter: 0 });
     const a = limiter.gateFor('https://a.example')!;
     a.tryAcquire()!.release(); // used, now idle: held 0, queued 0
     const b = limiter.gateFor('https://b.example')!;
@@ -421,8 +416,30 @@ describe('HostLimiter: maxHosts bounds the per-origin gates', () => {
     busy.release();
   });
 
-  it('never evicts a gate that holds permits or has waiters; sheds the new host with TooManyHostsError', async () => {
-    const limiter = new HostLimiter({ maxHosts: 2, unknownHosts: { limit: 1 } });
+  it('keeps a recently used idle gate in its place: a new origin shares the overflow gate instead', () => {
+    const limiter = new HostLimiter({ maxHosts: 2 }); // evictIdleAfter: 60 s
+    const a = limiter.gateFor('https://a.example')!;
+    a.tryAcquire()!.release();
+    const b = limiter.gateFor('https://b.example')!;
+    const c = limiter.gateFor('https://c.example')!;
+    const d = limiter.gateFor('https://d.example')!;
+    expect(c.name).toBe(OVERFLOW_ORIGINS);
+    expect(d).toBe(c);
+    expect(limiter.gateFor('https://a.example')).toBe(a);
+    expect(limiter.gateFor('https://b.example')).toBe(b);
+    expect([...limiter.gates().keys()]).toEqual([
+      'https://a.example:443',
+      'https://b.example:443',
+      OVERFLOW_ORIGINS,
+    ]);
+  });
+
+  it('never evicts a gate that holds permits or has waiters; the new host queues in the overflow gate', async () => {
+    const limiter = new HostLimiter({
+      maxHosts: 2,
+      evictIdleAfter: 0,
+      unknownHosts: { limit: 1 },
+    });
     const a = limiter.gateFor('https://a.example')!;
     const b = limiter.gateFor('https://b.example')!;
     const heldA = a.tryAcquire()!;
@@ -430,39 +447,27 @@ describe('HostLimiter: maxHosts bounds the per-origin gates', () => {
     const heldB = b.tryAcquire()!;
     expect(a.stats()).toMatchObject({ held: 1, queued: 1 });
 
-    const error = caught(() => limiter.gateFor('https://c.example/x'));
-    expect(error).toBeInstanceOf(TooManyHostsError);
-    expect(error).toBeInstanceOf(ShedError);
-    const shed = error as TooManyHostsError;
-    expect(shed.code).toBe('HOSTGATE_TOO_MANY_HOSTS');
-    expect(shed.partner).toBe('https://c.example:443');
-    expect(shed.message).toMatch(/maxHosts/);
-    expect(Number.isFinite(shed.retryAfterMs)).toBe(true);
-    expect(shed.retryAfterMs).toBeGreaterThan(0);
-    // Nothing was created for c, and the busy gates are the same objects with their stats.
-    expect(limiter.gates()).toEqual(
-      new Map([
-        ['https://a.example:443', a],
-        ['https://b.example:443', b],
-      ]),
-    );
+    const overflow = limiter.gateFor('https://c.example/x')!;
+    expect(overflow.name).toBe(OVERFLOW_ORIGINS);
+    // The unknownHosts options: a cap of one for the origins in it, and a queue.
+    const heldC = overflow.tryAcquire()!;
+    const waitingD = limiter.gateFor('https://d.example')!.acquire();
+    expect(overflow.stats()).toMatchObject({ limit: 1, held: 1, queued: 1 });
     expect(limiter.stats()['https://a.example:443']).toMatchObject({ acquired: 1, queued: 1 });
 
     heldA.release(); // the waiter gets it: a is still busy
     const secondA = await waitingA;
-    expect(() => limiter.gateFor('https://c.example')).toThrow(TooManyHostsError);
+    expect(limiter.gateFor('https://c.example')).toBe(overflow);
     expect(limiter.gateFor('https://a.example')).toBe(a);
-    expect(limiter.stats()['https://a.example:443']).toMatchObject({ acquired: 2, held: 1 });
 
     secondA.release(); // a is idle now: c may take its slot, b is untouched
+    heldC.release();
+    (await waitingD).release();
     const c = limiter.gateFor('https://c.example')!;
-    expect(c).toBeInstanceOf(Semaphore);
-    expect(limiter.gates()).toEqual(
-      new Map([
-        ['https://b.example:443', b],
-        ['https://c.example:443', c],
-      ]),
-    );
+    expect(c).not.toBe(overflow);
+    expect(c.name).toBe('https://c.example:443');
+    expect(limiter.gates().get('https://b.example:443')).toBe(b);
+    expect(limiter.gates().has('https://a.example:443')).toBe(false);
     heldB.release();
   });
 
@@ -472,60 +477,61 @@ describe('HostLimiter: maxHosts bounds the per-origin gates', () => {
       maxHosts: 1,
     });
     const held = limiter.gateFor('https://one.example')!.tryAcquire()!;
-    expect(() => limiter.gateFor('https://two.example')).toThrow(TooManyHostsError);
+    expect(limiter.gateFor('https://two.example')!.name).toBe(OVERFLOW_ORIGINS);
     expect(limiter.gateFor('https://api.billing.example')).toBe(limiter.gate('billing'));
     expect(limiter.gateFor('https://eu.search.example')).toBe(limiter.gate('search'));
-    expect(Object.keys(limiter.stats())).toEqual(['billing', 'search', 'https://one.example:443']);
+    expect(Object.keys(limiter.stats())).toEqual([
+      'billing',
+      'search',
+      'https://one.example:443',
+      OVERFLOW_ORIGINS,
+    ]);
     held.release();
   });
 
   it('is DEFAULT_MAX_HOSTS when not set', () => {
-    const limiter = new HostLimiter();
+    const limiter = new HostLimiter({ evictIdleAfter: 0 });
     const permits: Permit[] = [];
     for (let i = 0; i < DEFAULT_MAX_HOSTS; i++) {
       permits.push(limiter.gateFor(`https://h${i}.example`)!.tryAcquire()!);
     }
-    expect(() => limiter.gateFor('https://one-more.example')).toThrow(TooManyHostsError);
-    expect(Object.keys(limiter.stats())).toHaveLength(DEFAULT_MAX_HOSTS);
+    expect(limiter.gateFor('https://one-more.example')!.name).toBe(OVERFLOW_ORIGINS);
+    expect(Object.keys(limiter.stats())).toHaveLength(DEFAULT_MAX_HOSTS + 1);
     for (const permit of permits) permit.release();
-    expect(limiter.gateFor('https://one-more.example')).toBeInstanceOf(Semaphore);
-    expect(Object.keys(limiter.stats())).toHaveLength(DEFAULT_MAX_HOSTS);
+    expect(limiter.gateFor('https://one-more.example')!.name).toBe('https://one-more.example:443');
+    expect(Object.keys(limiter.stats())).toHaveLength(DEFAULT_MAX_HOSTS + 1);
   });
 
-  it('stays bounded under thousands of attacker-chosen origins, some of them held open', () => {
+  it('stays bounded under thousands of attacker-chosen origins, some of them held open, and refuses none', () => {
     const maxHosts = 16;
     const limiter = new HostLimiter({
       partners: [rule(), { name: 'search', hosts: ['*.search.example'], limit: 5 }],
       maxHosts,
+      evictIdleAfter: 0,
     });
     const partners = 2;
     const random = prng(0x5eed);
     const held: Permit[] = [];
-    let served = 0;
-    let shed = 0;
+    let ownGate = 0;
+    let overflowed = 0;
     for (let i = 0; i < 5000; i++) {
       const url = `https://${randomLabel(random)}.attacker.example/${randomLabel(random)}`;
-      try {
-        const gate = limiter.gateFor(url)!;
-        served++;
-        // Most requests finish at once; some stay open, pinning their gate.
-        const permit = gate.tryAcquire()!;
-        if (random() < 0.3) held.push(permit);
-        else permit.release();
-      } catch (error) {
-        expect(error).toBeInstanceOf(TooManyHostsError);
-        expect((error as TooManyHostsError).retryAfterMs).toBeGreaterThan(0);
-        shed++;
-      }
+      const gate = limiter.gateFor(url)!;
+      if (gate.name === OVERFLOW_ORIGINS) overflowed++;
+      else ownGate++;
+      // Most requests finish at once; some stay open, pinning their gate.
+      const permit = gate.tryAcquire()!;
+      if (random() < 0.3) held.push(permit);
+      else permit.release();
       // Open requests finish now and then, in any order.
       if (held.length > 0 && random() < 0.25) {
         held.splice(Math.floor(random() * held.length), 1)[0]!.release();
       }
-      expect(Object.keys(limiter.stats()).length).toBeLessThanOrEqual(partners + maxHosts);
+      expect(Object.keys(limiter.stats()).length).toBeLessThanOrEqual(partners + maxHosts + 1);
     }
-    // The schedule exercised both eviction (far more origins served than slots) and shedding.
-    expect(served).toBeGreaterThan(10 * maxHosts);
-    expect(shed).toBeGreaterThan(0);
+    // The schedule exercised both eviction (far more origins served than slots) and overflow.
+    expect(ownGate).toBeGreaterThan(10 * maxHosts);
+    expect(overflowed).toBeGreaterThan(0);
     // Every held permit's gate survived; the partners were never touched.
     const stats = limiter.stats();
     for (const permit of held) {
@@ -535,7 +541,7 @@ describe('HostLimiter: maxHosts bounds the per-origin gates', () => {
     expect(stats.billing).toMatchObject({ acquired: 0, held: 0 });
     expect(limiter.gateFor('https://api.billing.example')).toBe(limiter.gate('billing'));
     for (const permit of held) permit.release();
-    expect(limiter.gateFor('https://after.example')).toBeInstanceOf(Semaphore);
+    expect(limiter.gateFor('https://after.example')!.name).toBe('https://after.example:443');
   });
 });
 
@@ -569,16 +575,16 @@ describe('HostLimiter: the resolved-origin cache', () => {
   });
 
   it('never answers from a stale entry: an evicted origin gets a fresh gate by the same string', () => {
-    const limiter = new HostLimiter({ maxHosts: 1 });
+    const limiter = new HostLimiter({ maxHosts: 1, evictIdleAfter: 0 });
     const first = limiter.gateFor('https://a.example')!;
     expect(limiter.gateFor('https://a.example')).toBe(first);
     limiter.gateFor('https://b.example'); // evicts idle a
     const second = limiter.gateFor('https://a.example')!;
     expect(second).not.toBe(first);
     expect(limiter.gates().get('https://a.example:443')).toBe(second);
-    // And a busy origin is still shed through the remembered string.
+    // And a busy origin keeps its place: the remembered string of b now finds the overflow gate.
     const held = second.tryAcquire()!;
-    expect(() => limiter.gateFor('https://b.example')).toThrow(TooManyHostsError);
+    expect(limiter.gateFor('https://b.example')!.name).toBe(OVERFLOW_ORIGINS);
     held.release();
   });
 });
@@ -666,6 +672,8 @@ describe('HostLimiter: construction errors name the rule or option', () => {
     ['a fractional maxHosts', { maxHosts: 2.5 }, /maxHosts .*2\.5/],
     ['an infinite maxHosts', { maxHosts: Number.POSITIVE_INFINITY }, /maxHosts .*Infinity/],
     ['a string maxHosts', { maxHosts: '256' }, /maxHosts .*"256"/],
+    ['a negative evictIdleAfter', { evictIdleAfter: -1 }, /evictIdleAfter .*-1/],
+    ['a string evictIdleAfter', { evictIdleAfter: '60s' }, /evictIdleAfter .*"60s"/],
   ])('rejects %s', (_what, options, message) => {
     expect(() => construct(options)).toThrow(TypeError);
     expect(() => construct(options)).toThrow(message);
