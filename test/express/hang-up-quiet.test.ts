@@ -1,0 +1,149 @@
+import { type ChildProcess, fork } from 'node:child_process';
+import http from 'node:http';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { bundled } from '../helpers/bundled.js';
+import { type Partner, startPartner } from '../helpers/partner.js';
+
+// Issue 33 item 2: with axios or got, every client hang-up was logged as a server error. The
+// pattern of docs/node-http.md (`signal: req.outbound.signal`, the error to `next(error)`, then
+// `shed()`): axios's CanceledError has no cause and got 14's AbortError a cause of `{}`, so
+// shed() passed them on and Express's final handler printed each (Fastify's logger the same).
+// The app runs in its own process, as in production (NODE_ENV unset: Express logs), and its
+// stderr is the oracle: nothing for a hang-up, whichever client; a shed is still a 503.
+
+const CLIENTS = ['axios', 'got', 'fetch'] as const;
+
+interface App {
+  child: ChildProcess;
+  port: number;
+  stderr: () => string;
+  /** Resolves with the next `{ passed: client }` message. */
+  passed: () => Promise<string>;
+  /** Resolves once the app's gate holds no permit. */
+  idle: () => Promise<void>;
+  /** Tells the app to close, waits for it to exit by itself; resolves with its final stats. */
+  exit: () => Promise<{ code: number | null; stats: Record<string, number> }>;
+}
+
+async function startApp(framework: string, partner: Partner): Promise<App> {
+  const script = await bundled(new URL('./hang-up-app.ts', import.meta.url));
+  const env = { ...process.env };
+  delete env.NODE_ENV; // vitest sets 'test', under which Express's final handler logs nothing
+  const child = fork(script, [framework, partner.origin], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk) => {
+    stderr += chunk;
+  });
+  child.stdout!.resume();
+  const messages: Record<string, unknown>[] = [];
+  let wake: (() => void) | undefined;
+  child.on('message', (message) => {
+    messages.push(message as Record<string, unknown>);
+    wake?.();
+  });
+  const next = async (key: string): Promise<unknown> => {
+    for (;;) {
+      const index = messages.findIndex((m) => key in m);
+      if (index >= 0) return messages.splice(index, 1)[0]![key];
+      if (child.exitCode !== null) throw new Error(`the app exited ${child.exitCode}: ${stderr}`);
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        child.once('exit', () => resolve());
+      });
+    }
+  };
+  const port = (await next('port')) as number;
+  return {
+    child,
+    port,
+    stderr: () => stderr,
+    passed: async () => (await next('passed')) as string,
+    idle: async () => {
+      child.send('idle');
+      await next('idle');
+    },
+    exit: async () => {
+      const exited = new Promise<number | null>((resolve) => {
+        if (child.exitCode !== null) resolve(child.exitCode);
+        else child.once('exit', (code) => resolve(code));
+      });
+      child.send('exit');
+      const stats = (await next('stats')) as Record<string, number>;
+      return { code: await exited, stats };
+    },
+  };
+}
+
+/** GET /call?client=… on the app; `hangUp` destroys the socket once the partner saw the call. */
+function get(
+  port: number,
+  client: string,
+): { done: Promise<{ status: number; retryAfter?: string | undefined; body: string }> } & {
+  req: http.ClientRequest;
+} {
+  const req = http.get({ host: '127.0.0.1', port, path: `/call?client=${client}` });
+  const done = new Promise<{ status: number; retryAfter?: string | undefined; body: string }>(
+    (resolve, reject) => {
+      req.on('error', reject);
+      req.on('response', (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (chunk) => {
+          body += chunk;
+        });
+        res.on('end', () =>
+          resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'], body }),
+        );
+      });
+    },
+  );
+  return { req, done };
+}
+
+describe.each(['express5', 'express4', 'fastify'])('%s: a client hang-up is quiet', (framework) => {
+  let partner: Partner;
+  let app: App | undefined;
+  beforeEach(async () => {
+    partner = await startPartner();
+  });
+  afterEach(async () => {
+    if (app !== undefined && app.child.exitCode === null) app.child.kill('SIGKILL');
+    app = undefined;
+    await partner.close();
+  });
+
+  it('axios, got and fetch with req.outbound.signal: nothing on stderr, counted once each; a shed is still a 503', async () => {
+    app = await startApp(framework, partner);
+    let arrived = 0;
+    let closedEarly = 0;
+    for (const client of CLIENTS) {
+      // A hang-up while the call is in flight at the partner.
+      const gone = get(app.port, client);
+      gone.done.catch(() => {}); // the socket is destroyed below: its error is ours
+      await partner.waitForArrived(++arrived);
+      gone.req.destroy();
+      expect(await app.passed()).toBe(client);
+      await partner.waitForClosedEarly(++closedEarly);
+      await app.idle(); // the partner may see the close before the app's socket 'close' event
+
+      // Two calls hold the gate's two permits (maxQueue 0): the third is shed as a 503.
+      const held = [get(app.port, client), get(app.port, client)];
+      arrived += 2;
+      await partner.waitForArrived(arrived);
+      const shed = await get(app.port, client).done;
+      expect(shed.status).toBe(503);
+      expect(Number(shed.retryAfter)).toBeGreaterThanOrEqual(1);
+      expect(JSON.parse(shed.body)).toMatchObject({ status: 503 });
+      expect(await app.passed()).toBe(client);
+      partner.release();
+      for (const call of held) expect((await call.done).status).toBe(200);
+    }
+    console.log('step exit');
+    const { code, stats } = await app.exit();
+    expect(app.stderr()).toBe('');
+    expect(code).toBe(0);
+    expect(stats).toEqual({ held: 0, acquired: 9, released: 9, disconnects: 3 });
+  });
+});
