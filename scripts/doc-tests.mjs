@@ -34,7 +34,6 @@
  * [file.md ...]`; part of `npm test`. `--no-build` installs the package from an existing dist/
  * instead; `--keep` leaves the project directory for a look.
  */
-import { spawn } from 'node:child_process';
 import {
   cpSync,
   existsSync,
@@ -51,6 +50,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
 import { brokenLinks, extract, importedPackages, partnerHosts } from './doc-tests/markdown.mjs';
+import { run } from './doc-tests/run.mjs';
 import { projectWithoutExpress } from './doc-tests/without-express.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -86,34 +86,9 @@ const pages =
           .map((f) => `docs/${f}`),
       ];
 
-/** Runs `node ...args`; resolves with the exit code and the output. */
+/** Runs `node ...args`; resolves with the exit code, the output and `timedOut`. */
 function node(argv, { cwd = root, timeoutMs = 0, env = process.env } = {}) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    let timedOut = false;
-    const append = (chunk) => {
-      output += chunk;
-    };
-    child.stdout.setEncoding('utf8').on('data', append);
-    child.stderr.setEncoding('utf8').on('data', append);
-    const timer =
-      timeoutMs > 0
-        ? setTimeout(() => {
-            timedOut = true;
-            output += `\n(killed after ${timeoutMs} ms)\n`;
-            child.kill('SIGKILL');
-          }, timeoutMs)
-        : undefined;
-    child.on('error', (error) => {
-      clearTimeout(timer);
-      resolve({ code: 1, output: `${output}${error}\n` });
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? (signal ? 1 : 0), output, timedOut });
-    });
-  });
+  return run(process.execPath, argv, { cwd, env, timeoutMs });
 }
 
 const problems = [];

@@ -17,12 +17,12 @@
  * `node scripts/pack-test.mjs [--no-build] [--undici=7|8] [--only=WORD] [--keep]`; exits non-zero naming each
  * project that failed to install or whose smoke failed.
  */
-import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
+import { run as runChild } from './doc-tests/run.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const args = process.argv.slice(2);
@@ -84,29 +84,9 @@ if (only !== undefined) {
   projects.splice(0, projects.length, ...kept);
 }
 
-/** Runs a command; resolves with its exit code and output (bounded by `timeoutMs`, for a hang). */
+/** Runs a command (bounded by `timeoutMs`, for a hang): { code, output, timedOut }. */
 function run(command, argv, { cwd = root, env = process.env, timeoutMs = 120_000 } = {}) {
-  return new Promise((resolve) => {
-    const child = spawn(command, argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    const append = (chunk) => {
-      output += chunk;
-    };
-    child.stdout.setEncoding('utf8').on('data', append);
-    child.stderr.setEncoding('utf8').on('data', append);
-    const timer = setTimeout(() => {
-      output += `\n(killed after ${timeoutMs} ms)\n`;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.on('error', (error) => {
-      clearTimeout(timer);
-      resolve({ code: 1, output: `${output}${error}\n` });
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? (signal ? 1 : 0), output });
-    });
-  });
+  return runChild(command, argv, { cwd, env, timeoutMs });
 }
 
 /** At most `limit` of `tasks` (functions returning promises) at once, results in order. */
