@@ -1,7 +1,15 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import http from 'node:http';
+import axios from 'axios';
+import express from 'express';
+import Fastify from 'fastify';
+import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import hostgate from '../../fastify/index.js';
+import { outbound, shed } from '../../middleware/index.js';
+import { HostLimiter, LimitedHttpAgent } from '../../src/index.js';
 import { bundled } from '../helpers/bundled.js';
+import { got } from '../helpers/got.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 
 // Issue 33 item 2: with axios or got, every client hang-up was logged as a server error. The
@@ -145,5 +153,63 @@ describe.each(['express5', 'express4', 'fastify'])('%s: a client hang-up is quie
     expect(app.stderr()).toBe('');
     expect(code).toBe(0);
     expect(stats).toEqual({ held: 0, acquired: 9, released: 9, disconnects: 3 });
+  });
+});
+
+// The same rule for the request's deadline: the outbound signal aborts with
+// DeadlineExceededError, axios and got wrap it in errors that do not say so, and the answer
+// must still be the 504 of a passed deadline, not Express's or Fastify's 500.
+describe('a passed deadline under axios and got is a 504', () => {
+  let partner: Partner;
+  let limiter: HostLimiter;
+  let agent: LimitedHttpAgent;
+  beforeEach(async () => {
+    partner = await startPartner();
+    limiter = new HostLimiter({
+      partners: [{ name: 'billing', hosts: [partner.origin], limit: 4 }],
+    });
+    agent = new LimitedHttpAgent(new http.Agent({ keepAlive: true }), limiter);
+  });
+  afterEach(async () => {
+    partner.openHeld();
+    agent.destroy();
+    await limiter.close();
+    await partner.close();
+  });
+  const call = (client: 'axios' | 'got', signal: AbortSignal) =>
+    client === 'axios'
+      ? axios.get(`${partner.url}/held`, { httpAgent: agent, signal })
+      : got(`${partner.url}/held`, { agent: { http: agent }, signal, retry: { limit: 0 } });
+
+  it.each(['axios', 'got'] as const)('Express 5, %s', async (client) => {
+    const app = express();
+    const middleware = outbound({ limiter, deadline: { default: 100 } });
+    app.use(middleware);
+    app.get('/call', async (req, res, next) => {
+      try {
+        await call(client, req.outbound.signal);
+        res.send('late');
+      } catch (error) {
+        next(error);
+      }
+    });
+    app.use(shed());
+    const res = await request(app).get('/call');
+    await middleware.close();
+    expect(res.status).toBe(504);
+    expect(JSON.parse(res.text)).toMatchObject({ type: 'urn:hostgate:problem:deadline-exceeded' });
+  });
+
+  it.each(['axios', 'got'] as const)('Fastify 5, %s', async (client) => {
+    const app = Fastify();
+    await app.register(hostgate, { limiter, deadline: { default: 100 } });
+    app.get('/call', async (req) => {
+      await call(client, req.outbound.signal);
+      return 'late';
+    });
+    const res = await app.inject({ method: 'GET', url: '/call' });
+    await app.close();
+    expect(res.statusCode).toBe(504);
+    expect(res.json()).toMatchObject({ type: 'urn:hostgate:problem:deadline-exceeded' });
   });
 });
