@@ -18,9 +18,9 @@
  *   continues another block (only type-checked) says what it assumes in its own lines
  *   (`declare const limiter: HostLimiter;`). An HTML comment `<!-- setup` before a fence, which
  *   once held lines GitHub did not render, is an error naming its line.
- * - Runnable blocks (```ts run) are run with node, one process each, and must exit 0 by themselves
- *   within 30 s (a block that leaves a client, a server or a timer open fails, as it would hang a
- *   reader's terminal). Every `https://NAME.example` URL in them becomes a local partner on
+ * - Runnable blocks (```ts run) are run with node, one process each, four at a time, and must
+ *   exit 0 by themselves within 60 s (a block that leaves a client, a server or a timer open
+ *   fails, as it would hang a reader's terminal). Every `https://NAME.example` URL in them becomes a local partner on
  *   127.0.0.1 (a node:http server that answers 200 with JSON after 20 ms and counts its peak
  *   concurrency), and every quoted host `'NAME.example'` that partner's origin. A run block that
  *   names `redis://127.0.0.1:6379` gets a private redis-server on a free port in its place
@@ -50,7 +50,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
 import { brokenLinks, extract, importedPackages, partnerHosts } from './doc-tests/markdown.mjs';
-import { run } from './doc-tests/run.mjs';
+import { pooled, run } from './doc-tests/run.mjs';
 import { projectWithoutExpress } from './doc-tests/without-express.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -67,7 +67,7 @@ const verbose = args.includes('--verbose');
 const withPackage = !args.includes('--no-package');
 const keep = args.includes('--keep');
 const runTimeoutArg = args.find((a) => a.startsWith('--run-timeout='));
-const runTimeoutMs = runTimeoutArg ? Number(runTimeoutArg.slice('--run-timeout='.length)) : 30_000;
+const runTimeoutMs = runTimeoutArg ? Number(runTimeoutArg.slice('--run-timeout='.length)) : 60_000;
 if (!Number.isInteger(runTimeoutMs) || runTimeoutMs <= 0) {
   throw new TypeError(`--run-timeout must be a positive number of ms, got ${runTimeoutArg}`);
 }
@@ -244,12 +244,17 @@ if (checked.code !== 0) {
 }
 
 const runs = blocks.filter((b) => b.run);
-const results = await Promise.all(
-  runs.map(async (block) => {
+// Four at a time: each block's bound (for a hang) counts from its own start, and a block waiting
+// for a core behind a dozen others on a loaded machine is not hanging.
+const results = await pooled(
+  runs.map((block) => async () => {
     const js = join(work, 'out', block.file.replace(/\.ts$/, '.js'));
+    const started = performance.now();
     const result = await node([js], { cwd: work, timeoutMs: runTimeoutMs });
+    result.ms = Math.round(performance.now() - started);
     return { block, partners: block.partners, result };
   }),
+  4,
 );
 for (const { block, partners, result } of results) {
   const seen = partners.map((p) => `${p.name}: ${p.arrived} requests, peak ${p.peak}`).join('; ');
@@ -263,7 +268,7 @@ for (const { block, partners, result } of results) {
     );
   } else if (verbose) {
     process.stdout.write(
-      `${block.page}:${block.line}: ran${seen ? ` (${seen})` : ''}\n${result.output}`,
+      `${block.page}:${block.line}: ran in ${result.ms} ms${seen ? ` (${seen})` : ''}\n${result.output}`,
     );
   }
 }

@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
-import { run as runChild } from './doc-tests/run.mjs';
+import { pooled, run as runChild } from './doc-tests/run.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const args = process.argv.slice(2);
@@ -87,20 +87,6 @@ if (only !== undefined) {
 /** Runs a command (bounded by `timeoutMs`, for a hang): { code, output, timedOut }. */
 function run(command, argv, { cwd = root, env = process.env, timeoutMs = 120_000 } = {}) {
   return runChild(command, argv, { cwd, env, timeoutMs });
-}
-
-/** At most `limit` of `tasks` (functions returning promises) at once, results in order. */
-async function pooled(tasks, limit) {
-  const results = new Array(tasks.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      results[i] = await tasks[i]();
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
-  return results;
 }
 
 const started = Date.now();

@@ -1,6 +1,8 @@
 /**
- * Runs a child process for the doc-tests and the pack-test: resolves with its exit code, its
- * output (stdout and stderr together) and whether it was killed at `timeoutMs` (0: no bound).
+ * Child processes for the doc-tests and the pack-test: `run` resolves with a child's exit code,
+ * its output (stdout and stderr together) and whether it was killed at `timeoutMs` (0: no
+ * bound); `pooled` runs a few at once, so that on a loaded machine each one's time bound is
+ * spent on its own work rather than waiting for a core behind all the others.
  */
 import { spawn } from 'node:child_process';
 
@@ -31,4 +33,18 @@ export function run(command, argv, { cwd, env = process.env, timeoutMs = 0 } = {
       resolve({ code: code ?? (signal ? 1 : 0), output, timedOut });
     });
   });
+}
+
+/** At most `limit` of `tasks` (functions returning promises) at once, results in order. */
+export async function pooled(tasks, limit) {
+  const results = new Array(tasks.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
+  return results;
 }

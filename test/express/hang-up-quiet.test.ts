@@ -153,7 +153,7 @@ describe.each(['express5', 'express4', 'fastify'])('%s: a client hang-up is quie
     expect(app.stderr()).toBe('');
     expect(code).toBe(0);
     expect(stats).toEqual({ held: 0, acquired: 9, released: 9, disconnects: 3 });
-  });
+  }, 90_000); // a bound for a hang: three clients through a forked app, on a loaded machine
 });
 
 // The same rule for the request's deadline: the outbound signal aborts with
