@@ -45,8 +45,9 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
 import { brokenLinks, extract, importedPackages, partnerHosts } from './doc-tests/markdown.mjs';
@@ -150,6 +151,48 @@ if (withPackage && build) {
 }
 if (withPackage) cpSync(join(root, 'package.json'), join(pkgDir, 'package.json'));
 
+/**
+ * What the built package's JavaScript imports at run time that a user's install does not bring:
+ * a bare specifier that is neither a Node builtin nor in the package's `dependencies` or
+ * `peerDependencies` (fastify-plugin, a devDependency, was one: every in-repository test passed,
+ * and `import('hostgate/fastify')` failed in users' projects). Type-only imports are gone from
+ * the JavaScript, so this reads exactly what Node will resolve.
+ */
+function undeclaredImports(pkgRoot) {
+  const manifest = JSON.parse(readFileSync(join(pkgRoot, 'package.json'), 'utf8'));
+  const declared = new Set([
+    manifest.name, // a self-reference resolves through the package's own exports
+    ...Object.keys(manifest.dependencies ?? {}),
+    ...Object.keys(manifest.peerDependencies ?? {}),
+  ]);
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.js')) {
+        // Comments hold examples (`import { HostLimiter } from 'hostgate'`), not imports.
+        const text = readFileSync(path, 'utf8').replace(/\/\*[\s\S]*?\*\/|^\s*\/\/.*$/gm, '');
+        const specifiers = text.matchAll(
+          /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|^\s*import\s+)['"]([^'"./][^'"]*)['"]/gm,
+        );
+        for (const [, specifier] of specifiers) {
+          if (specifier.startsWith('node:') || builtinModules.includes(specifier)) continue;
+          const parts = specifier.split('/');
+          const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+          if (!declared.has(name)) {
+            found.push(
+              `the package's ${relative(pkgRoot, path)} imports '${specifier}', which is in neither dependencies nor peerDependencies: users who install hostgate do not get it`,
+            );
+          }
+        }
+      }
+    }
+  };
+  walk(join(pkgRoot, 'dist'));
+  return found;
+}
+
 // Run blocks get their partners before the check: the origins replace the host names in place,
 // inside the string literals, so types and line numbers are the same as the page's.
 const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -217,7 +260,11 @@ const [checked, fastifyOnly] = await Promise.all([
       )
     : { code: 0, output: '' },
 ]);
-const failures = [...problems, ...pages.flatMap((page) => brokenLinks(root, page))];
+const failures = [
+  ...problems,
+  ...(withPackage ? undeclaredImports(pkgDir) : []),
+  ...pages.flatMap((page) => brokenLinks(root, page)),
+];
 if (fastifyOnly.code !== 0) {
   failures.push(
     `hostgate/fastify does not compile in a project without Express's types (skipLibCheck false):\n${fastifyOnly.output}`,
