@@ -13,22 +13,16 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
-import fp from 'fastify-plugin';
 import {
   type Outbound,
   type OutboundMiddleware,
   type OutboundOptions,
   outbound,
 } from '../middleware/outbound.js';
-import {
-  findClientDisconnected,
-  internal,
-  retryAfterSeconds,
-  type ShedOptions,
-} from '../middleware/shed.js';
+import { internal, retryAfterSeconds, type ShedOptions } from '../middleware/shed.js';
 import { type StatusOptions, statusHandler } from '../middleware/status.js';
 import { checkKnownKeys, checkObject, describe } from '../src/common/options.js';
-import { DeadlineExceededError, findShedError } from '../src/index.js';
+import { findShedError } from '../src/index.js';
 
 export type { BudgetFunction, DeadlineOption, DeadlineOptions } from '../middleware/deadline.js';
 export type { Outbound, OutboundOptions, ShedOptions, StatusOptions };
@@ -97,9 +91,11 @@ function answer(
   reply: FastifyReply,
   options: Resolved,
 ): boolean {
-  const gone = findClientDisconnected(error);
+  const raw = request.raw as IncomingMessage;
+  // The request's outbound signal is the witness for clients whose abort errors carry no cause.
+  const gone = internal.hangUpOf(error, raw);
   if (gone !== undefined) {
-    options.onDisconnect?.(gone, request.raw);
+    options.onDisconnect?.(gone, raw);
     // Nothing to write to a client that left: stop Fastify from trying, close what is left.
     reply.hijack();
     if (!reply.raw.writableEnded && !reply.raw.destroyed) reply.raw.destroy();
@@ -108,11 +104,11 @@ function answer(
   const shed = findShedError(error);
   if (shed !== undefined) {
     if (reply.sent || internal.isGone(reply.raw)) return true;
-    const problem = options.problem(shed, request.raw as IncomingMessage, options.status);
+    const problem = options.problem(shed, raw, options.status);
     send(reply, options.status, problem, retryAfterSeconds(shed.retryAfterMs));
     return true;
   }
-  const expired = internal.findCause(error, DeadlineExceededError);
+  const expired = internal.expiryOf(error, raw);
   if (expired === undefined) return false;
   if (reply.sent || internal.isGone(reply.raw)) return true;
   send(reply, 504, internal.deadlineProblem(expired));
@@ -216,8 +212,8 @@ function parseStatus(
 /**
  * The Fastify plugin: `app.register(hostgate, { limiter })`. Options are `outbound()`'s
  * (`limiter` or `dispatcher`, `perRequest`, `deadline`, `priority`) plus `shed` and `status`.
- * Registered with fastify-plugin, so `request.outbound` and the error handler apply to the
- * whole app rather than one encapsulated context.
+ * Registered as fastify-plugin registers a plugin (skip-override), so `request.outbound` and
+ * the error handler apply to the whole app rather than one encapsulated context.
  *
  * @example
  * const app = Fastify();
@@ -227,9 +223,16 @@ function parseStatus(
  *   return res.json();
  * });
  */
-export const hostgate: FastifyPluginCallback<HostgateFastifyOptions> = fp(plugin, {
-  fastify: '5.x',
-  name: 'hostgate',
+export const hostgate: FastifyPluginCallback<HostgateFastifyOptions> = Object.assign(plugin, {
+  // What fastify-plugin would set, without a runtime dependency for three properties (a
+  // devDependency would leave `hostgate/fastify` unimportable in users' projects). Fastify reads
+  // them at register(): skip-override shares the plugin's decorations and hooks with the whole
+  // app instead of an encapsulated context; plugin-meta's `fastify` range is checked against the
+  // running Fastify (FST_ERR_PLUGIN_VERSION_MISMATCH) and its `name` lets other plugins depend
+  // on this one.
+  [Symbol.for('skip-override')]: true,
+  [Symbol.for('fastify.display-name')]: 'hostgate',
+  [Symbol.for('plugin-meta')]: { fastify: '5.x', name: 'hostgate' },
 });
 
 export default hostgate;

@@ -107,6 +107,34 @@ export function findClientDisconnected(err: unknown): ClientDisconnectedError | 
   return findCause(err, ClientDisconnectedError);
 }
 
+/**
+ * The reason the request's own outbound signal (`req.outbound.signal`) aborted with, when it is
+ * a `type`. An error that reaches the handler after that signal aborted is that abort's, whichever
+ * client wrapped it: axios's `CanceledError` carries no cause and got 14's `AbortError` a cause of
+ * `{}`, so the signal is the only witness (a fetch rejects with the reason itself).
+ */
+function abortedWith<T>(
+  req: IncomingMessage,
+  type: abstract new (...args: never[]) => T,
+): T | undefined {
+  const signal = (req as { outbound?: { signal?: unknown } }).outbound?.signal;
+  if (!(signal instanceof AbortSignal) || !signal.aborted) return undefined;
+  return signal.reason instanceof type ? signal.reason : undefined;
+}
+
+/**
+ * The client hang-up behind `err`: a `ClientDisconnectedError` along its `cause` chain, or the
+ * reason of the request's outbound signal when that aborted because the client went away.
+ */
+function hangUpOf(err: unknown, req: IncomingMessage): ClientDisconnectedError | undefined {
+  return findClientDisconnected(err) ?? abortedWith(req, ClientDisconnectedError);
+}
+
+/** The request's own deadline behind `err` (its cause chain, or the outbound signal's reason). */
+function expiryOf(err: unknown, req: IncomingMessage): DeadlineExceededError | undefined {
+  return findCause(err, DeadlineExceededError) ?? abortedWith(req, DeadlineExceededError);
+}
+
 function findCause<T>(err: unknown, type: abstract new (...args: never[]) => T): T | undefined {
   let current = err;
   for (let depth = 0; depth < 8 && current != null; depth++) {
@@ -202,7 +230,10 @@ function isGone(res: ServerResponse): boolean {
  * fetch's `TypeError`) becomes `503` + `Retry-After` + an RFC 9457 `application/problem+json`
  * body. A `DeadlineExceededError` (the request's own deadline passed) becomes `504` with a
  * problem body and no `Retry-After`. A `ClientDisconnectedError` ends quietly: nothing is written to the gone socket and nothing is
- * passed on as a server error; so does a `ResponseSentError` after the response was sent. Everything else goes to `next(err)` untouched.
+ * passed on as a server error; so does a `ResponseSentError` after the response was sent. Any
+ * error that arrives after `req.outbound.signal` aborted is judged by the signal's reason, whichever
+ * client wrapped it (axios's `CanceledError`, got's `AbortError`): a hang-up is quiet (and reaches
+ * `onDisconnect`), a passed deadline is a 504. Everything else goes to `next(err)` untouched.
  *
  * @example
  * app.use(shed());
@@ -210,7 +241,7 @@ function isGone(res: ServerResponse): boolean {
 export function shed(options?: ShedOptions): ErrorMiddleware {
   const resolved = resolve('shed', options, SHED_KEYS);
   return function shedErrors(err, req, res, next) {
-    const gone = findClientDisconnected(err);
+    const gone = hangUpOf(err, req);
     if (gone !== undefined) {
       resolved.onDisconnect?.(gone, req);
       // Normally the socket is already gone. If it is not (the error came from elsewhere),
@@ -220,9 +251,14 @@ export function shed(options?: ShedOptions): ErrorMiddleware {
     }
     // A call of a request whose response was already sent, cancelled since nothing would read
     // it: nothing to write, and no reason to have Express close the connection.
-    if (res.writableEnded && findCause(err, ResponseSentError) !== undefined) return;
+    if (
+      res.writableEnded &&
+      (findCause(err, ResponseSentError) ?? abortedWith(req, ResponseSentError)) !== undefined
+    ) {
+      return;
+    }
     const shedError = findShedError(err);
-    const expired = shedError === undefined ? findCause(err, DeadlineExceededError) : undefined;
+    const expired = shedError === undefined ? expiryOf(err, req) : undefined;
     if (expired !== undefined && !res.headersSent) {
       if (!isGone(res)) writeDeadlineExceeded(expired, res);
       return;
@@ -237,4 +273,13 @@ export function shed(options?: ShedOptions): ErrorMiddleware {
 }
 
 /** @internal shared with admit() and hostgate/fastify */
-export const internal = { resolve, writeShed, writeProblem, isGone, findCause, deadlineProblem };
+export const internal = {
+  resolve,
+  writeShed,
+  writeProblem,
+  isGone,
+  findCause,
+  deadlineProblem,
+  hangUpOf,
+  expiryOf,
+};

@@ -1,45 +1,57 @@
 #!/usr/bin/env node
 /**
  * Doc-tests: every ```ts block of README.md and docs/*.md is type-checked against the built
- * package, as a user's project sees it, and every ```ts run block is run against local partners.
+ * package, as a user's project sees it, and every ```ts run block is run against local partners,
+ * each copied whole into an empty project: what the page shows is all there is.
  *
- * - The package is built (tsc, tsconfig.build.json) into .doctest/node_modules/hostgate/ with the
- *   root package.json beside it, so `import ... from 'hostgate'`, 'hostgate/express', ... go
- *   through the package's own `exports` and its .d.ts files, never through src/.
- * - Each block becomes one module, .doctest/<page>-<line>.ts, checked with strict settings, `module:
+ * - The project is a temporary directory OUTSIDE the repository (so nothing resolves from the
+ *   repository's node_modules by walking up). Its node_modules holds the package, built (tsc,
+ *   tsconfig.build.json) into node_modules/hostgate/ with the root package.json beside it, so
+ *   `import ... from 'hostgate'`, 'hostgate/express', ... go through the package's own `exports`
+ *   and .d.ts files; the package's `dependencies`; undici (README's install: `npm i hostgate
+ *   undici`); and the packages the blocks import, with their @types (links into the repository's
+ *   node_modules: a block may import only what a devDependency provides).
+ * - Each block becomes one module, <page>-<line>.ts, checked with strict settings, `module:
  *   nodenext`, `noUncheckedIndexedAccess` and `exactOptionalPropertyTypes` (tsc --init's defaults).
- * - Hidden setup: an HTML comment right before the fence, `<!-- setup` on its first line and `-->`
- *   on its last, holds lines put before the block (imports, `declare const signal: AbortSignal;`).
- *   GitHub does not render it. Errors are reported at the markdown line they come from.
- * - Runnable blocks (```ts run) are run with node, one process each (30 s bound, for a hang). Every
- *   `https://NAME.example` URL in them becomes a local partner on 127.0.0.1 (a node:http server
- *   that answers 200 with JSON after 20 ms and counts its peak concurrency), and every quoted host
- *   `'NAME.example'` that partner's origin; the block must exit 0. A run block that names
- *   `redis://127.0.0.1:6379` gets a private redis-server on a free port in its place (without
- *   redis-server: not run, with a line saying so; under CI a failure).
- * - HOSTGATE_UNDICI=8 checks the blocks against undici 8's types (the `undici8` devDependency) and
- *   runs them with every `undici` import resolved to it (Node >= 22.19).
+ *   Errors are reported at the markdown line they come from.
+ * - No hidden setup: a block is checked and run exactly as the page shows it. A fragment that
+ *   continues another block (only type-checked) says what it assumes in its own lines
+ *   (`declare const limiter: HostLimiter;`). An HTML comment `<!-- setup` before a fence, which
+ *   once held lines GitHub did not render, is an error naming its line.
+ * - Runnable blocks (```ts run) are run with node, one process each, four at a time, and must
+ *   exit 0 by themselves within 60 s (a block that leaves a client, a server or a timer open
+ *   fails, as it would hang a reader's terminal). Every `https://NAME.example` URL in them becomes a local partner on
+ *   127.0.0.1 (a node:http server that answers 200 with JSON after 20 ms and counts its peak
+ *   concurrency), and every quoted host `'NAME.example'` that partner's origin. A run block that
+ *   names `redis://127.0.0.1:6379` gets a private redis-server on a free port in its place
+ *   (without redis-server: not run, with a line saying so; under CI a failure).
+ * - HOSTGATE_UNDICI=8: the project's `undici` is undici 8 (the `undici8` devDependency), for the
+ *   blocks' types and for every `undici` import when they run (Node >= 22.19).
  * - Relative links and their #anchors must name a file and a heading that exist, and README.md
  *   stays under 15,000 characters.
  *
- * `node scripts/doc-tests.mjs [--no-build] [--verbose] [--work=DIR] [--no-package] [file.md ...]`;
- * part of `npm test`. `--no-build` installs the package from an existing dist/ instead.
+ * `node scripts/doc-tests.mjs [--no-build] [--verbose] [--keep] [--run-timeout=MS] [--no-package]
+ * [file.md ...]`; part of `npm test`. `--no-build` installs the package from an existing dist/
+ * instead; `--keep` leaves the project directory for a look.
  */
-import { spawn } from 'node:child_process';
 import {
   cpSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
-import { basename, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
-import { brokenLinks, extract, partnerHosts } from './doc-tests/markdown.mjs';
+import { brokenLinks, extract, importedPackages, partnerHosts } from './doc-tests/markdown.mjs';
+import { pooled, run } from './doc-tests/run.mjs';
 import { projectWithoutExpress } from './doc-tests/without-express.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -54,8 +66,14 @@ const build = !args.includes('--no-build');
 const verbose = args.includes('--verbose');
 // For blocks that import nothing from hostgate (the harness's own test): no package at all.
 const withPackage = !args.includes('--no-package');
-const workArg = args.find((a) => a.startsWith('--work='));
-const work = join(root, workArg ? workArg.slice('--work='.length) : '.doctest');
+const keep = args.includes('--keep');
+const runTimeoutArg = args.find((a) => a.startsWith('--run-timeout='));
+const runTimeoutMs = runTimeoutArg ? Number(runTimeoutArg.slice('--run-timeout='.length)) : 60_000;
+if (!Number.isInteger(runTimeoutMs) || runTimeoutMs <= 0) {
+  throw new TypeError(`--run-timeout must be a positive number of ms, got ${runTimeoutArg}`);
+}
+// The empty project: outside the repository, so that nothing resolves from its node_modules.
+const work = mkdtempSync(join(tmpdir(), 'hostgate-doctest-'));
 const pkgDir = join(work, 'node_modules', 'hostgate');
 const only = args.filter((a) => !a.startsWith('--'));
 const pages =
@@ -69,39 +87,47 @@ const pages =
           .map((f) => `docs/${f}`),
       ];
 
-/** Runs `node ...args`; resolves with the exit code and the output. */
+/** Runs `node ...args`; resolves with the exit code, the output and `timedOut`. */
 function node(argv, { cwd = root, timeoutMs = 0, env = process.env } = {}) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    const append = (chunk) => {
-      output += chunk;
-    };
-    child.stdout.setEncoding('utf8').on('data', append);
-    child.stderr.setEncoding('utf8').on('data', append);
-    const timer =
-      timeoutMs > 0
-        ? setTimeout(() => {
-            output += `\n(killed after ${timeoutMs} ms)\n`;
-            child.kill('SIGKILL');
-          }, timeoutMs)
-        : undefined;
-    child.on('error', (error) => {
-      clearTimeout(timer);
-      resolve({ code: 1, output: `${output}${error}\n` });
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? (signal ? 1 : 0), output });
-    });
-  });
+  return run(process.execPath, argv, { cwd, env, timeoutMs });
 }
 
-const blocks = pages.flatMap((page) => extract(root, page));
-rmSync(work, { recursive: true, force: true });
-mkdirSync(work, { recursive: true });
-// No "name": a module in .doctest/ resolves 'hostgate' from .doctest/node_modules, as a user's does.
+const problems = [];
+const blocks = pages.flatMap((page) => extract(root, page, problems));
+// No "name": a module in the project resolves 'hostgate' from its node_modules, as a user's does.
 writeFileSync(join(work, 'package.json'), '{ "private": true, "type": "module" }\n');
+
+// The project's node_modules besides the package: links into the repository's node_modules for
+// the package's own dependencies, undici (the README's install), the packages the blocks import
+// and their types. Nothing else: the package must not need a devDependency at run time.
+const rootPkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const rootModules = join(root, 'node_modules');
+const modules = join(work, 'node_modules');
+/** Links `name` (the repository's `target`) and, as npm hoists them, its dependencies. */
+function link(name, target = name) {
+  const to = join(modules, name);
+  if (!existsSync(join(rootModules, target)) || existsSync(to)) return;
+  mkdirSync(dirname(to), { recursive: true });
+  symlinkSync(join(rootModules, target), to, 'dir');
+  // A package's dependencies sit beside it in a user's node_modules (hoisted), where the
+  // package's types and hostgate's can both resolve them (@types/express's
+  // @types/express-serve-static-core, which hostgate/express augments).
+  const manifest = JSON.parse(readFileSync(join(rootModules, target, 'package.json'), 'utf8'));
+  for (const dep of Object.keys(manifest.dependencies ?? {})) link(dep);
+}
+const imported = new Set(
+  blocks
+    .flatMap((block) => importedPackages(block.code.join('\n')))
+    .filter((n) => n !== 'hostgate'),
+);
+link('undici', undiciMajor === '8' ? 'undici8' : 'undici');
+imported.delete('undici');
+for (const name of Object.keys(rootPkg.dependencies ?? {})) link(name);
+for (const name of imported) {
+  link(name);
+  link(`@types/${name.startsWith('@') ? name.slice(1).replace('/', '__') : name}`);
+}
+link('@types/node');
 
 if (withPackage && build) {
   const built = await node([
@@ -117,6 +143,7 @@ if (withPackage && build) {
   ]);
   if (built.code !== 0) {
     process.stdout.write(`doc-tests: building the package failed:\n${built.output}`);
+    rmSync(work, { recursive: true, force: true });
     process.exit(1);
   }
 } else if (withPackage) {
@@ -124,13 +151,55 @@ if (withPackage && build) {
 }
 if (withPackage) cpSync(join(root, 'package.json'), join(pkgDir, 'package.json'));
 
+/**
+ * What the built package's JavaScript imports at run time that a user's install does not bring:
+ * a bare specifier that is neither a Node builtin nor in the package's `dependencies` or
+ * `peerDependencies` (fastify-plugin, a devDependency, was one: every in-repository test passed,
+ * and `import('hostgate/fastify')` failed in users' projects). Type-only imports are gone from
+ * the JavaScript, so this reads exactly what Node will resolve.
+ */
+function undeclaredImports(pkgRoot) {
+  const manifest = JSON.parse(readFileSync(join(pkgRoot, 'package.json'), 'utf8'));
+  const declared = new Set([
+    manifest.name, // a self-reference resolves through the package's own exports
+    ...Object.keys(manifest.dependencies ?? {}),
+    ...Object.keys(manifest.peerDependencies ?? {}),
+  ]);
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.js')) {
+        // Comments hold examples (`import { HostLimiter } from 'hostgate'`), not imports.
+        const text = readFileSync(path, 'utf8').replace(/\/\*[\s\S]*?\*\/|^\s*\/\/.*$/gm, '');
+        const specifiers = text.matchAll(
+          /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|^\s*import\s+)['"]([^'"./][^'"]*)['"]/gm,
+        );
+        for (const [, specifier] of specifiers) {
+          if (specifier.startsWith('node:') || builtinModules.includes(specifier)) continue;
+          const parts = specifier.split('/');
+          const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+          if (!declared.has(name)) {
+            found.push(
+              `the package's ${relative(pkgRoot, path)} imports '${specifier}', which is in neither dependencies nor peerDependencies: users who install hostgate do not get it`,
+            );
+          }
+        }
+      }
+    }
+  };
+  walk(join(pkgRoot, 'dist'));
+  return found;
+}
+
 // Run blocks get their partners before the check: the origins replace the host names in place,
 // inside the string literals, so types and line numbers are the same as the page's.
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const skipped = [];
 for (const block of blocks) {
   if (!block.run) continue;
-  const text = [...block.setup, ...block.code].join('\n');
+  const text = block.code.join('\n');
   block.partners = await Promise.all(partnerHosts(text).map(startPartner));
   if (text.includes(REDIS_URL)) {
     block.redis = await startRedis();
@@ -143,7 +212,7 @@ for (const block of blocks) {
 }
 const files = blocks.map((block) => {
   const base = `${block.page.replace(/\.md$/, '').replace(/[/\\]/g, '-')}-${block.line}`;
-  let text = [...block.setup, ...block.code].join('\n');
+  let text = block.code.join('\n');
   for (const partner of block.partners ?? []) {
     const host = partner.name.replaceAll('.', '\\.');
     text = text
@@ -169,13 +238,10 @@ const compilerOptions = {
   isolatedModules: true,
   skipLibCheck: true,
   types: ['node'],
-  typeRoots: [join(root, 'node_modules', '@types')],
+  typeRoots: [join(modules, '@types')],
   outDir: 'out',
   rootDir: '.',
   noEmitOnError: false,
-  ...(undiciMajor === '8'
-    ? { paths: { undici: [relative(work, join(root, 'node_modules', 'undici8', 'index.d.ts'))] } }
-    : {}),
 };
 writeFileSync(
   join(work, 'tsconfig.json'),
@@ -194,7 +260,11 @@ const [checked, fastifyOnly] = await Promise.all([
       )
     : { code: 0, output: '' },
 ]);
-const failures = pages.flatMap((page) => brokenLinks(root, page));
+const failures = [
+  ...problems,
+  ...(withPackage ? undeclaredImports(pkgDir) : []),
+  ...pages.flatMap((page) => brokenLinks(root, page)),
+];
 if (fastifyOnly.code !== 0) {
   failures.push(
     `hostgate/fastify does not compile in a project without Express's types (skipLibCheck false):\n${fastifyOnly.output}`,
@@ -221,30 +291,39 @@ if (checked.code !== 0) {
 }
 
 const runs = blocks.filter((b) => b.run);
-const hookArgs =
-  undiciMajor === '8' ? ['--import', join(root, 'scripts', 'doc-tests', 'undici8.mjs')] : [];
-const results = await Promise.all(
-  runs.map(async (block) => {
+// Four at a time: each block's bound (for a hang) counts from its own start, and a block waiting
+// for a core behind a dozen others on a loaded machine is not hanging.
+const results = await pooled(
+  runs.map((block) => async () => {
     const js = join(work, 'out', block.file.replace(/\.ts$/, '.js'));
-    const result = await node([...hookArgs, js], { cwd: work, timeoutMs: 30_000 });
+    const started = performance.now();
+    const result = await node([js], { cwd: work, timeoutMs: runTimeoutMs });
+    result.ms = Math.round(performance.now() - started);
     return { block, partners: block.partners, result };
   }),
+  4,
 );
 for (const { block, partners, result } of results) {
   const seen = partners.map((p) => `${p.name}: ${p.arrived} requests, peak ${p.peak}`).join('; ');
-  if (result.code !== 0) {
+  if (result.timedOut) {
+    failures.push(
+      `${block.page}:${block.line}: the run block did not exit by itself within ${runTimeoutMs} ms: close what it opened (a Redis client, a server, a dispatcher, a timer)\n${result.output}`,
+    );
+  } else if (result.code !== 0) {
     failures.push(
       `${block.page}:${block.line}: the run block exited ${result.code}\n${result.output}`,
     );
   } else if (verbose) {
     process.stdout.write(
-      `${block.page}:${block.line}: ran${seen ? ` (${seen})` : ''}\n${result.output}`,
+      `${block.page}:${block.line}: ran in ${result.ms} ms${seen ? ` (${seen})` : ''}\n${result.output}`,
     );
   }
 }
 
 await Promise.all(runs.flatMap((b) => b.partners.map((p) => p.close())));
 for (const block of runs) block.redis?.stop();
+if (keep) process.stdout.write(`doc-tests: the project is kept in ${work}\n`);
+else rmSync(work, { recursive: true, force: true });
 if (skipped.length > 0) {
   if (process.env.CI) failures.push(...skipped);
   else process.stdout.write(`${skipped.join('\n')}\n`);

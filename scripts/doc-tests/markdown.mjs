@@ -1,18 +1,25 @@
 /**
- * The markdown side of the doc-tests: the ts blocks of a page with their hidden setup, the
+ * The markdown side of the doc-tests: the ts blocks of a page, the packages they import, the
  * partner hosts a run block calls, and the relative links that must resolve.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 /**
- * The ```ts blocks of one markdown page: { page, line (of the fence), run, setup, code, map }, where
- * map[i] is the markdown line of the module's line i + 1.
+ * The ```ts blocks of one markdown page: { page, line (of the fence), run, code, map }, where
+ * map[i] is the markdown line of the module's line i + 1. A block is exactly what the page shows:
+ * an HTML comment `<!-- setup` (hidden lines GitHub does not render, once put before a block) is
+ * reported in `problems` at its line.
  */
-export function extract(root, page) {
+export function extract(root, page, problems = []) {
   const lines = readFileSync(join(root, page), 'utf8').split('\n');
   const blocks = [];
   for (let i = 0; i < lines.length; i++) {
+    if (/^\s*<!-- setup\b/.test(lines[i])) {
+      problems.push(
+        `${page}:${i + 1}: hidden setup: a block must be complete as shown (write what a fragment assumes in it: \`declare const limiter: HostLimiter;\`)`,
+      );
+    }
     const fence = /^(\s*)```(ts|typescript)(?:\s+(.*))?$/.exec(lines[i]);
     if (!fence) continue;
     const indent = fence[1].length;
@@ -20,33 +27,30 @@ export function extract(root, page) {
     for (const flag of flags) {
       if (flag !== 'run') throw new Error(`${page}:${i + 1}: unknown doc-test flag ${flag}`);
     }
-    const setup = [];
-    const map = [];
-    if (i > 0 && lines[i - 1].trim() === '-->') {
-      let start = i - 2;
-      while (start >= 0 && !/^\s*<!-- setup\s*$/.test(lines[start])) {
-        if (lines[start].includes('-->')) break;
-        start--;
-      }
-      if (start < 0 || !/^\s*<!-- setup\s*$/.test(lines[start])) {
-        throw new Error(`${page}:${i}: a comment before a ts block must start with "<!-- setup"`);
-      }
-      for (let j = start + 1; j < i - 1; j++) {
-        setup.push(lines[j].slice(Math.min(indent, lines[j].search(/\S|$/))));
-        map.push(j + 1);
-      }
-    }
     const code = [];
+    const map = [];
     let end = i + 1;
     for (; end < lines.length && !/^\s*```\s*$/.test(lines[end]); end++) {
       code.push(lines[end].slice(Math.min(indent, lines[end].search(/\S|$/))));
       map.push(end + 1);
     }
     if (end === lines.length) throw new Error(`${page}:${i + 1}: unclosed code block`);
-    blocks.push({ page, line: i + 1, run: flags.includes('run'), setup, code, map });
+    blocks.push({ page, line: i + 1, run: flags.includes('run'), code, map });
     i = end;
   }
   return blocks;
+}
+
+/** The packages a block imports (`from 'x'`, `import('x')`): `express`, `@aws-sdk/client-s3`. */
+export function importedPackages(text) {
+  const names = new Set();
+  for (const m of text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)'([^'.][^']*)'/gm)) {
+    const specifier = m[1];
+    if (specifier.startsWith('node:')) continue;
+    const parts = specifier.split('/');
+    names.add(specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]);
+  }
+  return [...names];
 }
 
 /** `https://api.billing.example/x` and `'api.billing.example'`: the partners a run block calls. */

@@ -1,13 +1,13 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import axios from 'axios';
 import express from 'express';
-import got from 'got';
 import request from 'supertest';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { outbound, shed } from '../../middleware/index.js';
 import type { RequestErrorMessage, ResponseMessage } from '../../src/gate/diagnostics.js';
 import { ClientDisconnectedError, type LimitedHttpAgent } from '../../src/index.js';
 import { whenIdle } from '../helpers/gate-events.js';
+import { got } from '../helpers/got.js';
 import { expectInvariant } from '../helpers/invariant.js';
 import { get, useGatedAgent } from '../helpers/node-http.js';
 import type { Partner } from '../helpers/partner.js';
