@@ -71,13 +71,55 @@ local nowf = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local META_TTL = 2592000000
 local CHUNK = 1000
 local LAYOUT = RATED and '${RATE_LAYOUT}' or '${LAYOUT}'
-local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n')
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr')
 -- Another layout's gate (another version or mode on this prefix): refused before any write.
 -- A rated process adopts a gate kept without a rate; never the other way round.
 local function foreignLayout(found)
   return found and found ~= LAYOUT and not (RATED and found == '${LAYOUT}')
 end
 if foreignLayout(meta[3]) then return redis.error_reply('${LAYOUT_REFUSED}' .. meta[3]) end
+-- The Redis time of the last script run on the gate. Written first, and it is a write Redis
+-- refuses out of memory (noeviction): a script that runs out of memory fails here, before it
+-- has changed anything (it must not reap leases and then fail to count its own).
+local lastRun = tonumber(meta[9])
+redis.call('HSET', M, 'lr', now)
+-- A gap: no script ran for longer than any live process lets pass (each heartbeats every
+-- heartbeatMs; claim is heartbeatMs + commandTimeoutMs), or Redis's clock went back. Redis was
+-- away (SIGSTOP, out of memory, a restart with its data), or its clock stepped (forward, the
+-- same to us), or every process was. What expired meanwhile expired unobserved: its holders
+-- may all be alive, holding what they held. Time is taken as frozen during the gap: every
+-- stored time still ahead at the last run keeps what it had left then, and a lease or a
+-- process's liveness at least a whole lease (and a liveness window), so a live holder reports
+-- before anything of its is reaped, as after a lost state; a dead one is reaped that much later. Entries already past at the last
+-- run stay past. The same undoes a step back of the clock.
+local gap = lastRun and (now - lastRun > claim or lastRun - now > claim)
+if gap then
+  local function rebase(key, floor)
+    local rows = redis.call('ZRANGEBYSCORE', key, '(' .. lastRun, '+inf', 'WITHSCORES')
+    local args = {}
+    for i = 1, #rows, 2 do
+      args[#args + 1] = now + math.max(tonumber(rows[i + 1]) - lastRun, floor)
+      args[#args + 1] = rows[i]
+    end
+    for i = 1, #args, 2 * CHUNK do
+      redis.call('ZADD', key, unpack(args, i, math.min(#args, i + 2 * CHUNK - 1)))
+    end
+  end
+  rebase(H, math.max(lease, live))
+  rebase(P, math.max(lease, live))
+  local r0 = tonumber(meta[2])
+  if r0 and r0 > lastRun then
+    meta[2] = now + (r0 - lastRun)
+    redis.call('HSET', M, 'r', meta[2])
+  end
+  local t0 = tonumber(meta[5])
+  if t0 and t0 > lastRun then
+    meta[5] = string.format('%.17g', nowf + (t0 - lastRun))
+    redis.call('HSET', M, 't', meta[5])
+  end
+  -- Every holder and waiter heartbeats now, not at its next heartbeat.
+  redis.pcall('SPUBLISH', wake .. '${LOST}', '${LOST}')
+end
 local limit = tonumber(meta[1])
 local recoveryEnds = tonumber(meta[2] or 0)
 -- Redis lost leases that may still be held: nobody is granted for windowMs, while every live
