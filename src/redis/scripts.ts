@@ -61,6 +61,9 @@ const PRELUDE = `
 local H, Q, S, P, M = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lease, live, wake = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local claim = tonumber(ARGV[7])
+-- The calling process, for the scripts that name it (ACQUIRE, HEARTBEAT): a grant to it needs
+-- no wake-up, it learns of it from this reply or its next heartbeat.
+local caller = nil
 -- The caller's rate, 'limit:per:burst', or '' for a gate without one.
 local rateArg = ARGV[8]
 local RATED = rateArg ~= ''
@@ -235,6 +238,8 @@ end
 local function fill()
   if recovering then return end
   local alive = {}
+  -- Owners nobody listens for (see below), and their tickets passed over, put back in place.
+  local deaf, passed = {}, {}
   local budget = 1000
   while held < limit and queued > 0 and budget > 0 do
     budget = budget - 1
@@ -246,12 +251,16 @@ local function fill()
       local ends = redis.call('ZSCORE', P, owner)
       alive[owner] = ends ~= false and tonumber(ends) > now
     end
-    if alive[owner] then
+    if deaf[owner] then
+      passed[#passed + 1] = popped[2]
+      passed[#passed + 1] = head
+    elseif alive[owner] then
       if held + weightOf(head) > limit then
         redis.call('ZADD', Q, popped[2], head)
         queued = queued + 1
         break
       end
+      local tatBefore, backlogBefore = tat, backlog
       if RATED then
         local cost = costOf(head)
         local wait = slotWait(cost, 0)
@@ -268,10 +277,28 @@ local function fill()
       -- SPUBLISH: the channel is in the gate's slot, so on a Cluster the hint stays on this
       -- shard. pcall: an ACL user without channel permission, or a Redis before 7.0 (no
       -- SPUBLISH), polls instead (its waiters are told so).
-      redis.pcall('SPUBLISH', wake .. owner, head)
+      local heard = redis.pcall('SPUBLISH', wake .. owner, head)
+      if heard == 0 and owner ~= caller then
+        -- Nobody is subscribed to the owner's channel: its process is gone (a SIGKILL closes
+        -- its connections at once, long before its liveness window ends) or its wake-ups are
+        -- down (it polls). A grant would sit out its claim window, and every ticket of that
+        -- process would take the next permit and do the same (issue 32: a killed replica
+        -- stopped the others for 4.6 s). Not granted: the ticket keeps its place, the permit
+        -- goes on down the queue; a live owner is granted by its own heartbeat or poll.
+        redis.call('ZREM', H, unpack(unitsOf(head)))
+        held = held - weightOf(head)
+        tat, backlog = tatBefore, backlogBefore
+        deaf[owner] = true
+        passed[#passed + 1] = popped[2]
+        passed[#passed + 1] = head
+      end
     elseif RATED then
       backlog = backlog - costOf(head) -- a dead process's ticket, skipped
     end
+  end
+  if #passed > 0 then
+    chunked('ZADD', Q, passed, 2)
+    queued = queued + #passed / 2
   end
 end
 local function enqueue(ids)
@@ -333,6 +360,7 @@ end
  */
 const ACQUIRE = `${PRELUDE}
 local proc, id, register, deadline = ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
+caller = proc
 fill()
 local granted, retry = 0, 0
 local cost = costOf(id)
@@ -402,6 +430,7 @@ return withRate({held, queued, limit})
  */
 const HEARTBEAT = `${PRELUDE}
 local proc, n = ARGV[9], tonumber(ARGV[10])
+caller = proc
 local lost, granted, requeued = {}, {}, {}
 local leases, tickets = {}, {}
 for i = 11, 10 + n do leases[#leases + 1] = ARGV[i] end

@@ -3,7 +3,7 @@
  * (bench/lib/fleet.ts): a shared gate (a cap, or a cap and a rate) and `callers` loops that
  * each take a permit, call the partner, and go again. The partner in the parent counts.
  *
- * Commands (→ reply): `open` FleetGate → `opened`; `stop` → `stopped` { calls, shed }
+ * Commands (→ reply): `open` FleetGate → `opened` { processId }; `stop` → `stopped` { calls, shed }
  * (callers stop, the store closes); `exit` → the process exits. Sent once at start: `ready`.
  */
 import { Redis } from 'ioredis';
@@ -98,7 +98,7 @@ async function open(config: FleetGate): Promise<void> {
 }
 
 onParent<{ type: 'open' } & FleetGate>('open', (m) => {
-  void open(m).then(() => toParent({ type: 'opened' }));
+  void open(m).then(() => toParent({ type: 'opened', processId: store?.processId }));
 });
 
 onParent('stop', () => {

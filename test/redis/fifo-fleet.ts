@@ -153,13 +153,16 @@ export async function openFleet(
   ports: readonly (number | undefined)[] = [],
   /** Each replica's path, where it differs from `gate.path`. */
   paths: readonly (string | undefined)[] = [],
-): Promise<void> {
+): Promise<string[]> {
   workers.forEach((w, i) => {
     const client = i % 2 === 0 ? 'node-redis' : 'ioredis';
     const redisPort = ports[i] ?? gate.redisPort;
     w.send({ type: 'open', ...gate, redisPort, path: paths[i] ?? gate.path, client });
   });
-  await Promise.all(workers.map((w) => w.next('opened', 15_000)));
+  const opened = await Promise.all(
+    workers.map((w) => w.next<{ processId: string }>('opened', 15_000)),
+  );
+  return opened.map((o) => o.processId);
 }
 
 /** Stops the callers of every live replica and closes their stores (bounded). */
