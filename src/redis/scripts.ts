@@ -36,6 +36,7 @@
  * last heartbeat, and losing `M` to eviction opens a recovery window rather than a gap.
  */
 import { createHash } from 'node:crypto';
+import { LATE_FLOOR_MS } from './shared-rate.js';
 
 /** The key layout these scripts read and write, stored in each gate's meta hash as `v`. */
 export const LAYOUT = 'fifo/1';
@@ -97,11 +98,15 @@ redis.call('HSET', M, 'lr', now)
 -- run stay past. The same undoes a step back of the clock.
 local gap = lastRun and (now - lastRun > claim or lastRun - now > claim)
 if gap then
+  -- Read with ZPOPMIN and written back (the commands the documented ACL rule already allows).
   local function rebase(key, floor)
-    local rows = redis.call('ZRANGEBYSCORE', key, '(' .. lastRun, '+inf', 'WITHSCORES')
+    local count = redis.call('ZCARD', key)
+    if count == 0 then return end
+    local rows = redis.call('ZPOPMIN', key, count)
     local args = {}
     for i = 1, #rows, 2 do
-      args[#args + 1] = now + math.max(tonumber(rows[i + 1]) - lastRun, floor)
+      local at = tonumber(rows[i + 1])
+      args[#args + 1] = at > lastRun and now + math.max(at - lastRun, floor) or at
       args[#args + 1] = rows[i]
     end
     for i = 1, #args, 2 * CHUNK do
@@ -169,6 +174,10 @@ if RATED then
   backlog0 = tonumber(meta[6]) or 0
   tat, backlog = tat0, backlog0
 end
+-- A rated grant is good for its slot only: claimed (or its answer read) more than this after
+-- it was granted, it would be sent on top of the calls granted since (a stalled process's
+-- grants, all sent when it wakes). lateMs in shared-rate.ts is the same bound.
+local lateMs = RATED and math.max(${LATE_FLOOR_MS}, T) or 0
 -- Units of the rate a ticket takes: its cost, 1 unless the id carries ~<cost>.
 local function costOf(id)
   return tonumber(string.match(id, '~([^/]+)')) or 1
@@ -300,6 +309,17 @@ local function fill()
     chunked('ZADD', Q, passed, 2)
     queued = queued + #passed / 2
   end
+end
+-- A rated grant that reached its process too late to go in its slot: its units go back and its
+-- ticket to the head of the queue, where it waits for a slot of now; the old slot stays spent
+-- (it was counted when granted; what matters is that nobody sends in it now).
+local function retake(id)
+  held = held - redis.call('ZREM', H, unpack(unitsOf(id)))
+  local first = redis.call('ZPOPMIN', Q)
+  if first[2] then redis.call('ZADD', Q, first[2], first[1]) end
+  redis.call('ZADD', Q, first[2] and tonumber(first[2]) - 1 or 0, id)
+  queued = queued + 1
+  backlog = backlog + costOf(id)
 end
 local function enqueue(ids)
   local last = redis.call('INCRBY', S, #ids)
@@ -450,7 +470,15 @@ if #tickets > 0 then
   local inH = chunked('ZMSCORE', H, tickets)
   local inQ = chunked('ZMSCORE', Q, tickets)
   for i, id in ipairs(tickets) do
-    if inH[i] then
+    if inH[i] and RATED then
+      -- A rated grant is claimed by its owner (CLAIM), which checks it is not late; one that
+      -- is late already goes back to the head of the queue.
+      if now - (tonumber(inH[i]) - claim) > lateMs then
+        retake(id)
+      else
+        granted[#granted + 1] = id
+      end
+    elseif inH[i] then
       granted[#granted + 1] = id
       addUnits(renew, now + lease, id)
     elseif not inQ[i] then
@@ -471,14 +499,23 @@ return withRate({lost, granted, held, queued, redis.call('ZCARD', P), requeued, 
 `;
 
 /**
- * CLAIM(..., id): a wake-up is a hint, never a grant: the owner asks Redis whether its ticket
- * was granted and, if so, turns the claim window into a full lease. On a gate with a rate it
- * first hands on what is due (its owner claims on a timer when the head's slot comes, with no
- * release to do it). Returns `{granted 0|1, held, queued, cap, ...rate}`.
+ * CLAIM(..., id, late): a wake-up is a hint, never a grant: the owner asks Redis whether its
+ * ticket was granted and, if so, turns the claim window into a full lease. On a gate with a rate
+ * it first hands on what is due (its owner claims on a timer when the head's slot comes, with no
+ * release to do it), and a grant claimed more than `lateMs` after it was made, or one whose
+ * owner read it late (`late` 1: its ACQUIRE or CLAIM answer came back after `lateMs`), goes back
+ * to the head of the queue for a slot of now. Returns `{granted 0|1, held, queued, cap, ...rate}`.
  */
 const CLAIM = `${PRELUDE}
-local id = ARGV[9]
-if RATED then fill() end
+local id, late = ARGV[9], ARGV[10] == '1'
+if RATED then
+  -- Granted by a release (a claim window: its score is the grant's time + claim) and claimed
+  -- too late to go in its slot, or the owner read its grant's answer too late (late): the
+  -- grant is taken again, at the head of the queue.
+  local score = redis.call('ZSCORE', H, id)
+  if score and (late or now - (tonumber(score) - claim) > lateMs) then retake(id) end
+  fill()
+end
 local granted = 0
 if redis.call('ZSCORE', H, id) then
   local renew = {}

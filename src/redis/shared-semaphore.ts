@@ -73,6 +73,7 @@ export interface SharedGateStore {
   claim(
     gate: SharedSemaphore,
     id: string,
+    late?: boolean,
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
   replicate(): Promise<void>;
   setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts>;
@@ -463,13 +464,15 @@ export class SharedSemaphore extends Semaphore {
     waiter.state = SENDING;
     waiter.epoch = this.#store.wakeupEpoch;
     const deadlineMs = Math.max(0, waiter.deadline - this.now());
+    const sent = performance.now();
     this.#store.acquire(this, waiter.id, deadlineMs).then(
       ({ granted, held, queued, processes, cap, recoveryMs, retryMs }) => {
         this.cluster(held, queued, cap);
         if (recoveryMs > 0) this.#recheckAfter(recoveryMs);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted === 1) this.#grant(waiter, true);
+        if (granted === 1 && this.#late(sent)) this.#claim(waiter, true);
+        else if (granted === 1) this.#grant(waiter, true);
         else if (granted === -1) this.#refuse(waiter, tooHeavy(waiter.weight, cap, this.name));
         else if (granted === -2)
           this.#refuse(
@@ -499,15 +502,30 @@ export class SharedSemaphore extends Semaphore {
     this.#recoveryTimer.unref?.();
   }
 
-  /** A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). */
-  #claim(waiter: SharedWaiter): void {
+  /**
+   * A rated grant read more than `lateMs` after its script was sent (this process stalled, or
+   * its Redis answers were held up): Redis may have made it long ago, so it is taken again for
+   * a slot of now rather than sent on top of the calls granted since.
+   */
+  #late(sent: number): boolean {
+    const rate = this.#rate;
+    return rate !== undefined && performance.now() - sent > rate.lateMs;
+  }
+
+  /**
+   * A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). `late`: its
+   * grant came back late (see {@link #late}); Redis takes it again at the head of the queue.
+   */
+  #claim(waiter: SharedWaiter, late = false): void {
     waiter.state = SENDING;
     waiter.grantedEarly = false;
-    this.#store.claim(this, waiter.id).then(
+    const sent = performance.now();
+    this.#store.claim(this, waiter.id, late).then(
       ({ granted, held, queued, cap }) => {
         this.cluster(held, queued, cap);
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted) {
+        if (granted && this.#late(sent)) this.#claim(waiter, true);
+        else if (granted) {
           this.#store.forget(waiter.id);
           this.#grant(waiter, true);
         } else if (waiter.grantedEarly) this.#claim(waiter);
@@ -579,6 +597,11 @@ export class SharedSemaphore extends Semaphore {
       return;
     }
     if (waiter.state !== QUEUED) return;
+    // A rated grant is claimed, never taken from a heartbeat: the claim checks it is not late.
+    if (this.#rate !== undefined) {
+      this.#claim(waiter);
+      return;
+    }
     this.#store.forget(id);
     if (this.#store.options.replicas === 0) {
       this.#grant(waiter, true);

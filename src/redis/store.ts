@@ -354,10 +354,11 @@ export class RedisStore {
   claim(
     gate: SharedSemaphore,
     id: string,
+    late = false,
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts> {
     const raw = this.#calls
       .whenReady()
-      .then(() => this.#eval(scripts.claim, gate, [...this.#common(gate), id]));
+      .then(() => this.#eval(scripts.claim, gate, [...this.#common(gate), id, late ? 1 : 0]));
     const settled = raw.then(
       () => undefined,
       () => undefined,
