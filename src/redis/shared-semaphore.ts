@@ -151,6 +151,8 @@ export class SharedSemaphore extends Semaphore {
   #recoveryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** The request rate, in Redis beside the cap (shared-rate.ts); undefined without one. */
   readonly #rate: SharedRate | undefined;
+  /** Waiters whose grant came back late once and were sent for a slot of now (see #late). */
+  readonly #retaken = new WeakSet<SharedWaiter>();
   /** Permits' costs other than 1 (kept past the release: `settleCost` may come later). */
   readonly #costs = new WeakMap<object, number>();
 
@@ -471,7 +473,7 @@ export class SharedSemaphore extends Semaphore {
         if (recoveryMs > 0) this.#recheckAfter(recoveryMs);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted === 1 && this.#late(sent)) this.#claim(waiter, true);
+        if (granted === 1 && this.#late(waiter, sent)) this.#claim(waiter, true);
         else if (granted === 1) this.#grant(waiter, true);
         else if (granted === -1) this.#refuse(waiter, tooHeavy(waiter.weight, cap, this.name));
         else if (granted === -2)
@@ -507,9 +509,14 @@ export class SharedSemaphore extends Semaphore {
    * its Redis answers were held up): Redis may have made it long ago, so it is taken again for
    * a slot of now rather than sent on top of the calls granted since.
    */
-  #late(sent: number): boolean {
+  #late(waiter: SharedWaiter, sent: number): boolean {
     const rate = this.#rate;
-    return rate !== undefined && performance.now() - sent > rate.lateMs;
+    if (rate === undefined || performance.now() - sent <= rate.lateMs) return false;
+    // Once per waiter: a process whose every answer comes late (an event loop lagging that much
+    // for good) would otherwise spend a slot on each try and never send.
+    if (this.#retaken.has(waiter)) return false;
+    this.#retaken.add(waiter);
+    return true;
   }
 
   /**
@@ -524,7 +531,7 @@ export class SharedSemaphore extends Semaphore {
       ({ granted, held, queued, cap }) => {
         this.cluster(held, queued, cap);
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted && this.#late(sent)) this.#claim(waiter, true);
+        if (granted && this.#late(waiter, sent)) this.#claim(waiter, true);
         else if (granted) {
           this.#store.forget(waiter.id);
           this.#grant(waiter, true);
