@@ -26,10 +26,21 @@
  *   it reads or writes anything else; an `M` with a cap and no `v` is the layout of the release
  *   before versions, the same keys and members as `fifo/1` for weight-1 permits: it is adopted
  *   (its `v` written) rather than refused, so a rolling upgrade from it needs no new prefix.
+ *   `lr` is the Redis time (ms) of the last script run on the gate, every script's first write:
+ *   a gap longer than a heartbeat and a command timeout, or `lr` ahead of the clock by that much,
+ *   is Redis away or its clock stepped, and time is taken as frozen during it (PRELUDE, `gap`).
  * Wake-ups: `SPUBLISH` of a granted ticket's id on `<prefix>{<name>}:wake:<owner process id>`, a
  * shard channel in the gate's slot (on a Cluster it stays on the gate's node).
  * A ticket and the lease it becomes share one id, `<process id>:<n>`, `<process id>:<n>/<w>` for
  * a weight w > 1: the owner and the weight are in the id, so no script needs another key for them.
+ *
+ * Every Redis-time timestamp of a gate (what an emulated clock step must move, all by the same
+ * ms; issue 32's campaign does so with one script): the scores of `H` (lease and claim
+ * expiries) and of `P` (liveness ends); in `M`: `r` (recovery window end, 0 for none), `t`
+ * (GCRA's timestamp, fractional ms), `lr` (last run), and the time after the `@` of `n`
+ * (`<ticket>@<ms>`, when the head was told its slot; only used to tell it again, never to
+ * grant). `Q`'s scores are arrival sequence numbers, not times. A grant's age (for a rate's
+ * late grants) is read from its `H` score less the claim window, so it moves with `H`.
  *
  * `H` and `Q` have no TTL (an empty sorted set is deleted by Redis itself), so a `volatile-*`
  * eviction policy can never drop a lease or a ticket; `S`, `P` and `M` live 30 days past the

@@ -7,8 +7,10 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import { forkWorker, type Worker } from '../../bench/lib/fleet.js';
+import { afterAll, beforeAll } from 'vitest';
+import { forkWorker, killAllWorkers, type Worker } from '../../bench/lib/fleet.js';
 import { bundled } from '../helpers/bundled.js';
+import { type RedisServer, startRedis, stopAllRedis } from '../helpers/redis-server.js';
 import { maxInWindow } from '../helpers/windows.js';
 import type { FleetGate } from './fifo-fleet-worker.js';
 
@@ -233,4 +235,29 @@ export async function holdingProxy(targetPort: number): Promise<HoldingProxy> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+export interface FleetFile {
+  /** The file's private redis-server. */
+  redis: RedisServer;
+  /** The file's replicas (fifo-fleet-worker.ts), forked once. */
+  replicas: Worker[];
+}
+
+/**
+ * Registers the hooks of a file of fleet tests (call inside `describeRedis`): one private
+ * Redis and `count` replicas for the whole file, all ended after it.
+ */
+export function useFleet(count: number): FleetFile {
+  const file = {} as FleetFile;
+  beforeAll(async () => {
+    file.redis = await startRedis();
+    file.replicas = await startFleet(count);
+  }, 60_000);
+  afterAll(async () => {
+    for (const w of file.replicas ?? []) w.send({ type: 'exit' });
+    await killAllWorkers();
+    await stopAllRedis();
+  });
+  return file;
 }

@@ -6,16 +6,10 @@
  * of now (shared-rate.ts `LATE_FLOOR_MS`), never sent as if on time. Judged by the partner's
  * own arrival log, in windows of a second less the 250 ms a grant may take to become a call.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { killAllWorkers, type Worker } from '../../bench/lib/fleet.js';
+import { expect, it } from 'vitest';
 import { LATE_FLOOR_MS } from '../../src/redis/shared-rate.js';
-import {
-  describeRedis,
-  type RedisServer,
-  startRedis,
-  stopAllRedis,
-} from '../helpers/redis-server.js';
-import { countingPartner, faultFor, openFleet, startFleet, stopFleet } from './fifo-fleet.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { countingPartner, faultFor, openFleet, stopFleet, useFleet } from './fifo-fleet.js';
 
 const RATE = { limit: 50, per: 1000, burst: 5 };
 const PROMISE = RATE.limit + RATE.burst;
@@ -26,24 +20,13 @@ const PROMISE = RATE.limit + RATE.burst;
 const SLACK_MS = LATE_FLOOR_MS;
 
 describeRedis('the FIFO shared rate and a stalled replica', () => {
-  let redis: RedisServer;
-  let fleet: Worker[];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-    fleet = await startFleet(3);
-  }, 60_000);
-  afterAll(async () => {
-    for (const w of fleet) w.send({ type: 'exit' });
-    await killAllWorkers();
-    await stopAllRedis();
-  });
+  const file = useFleet(3);
 
   it("a replica SIGSTOPped 1.5 s does not send its stale grants on top of the others'", async () => {
     const partner = await countingPartner();
     try {
-      await openFleet(fleet, {
-        redisPort: redis.port,
+      await openFleet(file.replicas, {
+        redisPort: file.redis.port,
         origin: partner.origin,
         path: '/ok?delay=5',
         prefix: 'ratestall:',
@@ -55,12 +38,12 @@ describeRedis('the FIFO shared rate and a stalled replica', () => {
       });
       await partner.arrived(60);
       const from = performance.now();
-      fleet[0]!.kill('SIGSTOP');
+      file.replicas[0]!.kill('SIGSTOP');
       await faultFor(1500);
-      fleet[0]!.kill('SIGCONT');
+      file.replicas[0]!.kill('SIGCONT');
       await faultFor(2000);
       const to = performance.now();
-      await stopFleet(fleet);
+      await stopFleet(file.replicas);
       const second = partner.maxArrivals(RATE.per, from, to);
       const windowed = partner.maxArrivals(RATE.per - SLACK_MS, from, to);
       const sent = partner.arrivals.filter((t) => t >= from && t <= to).length;

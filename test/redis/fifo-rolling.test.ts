@@ -6,34 +6,18 @@
  * before the restarts): on the project's loaded machine (load average 25-30) the callers
  * themselves cannot fill the rate, and the base code measured the same 34-39 calls/s under churn.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { killAllWorkers, type Worker } from '../../bench/lib/fleet.js';
+import { expect, it } from 'vitest';
+import type { Worker } from '../../bench/lib/fleet.js';
 import { LATE_FLOOR_MS } from '../../src/redis/shared-rate.js';
-import {
-  describeRedis,
-  type RedisServer,
-  startRedis,
-  stopAllRedis,
-} from '../helpers/redis-server.js';
-import { countingPartner, faultFor, openFleet, startFleet, stopFleet } from './fifo-fleet.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { countingPartner, faultFor, openFleet, stopFleet, useFleet } from './fifo-fleet.js';
 import type { FleetGate } from './fifo-fleet-worker.js';
 
 const RESTART_EVERY_MS = 500;
 const ROUNDS = 4;
 
 describeRedis('a rolling restart of a FIFO fleet', () => {
-  let redis: RedisServer;
-  let fleet: Worker[];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-    fleet = await startFleet(4);
-  }, 60_000);
-  afterAll(async () => {
-    for (const w of fleet) w.send({ type: 'exit' });
-    await killAllWorkers();
-    await stopAllRedis();
-  });
+  const file = useFleet(4);
 
   /** Replaces one replica after another, every RESTART_EVERY_MS, ROUNDS times. */
   async function roll(workers: readonly Worker[], gate: Omit<FleetGate, 'client'>) {
@@ -49,7 +33,7 @@ describeRedis('a rolling restart of a FIFO fleet', () => {
     const partner = await countingPartner();
     try {
       const gate = {
-        redisPort: redis.port,
+        redisPort: file.redis.port,
         origin: partner.origin,
         path: '/ok?delay=200',
         prefix: 'rolling-cap:',
@@ -57,15 +41,15 @@ describeRedis('a rolling restart of a FIFO fleet', () => {
         limit: 8,
         callers: 6,
       };
-      await openFleet(fleet, gate);
+      await openFleet(file.replicas, gate);
       await partner.arrived(40);
       const base = performance.now();
       await faultFor(1000);
       const baseline = partner.meanActive(base, performance.now()) / gate.limit;
       const from = performance.now();
-      await roll(fleet, gate);
+      await roll(file.replicas, gate);
       const to = performance.now();
-      await stopFleet(fleet);
+      await stopFleet(file.replicas);
       const used = partner.meanActive(from, to) / gate.limit;
       console.log(
         `rolling restart, cap 8: ${(used * 100).toFixed(1)}% in use (${(baseline * 100).toFixed(1)}% in the second before), peak ${partner.peak()}`,
@@ -84,7 +68,7 @@ describeRedis('a rolling restart of a FIFO fleet', () => {
     const rate = { limit: 50, per: 1000, burst: 5 };
     try {
       const gate = {
-        redisPort: redis.port,
+        redisPort: file.redis.port,
         origin: partner.origin,
         path: '/ok?delay=5',
         prefix: 'rolling-rate:',
@@ -94,7 +78,7 @@ describeRedis('a rolling restart of a FIFO fleet', () => {
         rate,
         queueTimeout: 10_000,
       };
-      const workers = fleet.slice(0, 3);
+      const workers = file.replicas.slice(0, 3);
       await openFleet(workers, gate);
       await partner.arrived(60);
       const base = performance.now();

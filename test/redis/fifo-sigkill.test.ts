@@ -4,38 +4,21 @@
  * replica SIGKILLed while everyone is busy: the partner must never see 0 requests in flight for
  * more than 500 ms while the survivors have demand.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { killAllWorkers, type Worker } from '../../bench/lib/fleet.js';
-import {
-  describeRedis,
-  type RedisServer,
-  startRedis,
-  stopAllRedis,
-} from '../helpers/redis-server.js';
-import { countingPartner, faultFor, openFleet, startFleet, stopFleet } from './fifo-fleet.js';
+import { expect, it } from 'vitest';
+import { describeRedis } from '../helpers/redis-server.js';
+import { countingPartner, faultFor, openFleet, stopFleet, useFleet } from './fifo-fleet.js';
 import { untilRedis } from './replicas.js';
 
 const CAP = 5;
 
 describeRedis('a SIGKILLed FIFO replica', () => {
-  let redis: RedisServer;
-  let fleet: Worker[];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-    fleet = await startFleet(3);
-  }, 60_000);
-  afterAll(async () => {
-    for (const w of fleet) w.send({ type: 'exit' });
-    await killAllWorkers();
-    await stopAllRedis();
-  });
+  const file = useFleet(3);
 
   it('never leaves the survivors at 0 for more than 500 ms while they have demand', async () => {
     const partner = await countingPartner();
     try {
-      const [victim] = await openFleet(fleet, {
-        redisPort: redis.port,
+      const [victim] = await openFleet(file.replicas, {
+        redisPort: file.redis.port,
         origin: partner.origin,
         path: '/ok?delay=50',
         prefix: 'sigkill:',
@@ -47,20 +30,20 @@ describeRedis('a SIGKILLed FIFO replica', () => {
       // Killed while it holds at most 3 of the 5 permits: what it holds is lost until its
       // leases end (10 s), as documented; what it waits for must not stop the others.
       const h = 'sigkill:{billing}:h';
-      await untilRedis(redis, async () => {
-        const ids = (await redis.command('ZRANGE', h, 0, -1)) as string[];
+      await untilRedis(file.redis, async () => {
+        const ids = (await file.redis.command('ZRANGE', h, 0, -1)) as string[];
         return ids.filter((id) => id.startsWith(`${victim}:`)).length <= 3;
       });
       const killed = performance.now();
-      fleet[0]!.kill('SIGKILL');
-      await fleet[0]!.exited;
+      file.replicas[0]!.kill('SIGKILL');
+      await file.replicas[0]!.exited;
       await faultFor(1000);
       {
         const pre = 'sigkill:{billing}:';
-        const [sec, us] = (await redis.command('TIME')) as string[];
+        const [sec, us] = (await file.redis.command('TIME')) as string[];
         const now = Number(sec) * 1000 + Number(us) / 1000;
-        const h = (await redis.command('ZRANGE', `${pre}h`, 0, -1, 'WITHSCORES')) as string[];
-        const q = (await redis.command('ZRANGE', `${pre}q`, 0, -1)) as string[];
+        const h = (await file.redis.command('ZRANGE', `${pre}h`, 0, -1, 'WITHSCORES')) as string[];
+        const q = (await file.redis.command('ZRANGE', `${pre}q`, 0, -1)) as string[];
         const rows = [];
         for (let i = 0; i < h.length; i += 2)
           rows.push(`${h[i]} +${(Number(h[i + 1]) - now).toFixed(0)}`);
@@ -69,7 +52,7 @@ describeRedis('a SIGKILLed FIFO replica', () => {
       await faultFor(5000);
       const idle = partner.longestIdle(killed, performance.now());
       const used = partner.meanActive(killed, performance.now());
-      await stopFleet(fleet.slice(1));
+      await stopFleet(file.replicas.slice(1));
       console.log(
         `SIGKILL: longest at 0 ${idle.toFixed(0)} ms, mean in use ${used.toFixed(2)} of ${CAP}`,
       );
