@@ -515,16 +515,19 @@ return withRate({lost, granted, held, queued, redis.call('ZCARD', P), requeued, 
  * it first hands on what is due (its owner claims on a timer when the head's slot comes, with no
  * release to do it), and a grant claimed more than `lateMs` after it was made, or one whose
  * owner read it late (`late` 1: its ACQUIRE or CLAIM answer came back after `lateMs`), goes back
- * to the head of the queue for a slot of now. Returns `{granted 0|1, held, queued, cap, ...rate}`.
+ * to the head of the queue for a slot of now, once per waiter (`late` 2: taken again before). Returns `{granted 0|1, held, queued, cap, ...rate}`.
  */
 const CLAIM = `${PRELUDE}
-local id, late = ARGV[9], ARGV[10] == '1'
+local id, late = ARGV[9], ARGV[10]
 if RATED then
   -- Granted by a release (a claim window: its score is the grant's time + claim) and claimed
-  -- too late to go in its slot, or the owner read its grant's answer too late (late): the
-  -- grant is taken again, at the head of the queue.
+  -- too late to go in its slot, or the owner read its grant's answer too late (late '1'): the
+  -- grant is taken again, at the head of the queue. Once per waiter: late '2' says it was
+  -- taken again before (an owner whose every claim is late must not spend a slot on each).
   local score = redis.call('ZSCORE', H, id)
-  if score and (late or now - (tonumber(score) - claim) > lateMs) then retake(id) end
+  if score and late ~= '2' and (late == '1' or now - (tonumber(score) - claim) > lateMs) then
+    retake(id)
+  end
   fill()
 end
 local granted = 0

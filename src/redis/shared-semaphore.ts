@@ -73,7 +73,8 @@ export interface SharedGateStore {
   claim(
     gate: SharedSemaphore,
     id: string,
-    late?: boolean,
+    /** A rated grant: 1 read late (take it again), 2 taken again before (never again), 0 check. */
+    late?: 0 | 1 | 2,
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
   replicate(): Promise<void>;
   setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts>;
@@ -527,9 +528,13 @@ export class SharedSemaphore extends Semaphore {
     waiter.state = SENDING;
     waiter.grantedEarly = false;
     const sent = performance.now();
-    this.#store.claim(this, waiter.id, late).then(
+    const retaken = this.#retaken.has(waiter);
+    this.#store.claim(this, waiter.id, late ? 1 : retaken ? 2 : 0).then(
       ({ granted, held, queued, cap }) => {
         this.cluster(held, queued, cap);
+        // A claim of a rated grant answered "not granted" was taken again (claimed late), or
+        // the wake-up was forged: either way, never again for this waiter.
+        if (!granted && this.#rate !== undefined) this.#retaken.add(waiter);
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
         if (granted && this.#late(waiter, sent)) this.#claim(waiter, true);
         else if (granted) {
