@@ -26,16 +26,28 @@
  *   it reads or writes anything else; an `M` with a cap and no `v` is the layout of the release
  *   before versions, the same keys and members as `fifo/1` for weight-1 permits: it is adopted
  *   (its `v` written) rather than refused, so a rolling upgrade from it needs no new prefix.
+ *   `lr` is the Redis time (ms) of the last script run on the gate, every script's first write:
+ *   a gap longer than a heartbeat and a command timeout, or `lr` ahead of the clock by that much,
+ *   is Redis away or its clock stepped, and time is taken as frozen during it (PRELUDE, `gap`).
  * Wake-ups: `SPUBLISH` of a granted ticket's id on `<prefix>{<name>}:wake:<owner process id>`, a
  * shard channel in the gate's slot (on a Cluster it stays on the gate's node).
  * A ticket and the lease it becomes share one id, `<process id>:<n>`, `<process id>:<n>/<w>` for
  * a weight w > 1: the owner and the weight are in the id, so no script needs another key for them.
+ *
+ * Every Redis-time timestamp of a gate (what an emulated clock step must move, all by the same
+ * ms; issue 32's campaign does so with one script): the scores of `H` (lease and claim
+ * expiries) and of `P` (liveness ends); in `M`: `r` (recovery window end, 0 for none), `t`
+ * (GCRA's timestamp, fractional ms), `lr` (last run), and the time after the `@` of `n`
+ * (`<ticket>@<ms>`, when the head was told its slot; only used to tell it again, never to
+ * grant). `Q`'s scores are arrival sequence numbers, not times. A grant's age (for a rate's
+ * late grants) is read from its `H` score less the claim window, so it moves with `H`.
  *
  * `H` and `Q` have no TTL (an empty sorted set is deleted by Redis itself), so a `volatile-*`
  * eviction policy can never drop a lease or a ticket; `S`, `P` and `M` live 30 days past the
  * last heartbeat, and losing `M` to eviction opens a recovery window rather than a gap.
  */
 import { createHash } from 'node:crypto';
+import { LATE_FLOOR_MS } from './shared-rate.js';
 
 /** The key layout these scripts read and write, stored in each gate's meta hash as `v`. */
 export const LAYOUT = 'fifo/1';
@@ -61,6 +73,9 @@ const PRELUDE = `
 local H, Q, S, P, M = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lease, live, wake = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local claim = tonumber(ARGV[7])
+-- The calling process, for the scripts that name it (ACQUIRE, HEARTBEAT): a grant to it needs
+-- no wake-up, it learns of it from this reply or its next heartbeat.
+local caller = nil
 -- The caller's rate, 'limit:per:burst', or '' for a gate without one.
 local rateArg = ARGV[8]
 local RATED = rateArg ~= ''
@@ -71,13 +86,59 @@ local nowf = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local META_TTL = 2592000000
 local CHUNK = 1000
 local LAYOUT = RATED and '${RATE_LAYOUT}' or '${LAYOUT}'
-local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n')
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr')
 -- Another layout's gate (another version or mode on this prefix): refused before any write.
 -- A rated process adopts a gate kept without a rate; never the other way round.
 local function foreignLayout(found)
   return found and found ~= LAYOUT and not (RATED and found == '${LAYOUT}')
 end
 if foreignLayout(meta[3]) then return redis.error_reply('${LAYOUT_REFUSED}' .. meta[3]) end
+-- The Redis time of the last script run on the gate. Written first, and it is a write Redis
+-- refuses out of memory (noeviction): a script that runs out of memory fails here, before it
+-- has changed anything (it must not reap leases and then fail to count its own).
+local lastRun = tonumber(meta[9])
+redis.call('HSET', M, 'lr', now)
+-- A gap: no script ran for longer than any live process lets pass (each heartbeats every
+-- heartbeatMs; claim is heartbeatMs + commandTimeoutMs), or Redis's clock went back. Redis was
+-- away (SIGSTOP, out of memory, a restart with its data), or its clock stepped (forward, the
+-- same to us), or every process was. What expired meanwhile expired unobserved: its holders
+-- may all be alive, holding what they held. Time is taken as frozen during the gap: every
+-- stored time still ahead at the last run keeps what it had left then, and a lease or a
+-- process's liveness at least a whole lease (and a liveness window), so a live holder reports
+-- before anything of its is reaped, as after a lost state; a dead one is reaped that much later. Entries already past at the last
+-- run stay past. The same undoes a step back of the clock.
+local gap = lastRun and (now - lastRun > claim or lastRun - now > claim)
+if gap then
+  -- Read with ZPOPMIN and written back (the commands the documented ACL rule already allows).
+  local function rebase(key, floor)
+    local count = redis.call('ZCARD', key)
+    if count == 0 then return end
+    local rows = redis.call('ZPOPMIN', key, count)
+    local args = {}
+    for i = 1, #rows, 2 do
+      local at = tonumber(rows[i + 1])
+      args[#args + 1] = at > lastRun and now + math.max(at - lastRun, floor) or at
+      args[#args + 1] = rows[i]
+    end
+    for i = 1, #args, 2 * CHUNK do
+      redis.call('ZADD', key, unpack(args, i, math.min(#args, i + 2 * CHUNK - 1)))
+    end
+  end
+  rebase(H, math.max(lease, live))
+  rebase(P, math.max(lease, live))
+  local r0 = tonumber(meta[2])
+  if r0 and r0 > lastRun then
+    meta[2] = now + (r0 - lastRun)
+    redis.call('HSET', M, 'r', meta[2])
+  end
+  local t0 = tonumber(meta[5])
+  if t0 and t0 > lastRun then
+    meta[5] = string.format('%.17g', nowf + (t0 - lastRun))
+    redis.call('HSET', M, 't', meta[5])
+  end
+  -- Every holder and waiter heartbeats now, not at its next heartbeat.
+  redis.pcall('SPUBLISH', wake .. '${LOST}', '${LOST}')
+end
 local limit = tonumber(meta[1])
 local recoveryEnds = tonumber(meta[2] or 0)
 -- Redis lost leases that may still be held: nobody is granted for windowMs, while every live
@@ -124,6 +185,10 @@ if RATED then
   backlog0 = tonumber(meta[6]) or 0
   tat, backlog = tat0, backlog0
 end
+-- A rated grant is good for its slot only: claimed (or its answer read) more than this after
+-- it was granted, it would be sent on top of the calls granted since (a stalled process's
+-- grants, all sent when it wakes). lateMs in shared-rate.ts is the same bound.
+local lateMs = RATED and math.max(${LATE_FLOOR_MS}, T) or 0
 -- Units of the rate a ticket takes: its cost, 1 unless the id carries ~<cost>.
 local function costOf(id)
   return tonumber(string.match(id, '~([^/]+)')) or 1
@@ -193,6 +258,8 @@ end
 local function fill()
   if recovering then return end
   local alive = {}
+  -- Owners nobody listens for (see below), and their tickets passed over, put back in place.
+  local deaf, passed = {}, {}
   local budget = 1000
   while held < limit and queued > 0 and budget > 0 do
     budget = budget - 1
@@ -204,12 +271,16 @@ local function fill()
       local ends = redis.call('ZSCORE', P, owner)
       alive[owner] = ends ~= false and tonumber(ends) > now
     end
-    if alive[owner] then
+    if deaf[owner] then
+      passed[#passed + 1] = popped[2]
+      passed[#passed + 1] = head
+    elseif alive[owner] then
       if held + weightOf(head) > limit then
         redis.call('ZADD', Q, popped[2], head)
         queued = queued + 1
         break
       end
+      local tatBefore, backlogBefore = tat, backlog
       if RATED then
         local cost = costOf(head)
         local wait = slotWait(cost, 0)
@@ -226,11 +297,40 @@ local function fill()
       -- SPUBLISH: the channel is in the gate's slot, so on a Cluster the hint stays on this
       -- shard. pcall: an ACL user without channel permission, or a Redis before 7.0 (no
       -- SPUBLISH), polls instead (its waiters are told so).
-      redis.pcall('SPUBLISH', wake .. owner, head)
+      local heard = redis.pcall('SPUBLISH', wake .. owner, head)
+      if heard == 0 and owner ~= caller then
+        -- Nobody is subscribed to the owner's channel: its process is gone (a SIGKILL closes
+        -- its connections at once, long before its liveness window ends) or its wake-ups are
+        -- down (it polls). A grant would sit out its claim window, and every ticket of that
+        -- process would take the next permit and do the same (issue 32: a killed replica
+        -- stopped the others for 4.6 s). Not granted: the ticket keeps its place, the permit
+        -- goes on down the queue; a live owner is granted by its own heartbeat or poll.
+        redis.call('ZREM', H, unpack(unitsOf(head)))
+        held = held - weightOf(head)
+        tat, backlog = tatBefore, backlogBefore
+        deaf[owner] = true
+        passed[#passed + 1] = popped[2]
+        passed[#passed + 1] = head
+      end
     elseif RATED then
       backlog = backlog - costOf(head) -- a dead process's ticket, skipped
     end
   end
+  if #passed > 0 then
+    chunked('ZADD', Q, passed, 2)
+    queued = queued + #passed / 2
+  end
+end
+-- A rated grant that reached its process too late to go in its slot: its units go back and its
+-- ticket to the head of the queue, where it waits for a slot of now; the old slot stays spent
+-- (it was counted when granted; what matters is that nobody sends in it now).
+local function retake(id)
+  held = held - redis.call('ZREM', H, unpack(unitsOf(id)))
+  local first = redis.call('ZPOPMIN', Q)
+  if first[2] then redis.call('ZADD', Q, first[2], first[1]) end
+  redis.call('ZADD', Q, first[2] and tonumber(first[2]) - 1 or 0, id)
+  queued = queued + 1
+  backlog = backlog + costOf(id)
 end
 local function enqueue(ids)
   local last = redis.call('INCRBY', S, #ids)
@@ -291,6 +391,7 @@ end
  */
 const ACQUIRE = `${PRELUDE}
 local proc, id, register, deadline = ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
+caller = proc
 fill()
 local granted, retry = 0, 0
 local cost = costOf(id)
@@ -360,6 +461,7 @@ return withRate({held, queued, limit})
  */
 const HEARTBEAT = `${PRELUDE}
 local proc, n = ARGV[9], tonumber(ARGV[10])
+caller = proc
 local lost, granted, requeued = {}, {}, {}
 local leases, tickets = {}, {}
 for i = 11, 10 + n do leases[#leases + 1] = ARGV[i] end
@@ -379,7 +481,15 @@ if #tickets > 0 then
   local inH = chunked('ZMSCORE', H, tickets)
   local inQ = chunked('ZMSCORE', Q, tickets)
   for i, id in ipairs(tickets) do
-    if inH[i] then
+    if inH[i] and RATED then
+      -- A rated grant is claimed by its owner (CLAIM), which checks it is not late; one that
+      -- is late already goes back to the head of the queue.
+      if now - (tonumber(inH[i]) - claim) > lateMs then
+        retake(id)
+      else
+        granted[#granted + 1] = id
+      end
+    elseif inH[i] then
       granted[#granted + 1] = id
       addUnits(renew, now + lease, id)
     elseif not inQ[i] then
@@ -400,14 +510,26 @@ return withRate({lost, granted, held, queued, redis.call('ZCARD', P), requeued, 
 `;
 
 /**
- * CLAIM(..., id): a wake-up is a hint, never a grant: the owner asks Redis whether its ticket
- * was granted and, if so, turns the claim window into a full lease. On a gate with a rate it
- * first hands on what is due (its owner claims on a timer when the head's slot comes, with no
- * release to do it). Returns `{granted 0|1, held, queued, cap, ...rate}`.
+ * CLAIM(..., id, late): a wake-up is a hint, never a grant: the owner asks Redis whether its
+ * ticket was granted and, if so, turns the claim window into a full lease. On a gate with a rate
+ * it first hands on what is due (its owner claims on a timer when the head's slot comes, with no
+ * release to do it), and a grant claimed more than `lateMs` after it was made, or one whose
+ * owner read it late (`late` 1: its ACQUIRE or CLAIM answer came back after `lateMs`), goes back
+ * to the head of the queue for a slot of now, once per waiter (`late` 2: taken again before). Returns `{granted 0|1, held, queued, cap, ...rate}`.
  */
 const CLAIM = `${PRELUDE}
-local id = ARGV[9]
-if RATED then fill() end
+local id, late = ARGV[9], ARGV[10]
+if RATED then
+  -- Granted by a release (a claim window: its score is the grant's time + claim) and claimed
+  -- too late to go in its slot, or the owner read its grant's answer too late (late '1'): the
+  -- grant is taken again, at the head of the queue. Once per waiter: late '2' says it was
+  -- taken again before (an owner whose every claim is late must not spend a slot on each).
+  local score = redis.call('ZSCORE', H, id)
+  if score and late ~= '2' and (late == '1' or now - (tonumber(score) - claim) > lateMs) then
+    retake(id)
+  end
+  fill()
+end
 local granted = 0
 if redis.call('ZSCORE', H, id) then
   local renew = {}

@@ -9,6 +9,15 @@
 import { RateLimitedError } from '../common/errors.js';
 import type { RateStats, ResolvedRate } from '../gate/rate.js';
 
+/**
+ * A grant of the rate is good for its slot: one that reaches its process (or is claimed) more
+ * than `max(LATE_FLOOR_MS, per / limit)` after Redis made it is taken again, for a slot of now,
+ * rather than sent on top of the calls granted since (a stalled replica's grants, all sent when
+ * it wakes, bunched 64-73 calls into a second at a promise of 55: issue 32). The floor covers a
+ * loaded machine's round trips, so a healthy claim is never late.
+ */
+export const LATE_FLOOR_MS = 250;
+
 /** The rate's part of every script's reply (scripts.ts, `withRate`). */
 export interface RateTail {
   /** `<ticket>@<ms>`: the head whose permit is free gets its slot in ms; '' if none. */
@@ -97,6 +106,11 @@ export class SharedRate {
         { code: 'HOSTGATE_SHARED_RATE_MISMATCH' },
       );
     }
+  }
+
+  /** A grant read more than this after it was asked for is late (see {@link LATE_FLOOR_MS}). */
+  get lateMs(): number {
+    return Math.max(LATE_FLOOR_MS, this.options.per / this.options.limit);
   }
 
   /** `setSharedRate`: this process asks for `rate` from now on. */

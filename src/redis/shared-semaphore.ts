@@ -73,6 +73,8 @@ export interface SharedGateStore {
   claim(
     gate: SharedSemaphore,
     id: string,
+    /** A rated grant: 1 read late (take it again), 2 taken again before (never again), 0 check. */
+    late?: 0 | 1 | 2,
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
   replicate(): Promise<void>;
   setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts>;
@@ -150,6 +152,8 @@ export class SharedSemaphore extends Semaphore {
   #recoveryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** The request rate, in Redis beside the cap (shared-rate.ts); undefined without one. */
   readonly #rate: SharedRate | undefined;
+  /** Waiters whose grant came back late once and were sent for a slot of now (see #late). */
+  readonly #retaken = new WeakSet<SharedWaiter>();
   /** Permits' costs other than 1 (kept past the release: `settleCost` may come later). */
   readonly #costs = new WeakMap<object, number>();
 
@@ -463,13 +467,15 @@ export class SharedSemaphore extends Semaphore {
     waiter.state = SENDING;
     waiter.epoch = this.#store.wakeupEpoch;
     const deadlineMs = Math.max(0, waiter.deadline - this.now());
+    const sent = performance.now();
     this.#store.acquire(this, waiter.id, deadlineMs).then(
       ({ granted, held, queued, processes, cap, recoveryMs, retryMs }) => {
         this.cluster(held, queued, cap);
         if (recoveryMs > 0) this.#recheckAfter(recoveryMs);
         if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted === 1) this.#grant(waiter, true);
+        if (granted === 1 && this.#late(waiter, sent)) this.#claim(waiter, true);
+        else if (granted === 1) this.#grant(waiter, true);
         else if (granted === -1) this.#refuse(waiter, tooHeavy(waiter.weight, cap, this.name));
         else if (granted === -2)
           this.#refuse(
@@ -499,15 +505,39 @@ export class SharedSemaphore extends Semaphore {
     this.#recoveryTimer.unref?.();
   }
 
-  /** A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). */
-  #claim(waiter: SharedWaiter): void {
+  /**
+   * A rated grant read more than `lateMs` after its script was sent (this process stalled, or
+   * its Redis answers were held up): Redis may have made it long ago, so it is taken again for
+   * a slot of now rather than sent on top of the calls granted since.
+   */
+  #late(waiter: SharedWaiter, sent: number): boolean {
+    const rate = this.#rate;
+    if (rate === undefined || performance.now() - sent <= rate.lateMs) return false;
+    // Once per waiter: a process whose every answer comes late (an event loop lagging that much
+    // for good) would otherwise spend a slot on each try and never send.
+    if (this.#retaken.has(waiter)) return false;
+    this.#retaken.add(waiter);
+    return true;
+  }
+
+  /**
+   * A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). `late`: its
+   * grant came back late (see {@link #late}); Redis takes it again at the head of the queue.
+   */
+  #claim(waiter: SharedWaiter, late = false): void {
     waiter.state = SENDING;
     waiter.grantedEarly = false;
-    this.#store.claim(this, waiter.id).then(
+    const sent = performance.now();
+    const retaken = this.#retaken.has(waiter);
+    this.#store.claim(this, waiter.id, late ? 1 : retaken ? 2 : 0).then(
       ({ granted, held, queued, cap }) => {
         this.cluster(held, queued, cap);
+        // A claim of a rated grant answered "not granted" was taken again (claimed late), or
+        // the wake-up was forged: either way, never again for this waiter.
+        if (!granted && this.#rate !== undefined) this.#retaken.add(waiter);
         if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted) {
+        if (granted && this.#late(waiter, sent)) this.#claim(waiter, true);
+        else if (granted) {
           this.#store.forget(waiter.id);
           this.#grant(waiter, true);
         } else if (waiter.grantedEarly) this.#claim(waiter);
@@ -579,6 +609,11 @@ export class SharedSemaphore extends Semaphore {
       return;
     }
     if (waiter.state !== QUEUED) return;
+    // A rated grant is claimed, never taken from a heartbeat: the claim checks it is not late.
+    if (this.#rate !== undefined) {
+      this.#claim(waiter);
+      return;
+    }
     this.#store.forget(id);
     if (this.#store.options.replicas === 0) {
       this.#grant(waiter, true);

@@ -354,10 +354,11 @@ export class RedisStore {
   claim(
     gate: SharedSemaphore,
     id: string,
+    late: 0 | 1 | 2 = 0,
   ): Promise<{ granted: boolean; cap: number } & ClusterCounts> {
     const raw = this.#calls
       .whenReady()
-      .then(() => this.#eval(scripts.claim, gate, [...this.#common(gate), id]));
+      .then(() => this.#eval(scripts.claim, gate, [...this.#common(gate), id, late]));
     const settled = raw.then(
       () => undefined,
       () => undefined,
