@@ -31,7 +31,9 @@ export function recordReleases(gate: Semaphore): { reasons: ReleaseReason[]; sto
     if (m.gate === gate) reasons.push(m.reason);
   };
   subscribe('hostgate:release', onRelease);
-  return { reasons, stop: () => unsubscribe('hostgate:release', onRelease) };
+  const stop = () => void unsubscribe('hostgate:release', onRelease);
+  onTestFinished(stop); // also when the test fails before its own stop()
+  return { reasons, stop };
 }
 
 /**

@@ -27,7 +27,9 @@ const subscribed = (): string[] => NAMES.filter((name) => channel(name).hasSubsc
 it('leaves no subscriber on any hostgate:* channel once outside observers leave, while partner guards, adaptive limits and settleCost still see every outcome', async () => {
   expect(NAMES).toContain('hostgate:response');
   expect(NAMES).toContain('hostgate:lease-lost');
-  expect(subscribed()).toEqual([]);
+  // [] in a process of its own. Files share worker processes (vitest.config.ts): a file before
+  // this one that failed may have left a listener, which shared-process.ts reports against it.
+  const before = subscribed();
   let settled = 0;
   const limiter = new HostLimiter({
     partners: [
@@ -48,7 +50,7 @@ it('leaves no subscriber on any hostgate:* channel once outside observers leave,
     ],
     unknownHosts: 'reject',
   });
-  expect(subscribed(), 'after building guards and an adaptive gate').toEqual([]);
+  expect(subscribed(), 'after building guards and an adaptive gate').toEqual(before);
 
   // An outside observer on every channel, as an APM agent would subscribe.
   const seen = new Map<string, number>();
@@ -71,7 +73,7 @@ it('leaves no subscriber on any hostgate:* channel once outside observers leave,
   } finally {
     for (const [name, observer] of observers) unsubscribe(name, observer);
   }
-  expect(subscribed(), 'after the observers left').toEqual([]);
+  expect(subscribed(), 'after the observers left').toEqual(before);
 
   // The observer saw each kind of outcome...
   expect(seen.get('hostgate:response')).toBe(4);
@@ -93,5 +95,5 @@ it('leaves no subscriber on any hostgate:* channel once outside observers leave,
   registerMetrics(new HostLimiter({ partners: [{ name: 'x', hosts: ['x.example'], limit: 2 }] }), {
     registry,
   });
-  expect(subscribed(), 'after registerMetrics').toEqual([]);
+  expect(subscribed(), 'after registerMetrics').toEqual(before);
 });
