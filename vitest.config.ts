@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * `HOSTGATE_UNDICI=8` runs the suite against undici 8 (the `undici8` devDependency, which needs
@@ -10,31 +10,60 @@ if (undiciMajor !== '7' && undiciMajor !== '8') {
   throw new TypeError(`HOSTGATE_UNDICI must be 7 or 8, got ${JSON.stringify(undiciMajor)}`);
 }
 
+/**
+ * The heavy lane: files that start a redis-server, a child process or a browser, and the
+ * in-process files that cost the most CPU (thousands of requests or random schedules; measured
+ * per file, docs/development.md). `npm run test:fast` (HOSTGATE_TEST_LANE=fast)
+ * runs everything else, the contributor's inner loop (docs/development.md); `npm test` runs every
+ * file, and so does CI (.ci/run).
+ */
+const lane = process.env.HOSTGATE_TEST_LANE ?? 'all';
+if (lane !== 'all' && lane !== 'fast') {
+  throw new TypeError(`HOSTGATE_TEST_LANE must be 'fast' or unset, got ${JSON.stringify(lane)}`);
+}
+const HEAVY = [
+  'test/redis/**/*.test.ts', // private redis-server processes, forked replicas
+  'test/partners/rate.test.ts', // a store on the Redis at 127.0.0.1:6379
+  'test/bench-smoke.test.ts', // benchmarks in child processes (the fleet's with Redis)
+  'test/docs/doc-tests.test.ts', // builds the package, runs tsc and node
+  'test/express/demo.test.ts', // the demo's own processes, with Redis
+  'test/adaptive/capacity.test.ts', // a partner in a child process
+  'test/http/undici-loading.test.ts', // fresh Node processes without undici
+  'test/node-http/clients.test.ts', // a child process per client library
+  'test/check-imports.test.ts', // the import checker as a child process
+  'test/observe/status-page.browser.test.ts', // headless chromium
+  'test/express/load.test.ts', // 1,000 clients through Express
+  'test/http/soak.test.ts', // a soak of every entry point
+  'test/http/limit-hosts.test.ts', // 1,000 calls through each client shape: 5.4 s of CPU
+  'test/http/fetch.test.ts', // 1,000 concurrent fetches: 5.0 s of CPU
+  'test/gate/semaphore.property.test.ts', // 100 random schedules: 4.1 s of CPU
+  'test/gate/semaphore-weighted.property.test.ts', // 200 random schedules: 3.9 s of CPU
+];
+
 export default defineConfig({
   resolve: {
     alias: undiciMajor === '8' ? [{ find: /^undici$/, replacement: 'undici8' }] : [],
   },
   test: {
     include: ['test/**/*.test.ts'],
+    exclude: [...configDefaults.exclude, ...(lane === 'fast' ? HEAVY : [])],
     // hostgate requires undici lazily (src/http/undici.ts), past vite's alias: a resolve hook.
     setupFiles: [
       ...(undiciMajor === '8' ? ['test/helpers/undici8-require.ts'] : []),
       'test/helpers/shared-process.ts',
     ],
-    // Each file in a fresh process (vitest's default), for now. Shared processes (isolate: false)
-    // cut vitest's CPU by a third (2026-12-02: 301 s isolated, 192 s shared, load 8-13) and
-    // passed two CI runs, but in a third weights.test.ts hung 20 s on both clients after sharing
-    // a worker with other files (it passes alone and with every Redis file together): the cause
-    // is not found. test/helpers/shared-process.ts still fails a file that leaves fake timers or
-    // a gate-event subscriber behind, ready for when files share processes again.
-    isolate: true,
+    // Test files share their worker processes: a fresh process per file paid vitest's start and
+    // the import of hostgate, undici, Express and the Redis clients again (`import` summed 128 s
+    // of a 449 s run). What a file must leave behind for the next one is checked after each
+    // file (test/helpers/shared-process.ts); what hung weights.test.ts after other files in
+    // 1116df4 is explained in docs/development.md ("Shared processes").
+    isolate: false,
     // Type tests (test/types/*.test-d.ts, expectTypeOf) are checked by `npm run typecheck`:
     // tsc covers test/ already, and vitest's typecheck mode would run it a second time (~30 s).
-    // Three workers on a 2-core machine: most files wait on sockets, timers and child
-    // processes, so the default (one worker on two cores) left half the machine idle, and two
-    // still left a third of it (quiet, 2026-12-01: 92 s with two, 68 s with three). Four paid
-    // off only with shared processes (2026-12-02: 121.5 s with three, 96.9 s with four).
-    maxWorkers: 3,
+    // Four workers on a 2-core machine: most files wait on sockets, timers and child
+    // processes, so fewer left the machine idle (2026-12-02, shared processes: vitest run
+    // 121.5 s with three, 96.9 s with four).
+    maxWorkers: 4,
     testTimeout: 20_000,
     hookTimeout: 20_000,
   },

@@ -1,36 +1,18 @@
 /**
- * Routes the HTTP layers' outcome messages (`hostgate:response`, `hostgate:request-error`,
- * `hostgate:hold-timeout`) to the controller of the gate that published them. Subscribes on the
- * first adaptive gate only, so a process without one pays nothing.
+ * Wires an adaptive controller to its gate: set on the gate's outcome handlers
+ * (gate/outcome-handler.ts), it hears each response and failure from the request path and each
+ * maxHold take-back from the gate, by a direct call. No channel subscription: nobody listening,
+ * nothing is published.
  */
-import { subscribe } from 'node:diagnostics_channel';
-import type {
-  HoldTimeoutMessage,
-  RequestErrorMessage,
-  ResponseMessage,
-} from '../gate/diagnostics.js';
+import { handleOutcomes } from '../gate/outcomes.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import type { AdaptiveController } from './controller.js';
 
 const controllers = new WeakMap<Semaphore, AdaptiveController>();
-let subscribed = false;
 
 export function attachController(controller: AdaptiveController): void {
   controllers.set(controller.gate, controller);
-  if (subscribed) return;
-  subscribed = true;
-  subscribe('hostgate:response', (message) => {
-    const { gate, permit, statusCode, headers, heldAtGrant } = message as ResponseMessage;
-    controllers.get(gate)?.onResponse(permit, statusCode, headers, heldAtGrant);
-  });
-  subscribe('hostgate:request-error', (message) => {
-    const { gate, permit, error } = message as RequestErrorMessage;
-    controllers.get(gate)?.onError(permit, error);
-  });
-  subscribe('hostgate:hold-timeout', (message) => {
-    const { gate, permit } = message as HoldTimeoutMessage;
-    controllers.get(gate)?.onHoldTimeout(permit);
-  });
+  handleOutcomes(controller.gate, controller);
 }
 
 /** The controller of an adaptive gate, if it is one. */

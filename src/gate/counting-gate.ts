@@ -29,6 +29,7 @@ import { GateObserver } from './gate-observer.js';
 import { HoldBounds } from './hold-bounds.js';
 import { Holders } from './holders.js';
 import { IdleWaiters } from './idle-waiters.js';
+import type { OutcomeHandlers } from './outcome-handler.js';
 import {
   type GatePermit,
   gateEntry,
@@ -54,7 +55,7 @@ type Cls = QueueClass<Held>;
 const { acquire: acquireChannel, release: releaseChannel } = channels;
 /** Whether a subscriber wants permits' timestamps (acquire and release messages carry times). */
 const timestamped = (): boolean => acquireChannel.hasSubscribers || releaseChannel.hasSubscribers;
-/** What `Semaphore` reads of its core: references fixed at construction. */
+/** What `Semaphore` reads of its core: references fixed at construction, but `outcomes`. */
 export interface GateParts {
   readonly queue: WaitQueue<Held>;
   readonly holders: Holders;
@@ -63,6 +64,8 @@ export interface GateParts {
   readonly queueTimeout: number;
   /** The gate's clock (ms), read afresh. */
   readonly now: () => number;
+  /** Who hears its permits' outcomes (outcomes.ts): set by layers above, not at construction. */
+  outcomes: OutcomeHandlers;
 }
 
 /** What joining the queue gives: the waiter, or the error it is refused with (full queue). */
@@ -174,7 +177,7 @@ export class CountingGate {
     const expire = (waiter: GatePermit): void => this.#expire(waiter as Held);
     this.#deadlines = new WaitDeadlines(o.queueTimeout, this.#queue, this.#now, expire);
     const [queue, holders, counts, now] = [this.#queue, this.#holders, this.#counts, this.#now];
-    this.#parts = { ...o, now, queue, holders, counts };
+    this.#parts = { ...o, now, queue, holders, counts, outcomes: undefined };
     this.#sheds = new QueueSheds<CountingGate>(this, this.#parts, {
       observe: () => void coreEntry.observe(this),
       retryAfter: (position) => coreEntry.retryAfter(this, position),

@@ -17,7 +17,8 @@
  * | `hostgate:request-error`  | {@link RequestErrorMessage}: a permit's request failed           |
  *
  * Subscribers run synchronously inside the gate: keep them short, and do not acquire or
- * release on the gate that published.
+ * release on the gate that published. The channels are for observers: hostgate subscribes to
+ * none of them itself (its guards and adaptive controllers are called directly: outcomes.ts).
  *
  * @example
  * import { subscribe } from 'node:diagnostics_channel';
@@ -28,7 +29,7 @@
  */
 
 import type { PermitHoldTimeoutError, ShedError } from '../common/errors.js';
-import { channels, type ReleaseReason, type ShedReason } from './gate-events.js';
+import type { ReleaseReason, ShedReason } from './gate-events.js';
 import type { Permit, Semaphore } from './semaphore.js';
 
 export {
@@ -87,7 +88,7 @@ export interface DoubleReleaseMessage extends GateMessage {
   permit: Permit;
 }
 
-/** Published by the HTTP layers when the partner's response head arrives (adaptive limits). */
+/** Published by the HTTP layers when the partner's response head arrives. */
 export interface ResponseMessage extends GateMessage {
   permit: Permit;
   statusCode: number;
@@ -112,30 +113,4 @@ export interface RequestErrorMessage extends GateMessage {
    * the partner did not fail it. Breakers count only the others.
    */
   aborted: boolean;
-}
-
-/**
- * The HTTP layers' one call at response start: the outcome signal adaptive limits learn from.
- * Costs one property check while nobody subscribed.
- */
-export function publishResponse(
-  permit: Permit | undefined,
-  statusCode: number,
-  headers: unknown,
-  heldAtGrant: number,
-): void {
-  if (permit === undefined || !channels.response.hasSubscribers) return;
-  const { gate } = permit;
-  channels.response.publish({ gate, partner: gate.name, permit, statusCode, headers, heldAtGrant });
-}
-
-/** The HTTP layers' one call when a request fails, before its permit goes back. */
-export function publishRequestError(
-  permit: Permit | undefined,
-  error: unknown,
-  aborted: boolean,
-): void {
-  if (permit === undefined || !channels.requestError.hasSubscribers) return;
-  const { gate } = permit;
-  channels.requestError.publish({ gate, partner: gate.name, permit, error, aborted });
 }

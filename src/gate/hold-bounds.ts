@@ -1,6 +1,7 @@
 /**
  * A gate's bounds on holding a permit: `maxHold` (time without progress: an unread body must not
- * pin a permit forever) and `maxHoldTotal` (time held at all). Past either, the permit's
+ * pin a permit forever) and `maxHoldTotal` (time held at all). Past either, the gate's
+ * outcome handlers hear of it (a partner's breaker, an adaptive controller), its
  * `onHoldTimeout` hook runs (the HTTP layers abort the request there) and the gate takes the
  * permit back. Only a gate with one of the two options builds this.
  */
@@ -8,6 +9,7 @@ import { PermitHoldTimeoutError } from '../common/errors.js';
 import type { GateCounts } from './gate-counts.js';
 import { channels, publishHoldTimeout, type ReleaseReason } from './gate-events.js';
 import type { Holders } from './holders.js';
+import type { OutcomeHandlers } from './outcome-handler.js';
 import { EXPIRED, permitEntry, RELEASED, type Waiter } from './permit.js';
 
 const holdTimeoutChannel = channels.holdTimeout;
@@ -18,6 +20,8 @@ export interface BoundedParts {
   readonly counts: GateCounts;
   /** The gate's clock (ms), read afresh. */
   readonly now: () => number;
+  /** Who hears of a take-back first (outcome-handler.ts): a partner's guard, an adaptive controller. */
+  readonly outcomes: OutcomeHandlers;
 }
 
 export class HoldBounds {
@@ -94,6 +98,8 @@ export class HoldBounds {
     const hook = permit.onHoldTimeout;
     permit.onHoldTimeout = undefined;
     this.expiring = permit;
+    const handlers = this.parts.outcomes;
+    if (handlers !== undefined) for (const handler of handlers) handler.onHoldTimeout?.(permit);
     if (hook !== undefined || holdTimeoutChannel.hasSubscribers) {
       const error = new PermitHoldTimeoutError(this.gate.name, heldMs, quietMs);
       if (holdTimeoutChannel.hasSubscribers) publishHoldTimeout(this.gate, permit, heldMs, error);

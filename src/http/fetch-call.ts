@@ -1,9 +1,6 @@
 import type { PermitHoldTimeoutError } from '../common/errors.js';
-import {
-  type PermitRequestInfo,
-  publishRequestError,
-  publishResponse,
-} from '../gate/diagnostics.js';
+import type { PermitRequestInfo } from '../gate/diagnostics.js';
+import { reportRequestError, reportResponse } from '../gate/outcomes.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { runHolding } from '../partners/gate-layers.js';
 import { asksWith, callFor } from '../partners/rate-rules.js';
@@ -126,7 +123,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
       );
     } catch (error) {
       if (this.#phase !== DONE) {
-        publishRequestError(permit, error, this.#aborted); // adaptive limits: a timeout is a drop
+        reportRequestError(permit, error, this.#aborted); // adaptive limits: a timeout is a drop
         this.#settle(true);
       }
       await this.#whenReleased();
@@ -140,7 +137,7 @@ export class FetchCall implements WaitTarget, AbortWatcher {
       throw this.#abortReason;
     }
     permit.noteProgress(); // the partner answered
-    publishResponse(permit, response.status, response.headers, this.#heldAtGrant); // adaptive: RTT, status, load
+    reportResponse(permit, response.status, response.headers, this.#heldAtGrant); // adaptive: RTT, status, load
     try {
       return this.#take(response);
     } catch (error) {

@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { Dispatcher } from 'undici';
 import type { PermitHoldTimeoutError } from '../common/errors.js';
-import { publishRequestError } from '../gate/diagnostics.js';
+import { reportRequestError } from '../gate/outcomes.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { asksWith, callFor } from '../partners/rate-rules.js';
 import { type PriorityClassOption, priorityFor } from './priority.js';
@@ -220,7 +220,7 @@ export abstract class GatedRequest implements WaitTarget {
     this.#phase = SETTLED;
     const permit = this.#takePermit();
     if (permit !== undefined) {
-      publishRequestError(permit, error, this.#aborted); // adaptive limits: a timeout is a drop
+      reportRequestError(permit, error, this.#aborted); // adaptive limits: a timeout is a drop
       const reason = this.#aborted ? 'aborted' : 'released';
       if (reachedPartner) releaseAfterTeardown(permit, reason);
       else permit.release(reason);

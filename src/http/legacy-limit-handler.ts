@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { publishResponse } from '../gate/diagnostics.js';
+import { reportResponse } from '../gate/outcomes.js';
 import { GatedRequest } from './gated-request.js';
 
 /** undici's callback handler API, which its own `request`, `stream` and `fetch` still speak. */
@@ -83,7 +83,7 @@ export class LegacyLimitHandler extends GatedRequest implements LegacyHandler {
   ): boolean {
     if (this.settled) return true;
     this.progressed();
-    publishResponse(this.permit, statusCode, rawHeaders, this.heldAtGrant); // adaptive: RTT, status, load
+    reportResponse(this.permit, statusCode, rawHeaders, this.heldAtGrant); // adaptive: RTT, status, load
     return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
   }
 

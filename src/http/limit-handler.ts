@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { publishResponse } from '../gate/diagnostics.js';
+import { reportResponse } from '../gate/outcomes.js';
 import { GatedRequest } from './gated-request.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -110,7 +110,7 @@ export class LimitHandler extends GatedRequest implements Handler, Controller {
   ): void {
     if (this.settled) return;
     this.progressed();
-    publishResponse(this.permit, statusCode, headers, this.heldAtGrant); // adaptive: RTT, status, load
+    reportResponse(this.permit, statusCode, headers, this.heldAtGrant); // adaptive: RTT, status, load
     this.rawHeaders = controller?.rawHeaders ?? null;
     this.#handler.onResponseStart?.(this, statusCode, headers, statusMessage);
   }

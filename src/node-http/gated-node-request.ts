@@ -2,7 +2,7 @@ import { AsyncResource } from 'node:async_hooks';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import type { PermitHoldTimeoutError } from '../common/errors.js';
-import { publishRequestError, publishResponse } from '../gate/diagnostics.js';
+import { reportRequestError, reportResponse } from '../gate/outcomes.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { holdAfterAbortOf } from '../partners/gate-layers.js';
 import { asksWith, callFor } from '../partners/rate-rules.js';
@@ -162,7 +162,7 @@ export class GatedNodeRequest implements WaitTarget {
     this.#ticket = undefined;
     const permit = this.#takePermit();
     if (permit !== undefined) {
-      if (error !== undefined) publishRequestError(permit, error, true);
+      if (error !== undefined) reportRequestError(permit, error, true);
       permit.release('aborted');
     }
     this.#detach();
@@ -189,14 +189,14 @@ export class GatedNodeRequest implements WaitTarget {
     const res = (this.#req as ClientRequest & { res?: IncomingMessage | null }).res;
     if (res == null) return;
     this.#responded = true;
-    publishResponse(permit, res.statusCode ?? 0, res.headers, this.#heldAtGrant);
+    reportResponse(permit, res.statusCode ?? 0, res.headers, this.#heldAtGrant);
   }
 
   /** @internal the socket failed under the request (reset, refused, a TLS error). */
   socketFailed(error: Error): void {
     if (this.#failed) return;
     this.#failed = true;
-    publishRequestError(this.#permit, error, this.#aborted);
+    reportRequestError(this.#permit, error, this.#aborted);
   }
 
   /** @internal Node's 'close': the socket is closed on our side, or back in the pool. */
@@ -214,7 +214,7 @@ export class GatedNodeRequest implements WaitTarget {
         res == null
           ? (this.#destroyError ?? (this.#aborted ? undefined : hangUp()))
           : (res.errored ?? (res.complete === false ? cutShort() : this.#destroyError));
-      if (error != null) publishRequestError(permit, error, this.#aborted);
+      if (error != null) reportRequestError(permit, error, this.#aborted);
     }
     if (!this.#aborted) {
       queueMicrotask(() => permit.release('released'));

@@ -1,23 +1,18 @@
 /**
  * A partner gate's guard (src/gate/gate-guard.ts): the one place the partner's "not before T"
- * lives, and its breaker. Fed by every response of every entry point (the HTTP layers publish
- * `hostgate:response` / `hostgate:request-error`) and by a retrier's Retry-After cooldown
+ * lives, and its breaker. Fed by every response of every entry point (the HTTP layers report it
+ * to the gate's outcome handlers: gate/outcomes.ts) and by a retrier's Retry-After cooldown
  * ({@link holdPartner}). The gate does the holding: waiters stay queued until T, and an arrival
  * whose wait deadline ends before T is shed at once with `PartnerCooldownError` (`retryAfterMs`:
  * the time left until T).
  */
-import { subscribe } from 'node:diagnostics_channel';
 import { headerValue } from '../adaptive/controller.js';
 import { PartnerCooldownError, type ShedError } from '../common/errors.js';
 import { checkKnownKeys, checkObject, describe, durationMs } from '../common/options.js';
 import { readRateLimit } from '../common/rate-limit-headers.js';
 import { coreEntry } from '../gate/counting-gate.js';
-import type {
-  HoldTimeoutMessage,
-  RequestErrorMessage,
-  ResponseMessage,
-} from '../gate/diagnostics.js';
 import type { GateGuard, GuardCounters } from '../gate/gate-guard.js';
+import { handleOutcomes } from '../gate/outcomes.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import type { Breaker, BreakerStats } from './breaker.js';
 
@@ -63,7 +58,6 @@ export interface ResolvedHeaders {
 }
 
 const guards = new WeakMap<Semaphore, PartnerGuard>();
-let subscribed = false;
 
 export class PartnerGuard implements GateGuard {
   readonly #gate: Semaphore;
@@ -184,22 +178,17 @@ export class PartnerGuard implements GateGuard {
   }
 }
 
-/** Sets `guard` on its gate and routes the HTTP layers' outcome messages to it. */
+/**
+ * Sets `guard` on its gate, and on the gate's outcome handlers: the request path tells it of each
+ * response and failure, and the gate of each maxHold take-back, by a direct call.
+ */
 export function attachGuard(gate: Semaphore, guard: PartnerGuard): void {
   guards.set(gate, guard);
   coreEntry.guard(gate, guard);
-  if (subscribed) return;
-  subscribed = true;
-  subscribe('hostgate:response', (message) => {
-    const { gate, statusCode, headers } = message as ResponseMessage;
-    guards.get(gate)?.onResponse(statusCode, headers);
-  });
-  subscribe('hostgate:request-error', (message) => {
-    const { gate, error, aborted } = message as RequestErrorMessage;
-    guards.get(gate)?.onError(error, aborted);
-  });
-  subscribe('hostgate:hold-timeout', (message) => {
-    guards.get((message as HoldTimeoutMessage).gate)?.onHoldTimeout();
+  handleOutcomes(gate, {
+    onResponse: (_permit, statusCode, headers) => guard.onResponse(statusCode, headers),
+    onError: (_permit, error, aborted) => guard.onError(error, aborted),
+    onHoldTimeout: () => guard.onHoldTimeout(),
   });
 }
 

@@ -1,14 +1,14 @@
 /**
  * A partner rule's `cost` and `settleCost`: what each request weighs against the partner's
  * `rate`, and its real cost read from the response. The HTTP layers ask {@link callFor} when
- * they take a permit; settling listens on the `hostgate:response` channel, which every layer
- * (undici, fetch, node:http) publishes, and only once some rule has a `settleCost`.
+ * they take a permit; settling is the gate's outcome handler (gate/outcomes.ts), which every
+ * layer (undici, fetch, node:http) calls at the response head, set only on gates whose rule has
+ * a `settleCost`.
  */
-import { subscribe } from 'node:diagnostics_channel';
 import { describe } from '../common/options.js';
-import type { ResponseMessage } from '../gate/diagnostics.js';
+import { handleOutcomes } from '../gate/outcomes.js';
 import type { PermitRequestInfo } from '../gate/permit-target.js';
-import type { Semaphore, WaitOptions } from '../gate/semaphore.js';
+import type { Permit, Semaphore, WaitOptions } from '../gate/semaphore.js';
 
 /** What a partner rule's `cost` function sees of a request, the same from every HTTP layer. */
 export interface CostRequest {
@@ -38,7 +38,6 @@ interface Rules {
   readonly settle: SettleCost | undefined;
 }
 const rules = new WeakMap<Semaphore, Rules>();
-let listening = false;
 
 /** Checks a rule's `cost` and `settleCost` and binds them to its gate (which has a `rate`). */
 export function setRateRules(where: string, gate: Semaphore, cost: unknown, settle: unknown): void {
@@ -58,9 +57,11 @@ export function setRateRules(where: string, gate: Semaphore, cost: unknown, sett
     throw new TypeError(`${where}: settleCost must be a function, got ${describe(settle)}`);
   }
   rules.set(gate, { cost: cost as RequestCost | undefined, settle: settle as SettleCost });
-  if (settle !== undefined && !listening) {
-    listening = true;
-    subscribe('hostgate:response', onResponse);
+  if (settle !== undefined) {
+    const fn = settle as SettleCost;
+    handleOutcomes(gate, {
+      onResponse: (permit, statusCode, headers) => settled(fn, permit, statusCode, headers),
+    });
   }
 }
 
@@ -96,15 +97,13 @@ function costRequest(info: PermitRequestInfo): CostRequest {
   return { method: method.toUpperCase(), url };
 }
 
-function onResponse(message: unknown): void {
-  const { permit, statusCode, headers } = message as ResponseMessage;
-  const settle = rules.get(permit.gate)?.settle;
-  if (settle === undefined) return;
+/** The response head of a call on a gate with a `settleCost`: its real cost, if it says one. */
+function settled(settle: SettleCost, permit: Permit, statusCode: number, headers: unknown): void {
   try {
     const actual = settle({ statusCode, header: (name) => headerOf(headers, name) });
     if (actual !== undefined) permit.settleCost(actual);
   } catch (error) {
-    // A subscriber's throw would be an uncaught exception: the response itself is fine.
+    // A throwing settleCost must not fail the response: the charged cost stands.
     process.emitWarning(
       `settleCost of ${permit.gate.name ?? 'a partner'} failed, the charged cost stands: ${String((error as Error)?.message ?? error)}`,
       { code: 'HOSTGATE_SETTLE_COST' },

@@ -1,11 +1,11 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { statusHandler } from '../../middleware/index.js';
-import { channels } from '../../src/gate/diagnostics.js';
+import { reportResponse } from '../../src/gate/outcomes.js';
 import { HostLimiter, MetricsCollector, type Permit } from '../../src/index.js';
 import { registerMetrics } from '../../src/observe/prometheus.js';
 
-/** An adaptive partner whose limit was cut once by a 503, fed through the public channel. */
+/** An adaptive partner whose limit was cut once by a 503, reported as the HTTP layers do. */
 function cutOnce() {
   const limiter = new HostLimiter({
     partners: [
@@ -15,7 +15,7 @@ function cutOnce() {
   });
   const gate = limiter.gate('billing')!;
   const permit = gate.tryAcquire() as Permit;
-  channels.response.publish({ gate, partner: 'billing', permit, statusCode: 503, headers: {} });
+  reportResponse(permit, 503, {}, 1);
   permit.release();
   return limiter;
 }

@@ -1,5 +1,6 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Dispatcher } from 'undici';
+import { onTestFinished } from 'vitest';
 import type { ReleaseMessage, ReleaseReason } from '../../src/gate/diagnostics.js';
 import type { Semaphore } from '../../src/gate/semaphore.js';
 
@@ -16,6 +17,9 @@ export function whenIdle(gate: Semaphore): Promise<void> {
       resolve();
     };
     subscribe('hostgate:release', onRelease);
+    // A test that fails (or times out) before the release must not leave the subscriber to the
+    // files after it in the process: every later gate would stamp and publish each release.
+    onTestFinished(() => void unsubscribe('hostgate:release', onRelease));
   });
 }
 
@@ -27,7 +31,9 @@ export function recordReleases(gate: Semaphore): { reasons: ReleaseReason[]; sto
     if (m.gate === gate) reasons.push(m.reason);
   };
   subscribe('hostgate:release', onRelease);
-  return { reasons, stop: () => unsubscribe('hostgate:release', onRelease) };
+  const stop = () => void unsubscribe('hostgate:release', onRelease);
+  onTestFinished(stop); // also when the test fails before its own stop()
+  return { reasons, stop };
 }
 
 /**

@@ -1,27 +1,21 @@
 import { channel } from 'node:diagnostics_channel';
 import { afterAll, beforeAll, vi } from 'vitest';
+import { channels } from '../../src/gate/gate-events.js';
+import { storeChannels } from '../../src/redis/channels.js';
 
 /**
  * Test files share their worker process (`isolate: false` in vitest.config.ts), so a file must
  * leave behind nothing that changes how the next one's gates behave. Checked after each file
- * (this hook runs after the file's own): fake timers still installed, or a subscriber left on a
- * gate event that makes every later gate read the clock or build messages (an OpenTelemetry
- * registration never unregistered, a test's listener never removed). hostgate itself subscribes
- * for good only to the HTTP outcome channels (response, request-error, hold-timeout: adaptive
- * gates and partner guards), which are not checked.
+ * (this hook runs after the file's own): fake timers still installed, or a subscriber left on any
+ * hostgate channel, which makes every later gate read the clock or build messages (an
+ * OpenTelemetry registration never unregistered, a test's listener never removed). hostgate
+ * itself subscribes to none of its channels (test/observe/no-internal-subscribers.test.ts).
  */
-const GATE_EVENTS = [
-  'hostgate:acquire',
-  'hostgate:release',
-  'hostgate:shed',
-  'hostgate:wait-aborted',
-  'hostgate:double-release',
-  'hostgate:leak',
-  'hostgate:lease-lost',
-  'hostgate:store-error',
-];
+const CHANNELS = [...Object.values(channels), ...Object.values(storeChannels)].map(
+  (c) => c.name as string,
+);
 
-const subscribedNow = (): string[] => GATE_EVENTS.filter((name) => channel(name).hasSubscribers);
+const subscribedNow = (): string[] => CHANNELS.filter((name) => channel(name).hasSubscribers);
 
 let before: string[] = [];
 beforeAll(() => {

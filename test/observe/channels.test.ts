@@ -61,10 +61,10 @@ describe('diagnostics channels', () => {
 
   it('publish nothing without subscribers', async () => {
     vi.useFakeTimers();
-    // Channels are process-wide, and test files share a process (vitest.config.ts): an adaptive
-    // gate or a partner guard in an earlier file subscribed to some of them for good. Each
-    // channel here reports no subscriber (its own getter, removed by restoreAllMocks), which is
-    // what the gate consults before it builds a message.
+    // Channels are process-wide, and test files share a process (vitest.config.ts): this test
+    // must not depend on what another file's observers do. Each channel here reports no
+    // subscriber (its own getter, removed by restoreAllMocks), which is what the gate consults
+    // before it builds a message.
     const spies = Object.keys(NAMES).map((key) => {
       const channel = channels[key as Name];
       vi.spyOn(channel, 'hasSubscribers', 'get').mockReturnValue(false);
