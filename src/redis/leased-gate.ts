@@ -1,5 +1,6 @@
 import { SharedLayoutError, StoreUnavailableError } from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
+import { coreEntry } from '../gate/counting-gate.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
 import type { RateOptions, ResolvedRate } from '../gate/rate.js';
 import {
@@ -118,6 +119,14 @@ export class LeasedSemaphore extends Semaphore {
   /** When the recovery window Redis last reported ends (this process's clock): ask then. */
   #recoveredAt = 0;
   #wants = 0;
+  /**
+   * Redis's time in the last answer and this process's monotonic clock when it came: the script
+   * holds the two against each other to see a step of Redis's clock (issue 32).
+   */
+  #seen = 0;
+  #seenAt = 0;
+  /** Redis answered this gate once: a missing state is then a loss, not a first use. */
+  #had = false;
   /** The refresh on its way (and the units held when it left), or undefined. */
   #inflight: Promise<void> | undefined = undefined;
   #heldAtSend = 0;
@@ -372,7 +381,11 @@ export class LeasedSemaphore extends Semaphore {
       rateWants > share &&
       (stale || (!this.#recovering && (rateFree > 0 || share < this.#rateTarget)));
     const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
-    if (more || less || moreRate || lessRate) this.#refresh();
+    // Redis shrank the block below what was held (another process's heavier head, a fairer
+    // share): it counts what was held at the refresh until the next one says less. Say it as
+    // soon as some of it is released, so the other process's head is not held up a whole interval.
+    const drained = this.#heldAtSend > block && this.held < this.#heldAtSend;
+    if (more || less || moreRate || lessRate || drained) this.#refresh();
   }
 
   /** The rate demand: cost units taken in the last `per` ms plus those queued, smoothed (0 without a rate). */
@@ -418,6 +431,7 @@ export class LeasedSemaphore extends Semaphore {
       // How often some refresh walks the fleet's entries: twice per interval per gate.
       Math.max(1, Math.floor(this.#o.refreshMs / 2)),
       ...this.#rateArgs(this.#closed ? 0 : this.#rateWants, setRate),
+      ...this.#faultArgs(sentAt, this.#headWeight(), false),
     ];
     const inflight = this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
       (reply) => this.#answer(reply, sentAt),
@@ -432,7 +446,40 @@ export class LeasedSemaphore extends Semaphore {
     return inflight;
   }
 
+  /**
+   * The script's arguments that let it tell time that passed unobserved (issue 32): Redis's time
+   * last seen and the monotonic ms since, whether the last refresh failed and whether this
+   * process had an entry; the heaviest waiting head; the tolerance of a reply's delay (a command
+   * timeout) and the longest gap between refreshes of a healthy fleet; a clean close.
+   */
+  #faultArgs(sentAt: number, need: number, closing: boolean): (string | number)[] {
+    const timeout = this.#store.options.commandTimeoutMs;
+    return [
+      this.#seen,
+      this.#seen > 0 ? Math.max(0, Math.floor(sentAt - this.#seenAt)) : 0,
+      this.#down ? 1 : 0,
+      this.#had ? 1 : 0,
+      need,
+      timeout,
+      this.#o.refreshMs + timeout,
+      closing ? 1 : 0,
+    ];
+  }
+
+  /** The heaviest head waiting in any priority class: a unit the block must fit at once. */
+  #headWeight(): number {
+    let need = 0;
+    for (const cls of coreEntry.parts(this).queue.classes) {
+      const head = cls.head;
+      if (head !== undefined && head.weight > need) need = head.weight;
+    }
+    return need;
+  }
+
   #answer(reply: unknown[], sentAt: number): void {
+    this.#seen = Number(reply[13]) || 0;
+    this.#seenAt = performance.now();
+    this.#had = true;
     const [block, lease, cap, processes, blocks, held, free, target, recovering] = reply.map(
       Number,
     ) as [number, number, number, number, number, number, number, number, number];
@@ -474,7 +521,7 @@ export class LeasedSemaphore extends Semaphore {
 
   /** The REFRESH script's rate arguments (none for a gate without a rate). */
   #rateArgs(wants: number, setRate: string): (string | number)[] {
-    if (this.#rate === undefined) return [];
+    if (this.#rate === undefined) return ['', 0, 0, 0, ''];
     return [this.#rateArg, this.#rateApplied, wants, this.#store.options.commandTimeoutMs, setRate];
   }
 
@@ -599,6 +646,13 @@ export class LeasedSemaphore extends Semaphore {
     const last = this.#inflight ?? Promise.resolve();
     return last.then(() => {
       if (this.#refused !== undefined) return;
+      // The entry goes; on a gate with a rate, what was sent in the last window stays counted
+      // for a window (issue 32, item 6: a clean close gives its share back at once).
+      const now = performance.now();
+      const sent =
+        this.#rateUse === undefined ? 0 : this.#rateUse.sent(this.shareRate().taken, now);
+      const rate = this.#rateArgs(0, '');
+      if (this.#rate !== undefined) rate[1] = Math.min(this.#rate.limit, Math.ceil(sent));
       const args = [
         this.#requested,
         this.#o.leaseMs,
@@ -609,7 +663,8 @@ export class LeasedSemaphore extends Semaphore {
         0,
         0,
         this.#o.refreshMs,
-        ...this.#rateArgs(0, ''),
+        ...rate,
+        ...this.#faultArgs(now, 0, true),
       ];
       return this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
         () => undefined,

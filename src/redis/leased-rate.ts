@@ -53,6 +53,20 @@ export class RateUse {
     this.#demand = new Demand(refreshMs);
   }
 
+  /**
+   * Cost units taken in the last `per` ms (from the oldest sample kept, at or before the
+   * window's start: never less than the window's).
+   */
+  sent(taken: number, now: number): number {
+    const at = this.#at;
+    while (at.length > 1 && at[1]! <= now - this.#per) {
+      at.shift();
+      this.#taken.shift();
+      this.#throttled.shift();
+    }
+    return at.length === 0 ? taken : Math.max(0, taken - this.#taken[0]!);
+  }
+
   /** Whole calls per `per` to ask Redis for (at most `limit`), given the share sent at now. */
   wants(
     use: { taken: number; backlog: number; throttled: number },

@@ -1,0 +1,126 @@
+/**
+ * An in-process fleet of leased gates for the fault tests (leased-lost-state, leased-churn):
+ * `processes` stores, each on a client of its own (one store stands for one process,
+ * alternating node-redis and ioredis), one leased gate each, and `callers` loops per store
+ * calling a partner that counts its own concurrent requests (the oracle).
+ */
+
+import { type LeasedSemaphore, type RedisStore, redisStore } from '../../src/redis/index.js';
+import type { Partner } from '../helpers/partner.js';
+import { startPartner } from '../helpers/partner.js';
+import type { RedisServer } from '../helpers/redis-server.js';
+import { type ClientKind, connectClient, type TestClient } from './clients.js';
+
+export interface LeasedFleetOptions {
+  name: string;
+  processes: number;
+  callers: number;
+  cap: number;
+  leaseMs: number;
+  refreshMs?: number;
+  commandTimeoutMs?: number;
+  onStoreError?: 'local' | 'reject';
+  /** How long each call stays at the partner (ms). */
+  delayMs?: number;
+}
+
+export interface Member {
+  store: RedisStore;
+  gate: LeasedSemaphore;
+  client: TestClient;
+  running: boolean;
+  loops: Promise<void>[];
+}
+
+export interface LeasedFleet {
+  partner: Partner;
+  members: Member[];
+  /** Starts one more member (a newcomer) with its callers. */
+  add(): Promise<Member>;
+  /** Stops a member's callers, closes its store and client (a clean close). */
+  close(member: Member): Promise<void>;
+  /** Mean of the partner's `active`, sampled every 10 ms, over `ms`. */
+  meanActive(ms: number): Promise<number>;
+  stop(): Promise<void>;
+}
+
+export async function leasedFleet(
+  redis: () => RedisServer,
+  options: LeasedFleetOptions,
+): Promise<LeasedFleet> {
+  const partner = await startPartner();
+  const members: Member[] = [];
+  const delay = options.delayMs ?? 20;
+  let count = 0;
+  const add = async (): Promise<Member> => {
+    const kind: ClientKind = count++ % 2 === 0 ? 'node-redis' : 'ioredis';
+    const client = await connectClient(kind, redis());
+    const store = redisStore({
+      client: client.client,
+      prefix: 'test:',
+      commandTimeoutMs: options.commandTimeoutMs ?? 300,
+      onStoreError: options.onStoreError ?? 'local',
+    });
+    const gate = store.semaphore({
+      name: options.name,
+      limit: options.cap,
+      mode: 'leased',
+      leaseMs: options.leaseMs,
+      refreshMs: options.refreshMs ?? Math.min(1000, Math.floor(options.leaseMs / 2)),
+      maxQueue: 1000,
+    });
+    const member: Member = { store, gate, client, running: true, loops: [] };
+    for (let i = 0; i < options.callers; i++) {
+      member.loops.push(
+        (async () => {
+          while (member.running) {
+            try {
+              await gate.run(async () => {
+                const res = await fetch(`${partner.origin}/ok?delay=${delay}`);
+                await res.arrayBuffer();
+              });
+            } catch {
+              // shed (queue timeout, store unavailable, closed): try again unless stopped
+              await new Promise((r) => setTimeout(r, 5));
+            }
+          }
+        })(),
+      );
+    }
+    members.push(member);
+    return member;
+  };
+  const close = async (member: Member): Promise<void> => {
+    member.running = false;
+    await member.store.close();
+    await Promise.all(member.loops);
+    await member.client.close();
+    members.splice(members.indexOf(member), 1);
+  };
+  for (let i = 0; i < options.processes; i++) await add();
+  return {
+    partner,
+    members,
+    add,
+    close,
+    async meanActive(ms) {
+      let sum = 0;
+      let n = 0;
+      const end = performance.now() + ms;
+      while (performance.now() < end) {
+        sum += partner.active;
+        n++;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      return sum / Math.max(1, n);
+    },
+    async stop() {
+      for (const m of members) m.running = false;
+      await Promise.all(members.map((m) => m.store.close()));
+      await Promise.all(members.flatMap((m) => m.loops));
+      await Promise.all(members.map((m) => m.client.close()));
+      members.length = 0;
+      await partner.close();
+    },
+  };
+}
