@@ -361,7 +361,9 @@ export class LeasedSemaphore extends Semaphore {
     const block = this.#block;
     const share = this.#rateShare;
     const idle = wants === 0 && this.held === 0 && block === 0 && rateWants === 0 && share === 0;
-    if (since >= (idle && !this.#down ? this.#o.leaseMs / 2 : this.#o.refreshMs)) {
+    // A busy process refreshes one timer step early: within an interval of its last refresh
+    // its entry is renewed (what a first use's window counts on after a loss).
+    if (since >= (idle && !this.#down ? this.#o.leaseMs / 2 : this.#o.refreshMs - this.#o.askMs)) {
       this.#refresh();
       return;
     }
@@ -420,9 +422,12 @@ export class LeasedSemaphore extends Semaphore {
     const args = [
       this.#requested,
       this.#o.leaseMs,
-      // A first use or a loss: no block beyond what is held until a process that had a block
-      // before could have refreshed (one interval and one command timeout).
-      this.#o.refreshMs + this.#store.options.commandTimeoutMs,
+      // A first use, or a loss found by a process that never had an entry: no block beyond
+      // what is held until a busy process that had one could have refreshed (one interval: a
+      // busy process refreshes a timer step early, so its reply has that step to arrive); that
+      // process makes it a lease. A command timeout more would leave a fresh fleet idle that
+      // long (issue 32, item 7).
+      this.#o.refreshMs,
       this.#store.processId,
       held,
       this.#closed ? 0 : this.#wants,

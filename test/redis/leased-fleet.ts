@@ -22,6 +22,8 @@ export interface LeasedFleetOptions {
   onStoreError?: 'local' | 'reject';
   /** How long each call stays at the partner (ms). */
   delayMs?: number;
+  /** Each caller's weight (default 1). */
+  weight?: number;
 }
 
 export interface Member {
@@ -34,6 +36,8 @@ export interface Member {
 
 export interface LeasedFleet {
   partner: Partner;
+  /** When the first member's callers made their first call (performance.now()). */
+  readonly startedAt: number;
   members: Member[];
   /** Starts one more member (a newcomer) with its callers. */
   add(): Promise<Member>;
@@ -52,6 +56,7 @@ export async function leasedFleet(
   const members: Member[] = [];
   const delay = options.delayMs ?? 20;
   let count = 0;
+  let startedAt = Number.NaN;
   const add = async (): Promise<Member> => {
     const kind: ClientKind = count++ % 2 === 0 ? 'node-redis' : 'ioredis';
     const client = await connectClient(kind, redis());
@@ -70,15 +75,19 @@ export async function leasedFleet(
       maxQueue: 1000,
     });
     const member: Member = { store, gate, client, running: true, loops: [] };
+    if (Number.isNaN(startedAt)) startedAt = performance.now();
     for (let i = 0; i < options.callers; i++) {
       member.loops.push(
         (async () => {
           while (member.running) {
             try {
-              await gate.run(async () => {
-                const res = await fetch(`${partner.origin}/ok?delay=${delay}`);
-                await res.arrayBuffer();
-              });
+              await gate.run(
+                async () => {
+                  const res = await fetch(`${partner.origin}/ok?delay=${delay}`);
+                  await res.arrayBuffer();
+                },
+                { weight: options.weight ?? 1 },
+              );
             } catch {
               // shed (queue timeout, store unavailable, closed): try again unless stopped
               await new Promise((r) => setTimeout(r, 5));
@@ -100,6 +109,9 @@ export async function leasedFleet(
   for (let i = 0; i < options.processes; i++) await add();
   return {
     partner,
+    get startedAt() {
+      return startedAt;
+    },
     members,
     add,
     close,
