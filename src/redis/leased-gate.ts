@@ -394,7 +394,9 @@ export class LeasedSemaphore extends Semaphore {
   #rateDemand(now: number): number {
     const use = this.#rateUse;
     if (use === undefined) return 0;
-    return use.wants(this.shareRate(), this.#rateApplied, now, this.#rate!.limit);
+    const limit = this.#rate!.limit;
+    const split = Math.ceil(limit / this.#processes);
+    return use.wants(this.shareRate(), this.#rateApplied, now, limit, split);
   }
 
   #refresh(setCap = 0, setRate = ''): Promise<void> {
@@ -491,6 +493,10 @@ export class LeasedSemaphore extends Semaphore {
     if (this.#rate !== undefined) this.#rateAnswer(reply);
     this.#recovering = recovering > 0;
     this.#recoveredAt = sentAt + recovering;
+    // Ask again as the window ends, not up to a timer step later (a fresh fleet waits a window).
+    if (recovering > 0 && recovering < this.#o.refreshMs * 2) {
+      setTimeout(() => this.#tick(), recovering + 1).unref?.();
+    }
     this.#block = block;
     this.#validUntil = sentAt + lease;
     this.#processes = Math.max(1, processes);
@@ -652,12 +658,14 @@ export class LeasedSemaphore extends Semaphore {
     return last.then(() => {
       if (this.#refused !== undefined) return;
       // The entry goes; on a gate with a rate, what was sent in the last window stays counted
-      // for a window (issue 32, item 6: a clean close gives its share back at once).
+      // until it is a window old (issue 32, item 6: a clean close gives its share back at once).
       const now = performance.now();
-      const sent =
-        this.#rateUse === undefined ? 0 : this.#rateUse.sent(this.shareRate().taken, now);
+      const tail =
+        this.#rateUse === undefined ? [] : this.#rateUse.sentByAge(this.shareRate().taken, now);
       const rate = this.#rateArgs(0, '');
-      if (this.#rate !== undefined) rate[1] = Math.min(this.#rate.limit, Math.ceil(sent));
+      if (this.#rate !== undefined) {
+        rate[1] = Math.min(this.#rate.limit, Math.ceil(tail.reduce((a, b) => a + b, 0)));
+      }
       const args = [
         this.#requested,
         this.#o.leaseMs,
@@ -670,6 +678,7 @@ export class LeasedSemaphore extends Semaphore {
         this.#o.refreshMs,
         ...rate,
         ...this.#faultArgs(now, 0, true),
+        tail.map((units) => Math.ceil(units)).join(' '),
       ];
       return this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
         () => undefined,

@@ -361,7 +361,28 @@ if closing then
   -- A clean close: the entry goes at once, and the hash with the last one. On a rated gate what
   -- it sent in the last window (rused) stays counted for a window, in a lapsed entry a walk reaps.
   if RATED and rused > 0 then
-    redis.call('HSET', L, proc, format(now, 0, 0, 0, 0, rused, now + rper, 0, 0), '_s', sum, '_r', rsum)
+    -- Its sends by age (ARGV[23]: eighths of a window, youngest first), each counted until it
+    -- is a window old, in lapsed entries '<id>~<k>' that walks reap: the fleet takes the
+    -- share back as the sends leave the window, not a window after the close.
+    local parts, k, counted = {}, 0, 0
+    for c in string.gmatch(ARGV[23] or '', '%d+') do
+      local units = tonumber(c)
+      if units > 0 then
+        local untl = now - math.floor(k * rper / 8) + rper
+        parts[#parts + 1] = proc .. '~' .. k
+        parts[#parts + 1] = format(untl - rper, 0, 0, 0, 0, units, untl, 0, 0)
+        counted = counted + units
+      end
+      k = k + 1
+    end
+    if #parts == 0 then
+      -- No breakdown: all of it for a window.
+      parts = {proc .. '~0', format(now, 0, 0, 0, 0, rused, now + rper, 0, 0)}
+      counted = rused
+    end
+    rsum = rsum - rused + counted
+    redis.call('HDEL', L, proc)
+    redis.call('HSET', L, '_s', sum, '_r', rsum, unpack(parts))
     if others_live == 0 then redis.call('PEXPIRE', L, rper + 1) end
   else
     redis.call('HDEL', L, proc)

@@ -24,6 +24,10 @@ export interface LeasedFleetOptions {
   delayMs?: number;
   /** Each caller's weight (default 1). */
   weight?: number;
+  /** A request rate on the gate (leased in shares). */
+  rate?: { limit: number; per: number; burst?: number };
+  /** What a caller does with a permit (default: one call to the counting partner). */
+  call?: () => Promise<void>;
 }
 
 export interface Member {
@@ -45,7 +49,24 @@ export interface LeasedFleet {
   close(member: Member): Promise<void>;
   /** Mean of the partner's `active`, sampled every 10 ms, over `ms`. */
   meanActive(ms: number): Promise<number>;
+  /**
+   * Mean of the permits the members hold, sampled every 10 ms, over `ms`: what the fleet has in
+   * use, without the gaps a busy machine leaves between a release and the next request.
+   */
+  meanHeld(ms: number): Promise<number>;
   stop(): Promise<void>;
+}
+
+async function mean(ms: number, sample: () => number): Promise<number> {
+  let sum = 0;
+  let n = 0;
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    sum += sample();
+    n++;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return sum / Math.max(1, n);
 }
 
 export async function leasedFleet(
@@ -73,6 +94,8 @@ export async function leasedFleet(
       leaseMs: options.leaseMs,
       refreshMs: options.refreshMs ?? Math.min(1000, Math.floor(options.leaseMs / 2)),
       maxQueue: 1000,
+      queueTimeout: 30_000,
+      ...(options.rate === undefined ? {} : { rate: options.rate }),
     });
     const member: Member = { store, gate, client, running: true, loops: [] };
     if (Number.isNaN(startedAt)) startedAt = performance.now();
@@ -82,10 +105,11 @@ export async function leasedFleet(
           while (member.running) {
             try {
               await gate.run(
-                async () => {
-                  const res = await fetch(`${partner.origin}/ok?delay=${delay}`);
-                  await res.arrayBuffer();
-                },
+                options.call ??
+                  (async () => {
+                    const res = await fetch(`${partner.origin}/ok?delay=${delay}`);
+                    await res.arrayBuffer();
+                  }),
                 { weight: options.weight ?? 1 },
               );
             } catch {
@@ -115,17 +139,8 @@ export async function leasedFleet(
     members,
     add,
     close,
-    async meanActive(ms) {
-      let sum = 0;
-      let n = 0;
-      const end = performance.now() + ms;
-      while (performance.now() < end) {
-        sum += partner.active;
-        n++;
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      return sum / Math.max(1, n);
-    },
+    meanActive: (ms) => mean(ms, () => partner.active),
+    meanHeld: (ms) => mean(ms, () => members.reduce((sum, m) => sum + m.gate.held, 0)),
     async stop() {
       for (const m of members) m.running = false;
       await Promise.all(members.map((m) => m.store.close()));
