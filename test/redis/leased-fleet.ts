@@ -5,6 +5,7 @@
  * calling a partner that counts its own concurrent requests (the oracle).
  */
 
+import { expect } from 'vitest';
 import { type LeasedSemaphore, type RedisStore, redisStore } from '../../src/redis/index.js';
 import type { Partner } from '../helpers/partner.js';
 import { startPartner } from '../helpers/partner.js';
@@ -150,4 +151,45 @@ export async function leasedFleet(
       await partner.close();
     },
   };
+}
+
+const hold = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Issue 32's fleet (cap 8, 4 processes × 6 callers, lease 3 s, refresh 1 s), busy at its cap;
+ * the partner's peak counted from here.
+ */
+export async function busyFleet(name: string, server: () => RedisServer): Promise<LeasedFleet> {
+  const CAP = 8;
+  const f = await leasedFleet(server, {
+    name,
+    processes: 4,
+    callers: 6,
+    cap: CAP,
+    leaseMs: 3000,
+    refreshMs: 1000,
+  });
+  await f.partner.waitForActive(CAP);
+  await hold(1000);
+  f.partner.resetPeak();
+  return f;
+}
+
+/**
+ * After the fault: the partner never over the cap for 3 s, and how long until the fleet held
+ * its whole cap again (the capacity the fault cost once Redis answers).
+ */
+export async function afterFault(f: LeasedFleet, cap: number): Promise<number> {
+  const back = performance.now();
+  let full = Number.NaN;
+  // HOSTGATE_MEASURE=1: watch a lease longer, for the capacity figures in the docs.
+  const watchMs = process.env.HOSTGATE_MEASURE === '1' ? 6000 : 3000;
+  while (performance.now() - back < watchMs) {
+    const held = f.members.reduce((sum, m) => sum + m.gate.held, 0);
+    if (Number.isNaN(full) && held === cap) full = performance.now() - back;
+    await hold(10);
+  }
+  expect(f.partner.peak).toBeLessThanOrEqual(cap);
+  console.log(`${f.members[0]?.gate.name}: whole cap held again ${Math.round(full)} ms after`);
+  return full;
 }
