@@ -6,12 +6,24 @@
  * Keys of a leased gate, all under one `{...}` hash tag:
  * - `M` meta, a hash (the FIFO mode's meta key): `v` the layout (`'leased/1'`), `c` the cap,
  *   `r` the end of a recovery window (ms, Redis time), `x` when its 30-day TTL was last set,
- *   and what the last walk of `L` found (`t` when, `b` `e` `n` `k` `u`: see REFRESH).
- * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants>"`, and `_s` the sum
- *   of max(block, held) over its entries. No TTL (so a `volatile-*` eviction never drops a
- *   block); an expired entry is deleted by the next walk (see REFRESH).
+ *   `lr` the Redis time of the last run (issue 32: a gap or a step is told by it), and what the
+ *   last walk of `L` found (`t` when, `b` `e` `n` `k` `u`: see REFRESH; `rt` `rb` `re` a rate's).
+ * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
+ *   <counted until ms> <rate wants> <need>"` (`need`: the heaviest head waiting; entries of an
+ *   older writer end after `wants` or `rate wants`), `<id>~<k>` a closed process's sends of its
+ *   last window by age (rate only), and `_s` the sum of max(block, held) over its entries, `_r`
+ *   Σ counted rate shares. A TTL of three leases, renewed by every refresh (a gate nobody uses
+ *   leaves no key; under a `volatile-*` policy it is evictable as under `allkeys-*`, and the
+ *   store warns of both at start); an expired entry is deleted by the next walk (see REFRESH),
+ *   a cleanly closed one at once.
  * - `H`, `Q`: the FIFO mode's holders and tickets, only read (when a process registers): a
  *   leased process refuses a gate that FIFO processes use (and they refuse `v = 'leased/1'`).
+ *
+ * **Redis-time timestamps** (what a step of Redis's clock moves, and what a test emulating a
+ * step must move by the step; the script moves all of them by the gap when it detects one):
+ * `M.r`, `M.t`, `M.lr`, `M.x` (only renewal bookkeeping: the script leaves it), and in every
+ * entry of `L` (closed tails `<id>~<k>` included) field 1, its expiry, and field 7, its rate
+ * hold's end (0: none).
  *
  * The invariant, over live entries: Σ max(block, held) ≤ cap. A held permit cannot be taken
  * back, so a block that shrinks below what its process holds grants nothing new until enough
@@ -45,10 +57,16 @@ export const LEASED_RATE_LAYOUT = 'leased/1+rate';
  * 10,000, and the walk is paid a few times per interval per gate, not once per process.
  *
  * Recovery: a missing `M` means a first use or a loss (restart, flush, eviction). For a window
- * nobody gets a block beyond what it holds: `leaseMs` when the caller still had a valid block
- * (`valid` 1: it knows state was lost), else `windowMs` (one refresh and one command timeout:
- * a process that held a block before the loss refreshes within it and stretches the window to
- * a whole lease). A caller with a valid block whose entry is gone stretches it the same way.
+ * nobody gets a block beyond what it holds: `leaseMs` when the caller had an entry (`had`, or
+ * `valid`: it knows state was lost), else `windowMs` (one refresh: a busy process that had an
+ * entry refreshes within it and stretches the window to a whole lease). A caller with a valid
+ * block whose entry is gone, or that had an entry and finds `L` gone, stretches it the same way.
+ *
+ * Time that passed unobserved (issue 32): see the comment at the detection below. Arguments
+ * 15-22: `seen` (Redis ms of the caller's last answer, 0 none), `elapsed` (its monotonic ms
+ * since), `down` (its last refresh failed), `had`, `need` (its heaviest waiting head), `tol`
+ * (a command timeout), `gapMs` (refresh + command timeout), `closing` (a clean close: the
+ * entry goes; argument 23 then holds its rate sends of the last window by age, in eighths).
  *
  * **A rate** (`rate`: `limit:per:burst`, '' for none; layout `leased/1+rate`) is leased the same
  * way, as Doorman leases capacity: each process gets a *rate share*, whole calls per `per` ms
@@ -64,7 +82,7 @@ export const LEASED_RATE_LAYOUT = 'leased/1+rate';
  * Entry: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate wants>"`.
  *
  * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
- * of the recovery window, 0: none), share, rate target, Σ counted shares, rate}`.
+ * of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}`.
  */
 const REFRESH = `
 local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
