@@ -204,11 +204,11 @@ if learn and ends < now + lease then
   redis.call('HSET', M, 'r', ends)
 end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
-local before, ownBlock, ownHeld = 0, 0, 0
+local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore = 0, 0, 0, 0
 if mine then
-  local _, b, h, _w, rs, rk, ru = parse(cur[1])
-  ownBlock, ownHeld = b, h
+  local _, b, h, w, rs, rk, ru = parse(cur[1])
+  ownBlock, ownHeld, ownWants = b, h, w
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
   rbefore = (ru > now) and math.max(rs, rk) or rs
@@ -264,7 +264,10 @@ local level, top = tonumber(meta[6] or -1), meta[7] or ''
 local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
 local others_live = nil
-if now - walked >= scan or closing then
+-- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
+-- before its callers queue): that level would hand the first asker everything. Walk now.
+local grown = level < 0 and wants > ownWants
+if now - walked >= scan or closing or grown then
   local all = redis.call('HGETALL', L)
   local ids, want, rwant, needs, dead, tails = {}, {}, {}, {}, {}, {}
   -- Sums over every entry, ours as it stood before this refresh (what stats report).

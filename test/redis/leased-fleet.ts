@@ -131,7 +131,8 @@ export async function leasedFleet(
     await member.client.close();
     members.splice(members.indexOf(member), 1);
   };
-  for (let i = 0; i < options.processes; i++) await add();
+  // Started together, as a fleet deployed at once.
+  await Promise.all(Array.from({ length: options.processes }, () => add()));
   return {
     partner,
     get startedAt() {
