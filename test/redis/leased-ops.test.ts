@@ -21,7 +21,9 @@ afterEach(async () => {
 });
 
 describeRedis('a leased gate in ordinary operations (issue 32)', () => {
-  it('a fresh fleet (cap 5, 3 processes × 10 callers) uses at least 80% of its cap from one refresh after its first call', async () => {
+  it('a fresh fleet (cap 5, 3 processes × 10 callers) uses at least 80% of its cap from one refresh after its first call', // A speed measure: a machine too busy for its timers gets another go (before the fix it
+  // never reached 4: 0.9).
+  { timeout: 20_000, retry: 2 }, async () => {
     fleet = await leasedFleet(redis, {
       name: 'fresh',
       processes: 3,
@@ -40,7 +42,7 @@ describeRedis('a leased gate in ordinary operations (issue 32)', () => {
       mean,
       'mean held across the fleet, 1 to 3 s after the first call',
     ).toBeGreaterThanOrEqual(4);
-  }, 20_000);
+  });
 
   it('a heavy call is granted as on a local gate: weight 3 while another process keeps 4 callers of weight 1 busy (cap 4)', async () => {
     const [sa, sb] = [await stores.store(), await stores.store()];
