@@ -1,5 +1,6 @@
 import { SharedLayoutError, StoreUnavailableError } from '../common/errors.js';
 import { positiveInteger } from '../common/options.js';
+import { coreEntry } from '../gate/counting-gate.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
 import type { RateOptions, ResolvedRate } from '../gate/rate.js';
 import {
@@ -118,6 +119,14 @@ export class LeasedSemaphore extends Semaphore {
   /** When the recovery window Redis last reported ends (this process's clock): ask then. */
   #recoveredAt = 0;
   #wants = 0;
+  /**
+   * Redis's time in the last answer and this process's monotonic clock when it came: the script
+   * holds the two against each other to see a step of Redis's clock (issue 32).
+   */
+  #seen = 0;
+  #seenAt = 0;
+  /** Redis answered this gate once: a missing state is then a loss, not a first use. */
+  #had = false;
   /** The refresh on its way (and the units held when it left), or undefined. */
   #inflight: Promise<void> | undefined = undefined;
   #heldAtSend = 0;
@@ -352,7 +361,9 @@ export class LeasedSemaphore extends Semaphore {
     const block = this.#block;
     const share = this.#rateShare;
     const idle = wants === 0 && this.held === 0 && block === 0 && rateWants === 0 && share === 0;
-    if (since >= (idle && !this.#down ? this.#o.leaseMs / 2 : this.#o.refreshMs)) {
+    // A busy process refreshes one timer step early: within an interval of its last refresh
+    // its entry is renewed (what a first use's window counts on after a loss).
+    if (since >= (idle && !this.#down ? this.#o.leaseMs / 2 : this.#o.refreshMs - this.#o.askMs)) {
       this.#refresh();
       return;
     }
@@ -372,14 +383,20 @@ export class LeasedSemaphore extends Semaphore {
       rateWants > share &&
       (stale || (!this.#recovering && (rateFree > 0 || share < this.#rateTarget)));
     const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
-    if (more || less || moreRate || lessRate) this.#refresh();
+    // Redis shrank the block below what was held (another process's heavier head, a fairer
+    // share): it counts what was held at the refresh until the next one says less. Say it as
+    // soon as some of it is released, so the other process's head is not held up a whole interval.
+    const drained = this.#heldAtSend > block && this.held < this.#heldAtSend;
+    if (more || less || moreRate || lessRate || drained) this.#refresh();
   }
 
   /** The rate demand: cost units taken in the last `per` ms plus those queued, smoothed (0 without a rate). */
   #rateDemand(now: number): number {
     const use = this.#rateUse;
     if (use === undefined) return 0;
-    return use.wants(this.shareRate(), this.#rateApplied, now, this.#rate!.limit);
+    const limit = this.#rate!.limit;
+    const split = Math.ceil(limit / this.#processes);
+    return use.wants(this.shareRate(), this.#rateApplied, now, limit, split);
   }
 
   #refresh(setCap = 0, setRate = ''): Promise<void> {
@@ -407,9 +424,12 @@ export class LeasedSemaphore extends Semaphore {
     const args = [
       this.#requested,
       this.#o.leaseMs,
-      // A first use or a loss: no block beyond what is held until a process that had a block
-      // before could have refreshed (one interval and one command timeout).
-      this.#o.refreshMs + this.#store.options.commandTimeoutMs,
+      // A first use, or a loss found by a process that never had an entry: no block beyond
+      // what is held until a busy process that had one could have refreshed (one interval: a
+      // busy process refreshes a timer step early, so its reply has that step to arrive); that
+      // process makes it a lease. A command timeout more would leave a fresh fleet idle that
+      // long (issue 32, item 7).
+      this.#o.refreshMs,
       this.#store.processId,
       held,
       this.#closed ? 0 : this.#wants,
@@ -418,6 +438,7 @@ export class LeasedSemaphore extends Semaphore {
       // How often some refresh walks the fleet's entries: twice per interval per gate.
       Math.max(1, Math.floor(this.#o.refreshMs / 2)),
       ...this.#rateArgs(this.#closed ? 0 : this.#rateWants, setRate),
+      ...this.#faultArgs(sentAt, this.#headWeight(), false),
     ];
     const inflight = this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
       (reply) => this.#answer(reply, sentAt),
@@ -432,13 +453,55 @@ export class LeasedSemaphore extends Semaphore {
     return inflight;
   }
 
+  /**
+   * The script's arguments that let it tell time that passed unobserved (issue 32): Redis's time
+   * last seen and the monotonic ms since, whether the last refresh failed and whether this
+   * process had an entry; the heaviest waiting head; the tolerance of a reply's delay (a command
+   * timeout) and the longest gap between refreshes of a healthy fleet; a clean close.
+   */
+  #faultArgs(sentAt: number, need: number, closing: boolean): (string | number)[] {
+    const timeout = this.#store.options.commandTimeoutMs;
+    return [
+      this.#seen,
+      this.#seen > 0 ? Math.max(0, Math.floor(sentAt - this.#seenAt)) : 0,
+      this.#down ? 1 : 0,
+      this.#had ? 1 : 0,
+      need,
+      // A reply's delay beyond this is taken for a step (a false one only holds time still
+      // for the gap since the last run): within a quarter lease, so a step too small to see
+      // cannot expire an entry renewed within the last interval (refreshMs ≤ leaseMs / 2).
+      Math.min(timeout, Math.floor(this.#o.leaseMs / 4)),
+      // A gap longer than this after failed refreshes is an outage: no live entry expires
+      // within half a lease of its last renewal.
+      Math.min(this.#o.refreshMs + timeout, Math.floor(this.#o.leaseMs / 2)),
+      closing ? 1 : 0,
+    ];
+  }
+
+  /** The heaviest head waiting in any priority class: a unit the block must fit at once. */
+  #headWeight(): number {
+    let need = 0;
+    for (const cls of coreEntry.parts(this).queue.classes) {
+      const head = cls.head;
+      if (head !== undefined && head.weight > need) need = head.weight;
+    }
+    return need;
+  }
+
   #answer(reply: unknown[], sentAt: number): void {
+    this.#seen = Number(reply[13]) || 0;
+    this.#seenAt = performance.now();
+    this.#had = true;
     const [block, lease, cap, processes, blocks, held, free, target, recovering] = reply.map(
       Number,
     ) as [number, number, number, number, number, number, number, number, number];
     if (this.#rate !== undefined) this.#rateAnswer(reply);
     this.#recovering = recovering > 0;
     this.#recoveredAt = sentAt + recovering;
+    // Ask again as the window ends, not up to a timer step later (a fresh fleet waits a window).
+    if (recovering > 0 && recovering < this.#o.refreshMs * 2) {
+      setTimeout(() => this.#tick(), recovering + 1).unref?.();
+    }
     this.#block = block;
     this.#validUntil = sentAt + lease;
     this.#processes = Math.max(1, processes);
@@ -474,7 +537,7 @@ export class LeasedSemaphore extends Semaphore {
 
   /** The REFRESH script's rate arguments (none for a gate without a rate). */
   #rateArgs(wants: number, setRate: string): (string | number)[] {
-    if (this.#rate === undefined) return [];
+    if (this.#rate === undefined) return ['', 0, 0, 0, ''];
     return [this.#rateArg, this.#rateApplied, wants, this.#store.options.commandTimeoutMs, setRate];
   }
 
@@ -581,12 +644,15 @@ export class LeasedSemaphore extends Semaphore {
 
   /**
    * Redis unreachable past the block's lease, under `onStoreError: 'local'`: `localLimit`, else
-   * the last block Redis granted (at least 1). If every process is cut off, they grant at most
-   * the blocks they had: Σ ≤ cap (+1 a process whose block was 0).
+   * the last block Redis granted (after a failed refresh, no more than was held when it left).
+   * Redis away, every process is cut off and its state stands still (the script holds time
+   * still over the gap when it answers again): each entry still counts that block, so Σ ≤ cap.
+   * A process with a block of 0 grants nothing (it was 1: one call over the cap per such
+   * process, 10 at cap 8 in the leased schedule test, seed 32002).
    */
   #fallback(): number {
     if (this.#store.options.onStoreError !== 'local') return 0;
-    return this.#store.options.localLimit ?? Math.max(1, this.#block);
+    return this.#store.options.localLimit ?? this.#block;
   }
 
   /** The store is closing: waiters are shed, the block goes back (held reported as 0). */
@@ -599,6 +665,15 @@ export class LeasedSemaphore extends Semaphore {
     const last = this.#inflight ?? Promise.resolve();
     return last.then(() => {
       if (this.#refused !== undefined) return;
+      // The entry goes; on a gate with a rate, what was sent in the last window stays counted
+      // until it is a window old (issue 32, item 6: a clean close gives its share back at once).
+      const now = performance.now();
+      const tail =
+        this.#rateUse === undefined ? [] : this.#rateUse.sentByAge(this.shareRate().taken, now);
+      const rate = this.#rateArgs(0, '');
+      if (this.#rate !== undefined) {
+        rate[1] = Math.min(this.#rate.limit, Math.ceil(tail.reduce((a, b) => a + b, 0)));
+      }
       const args = [
         this.#requested,
         this.#o.leaseMs,
@@ -609,7 +684,9 @@ export class LeasedSemaphore extends Semaphore {
         0,
         0,
         this.#o.refreshMs,
-        ...this.#rateArgs(0, ''),
+        ...rate,
+        ...this.#faultArgs(now, 0, true),
+        tail.map((units) => Math.ceil(units)).join(' '),
       ];
       return this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
         () => undefined,

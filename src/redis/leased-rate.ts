@@ -31,12 +31,17 @@ export function rateShareOf(rate: ResolvedRate, share: number): number {
   return share <= 0 ? 0 : Math.floor((rate.burst * share) / rate.limit);
 }
 
+/** A clean close's sends of the last window, in this many buckets by age. */
+export const TAIL_BUCKETS = 8;
+
 /**
  * A process's rate demand: the cost units it took in the last `per` ms (from a few samples of
  * the gate's running totals) plus the units queued, as a peak that decays like a leased gate's
  * concurrency demand. A process its share held back in that window (a call found no slot) asks
  * for at least twice its share: callers that wait for each call before the next (a closed loop)
- * queue one call at a time, and would otherwise grow their share by one call a window.
+ * queue one call at a time, and would otherwise grow their share by one call a window. It
+ * asks for the equal split at least: max-min fairness gives it no more than that while the
+ * others want it, and a newcomer has its share within a refresh.
  */
 export class RateUse {
   readonly #at: number[] = [];
@@ -53,12 +58,41 @@ export class RateUse {
     this.#demand = new Demand(refreshMs);
   }
 
-  /** Whole calls per `per` to ask Redis for (at most `limit`), given the share sent at now. */
+  /**
+   * Cost units taken in the last `per` ms, in `TAIL_BUCKETS` buckets by age: bucket k holds the
+   * units taken between k and k + 1 eighths of a window ago (each counted at the young end of
+   * its bucket, and at the sample that saw it: never older than it is). A clean close leaves
+   * these counted in Redis, each until it is a window old.
+   */
+  sentByAge(taken: number, now: number): number[] {
+    const buckets = new Array<number>(TAIL_BUCKETS).fill(0);
+    const at = this.#at;
+    const width = this.#per / TAIL_BUCKETS;
+    let later = taken;
+    for (let i = at.length - 1; i >= -1; i--) {
+      // Units taken after sample i (before the next one, or now): seen at the next sample.
+      const seenAt = i + 1 < at.length ? at[i + 1]! : now;
+      const age = now - seenAt;
+      if (age >= this.#per) break;
+      const before = i >= 0 ? this.#taken[i]! : 0;
+      if (i < 0 && at.length > 0) break; // no sample before the oldest: counted with it
+      const units = Math.max(0, later - before);
+      later = before;
+      buckets[Math.min(TAIL_BUCKETS - 1, Math.floor(age / width))]! += units;
+    }
+    return buckets;
+  }
+
+  /**
+   * Whole calls per `per` to ask Redis for (at most `limit`), given the share sent at now and
+   * the equal split of the rate among the processes (`split`).
+   */
   wants(
     use: { taken: number; backlog: number; throttled: number },
     share: number,
     now: number,
     limit: number,
+    split = 0,
   ): number {
     const at = this.#at;
     if (at.length === 0 || now - at[at.length - 1]! >= this.#every) {
@@ -73,7 +107,10 @@ export class RateUse {
       this.#throttled.shift();
     }
     const used = Math.max(0, use.taken - this.#taken[0]!) + use.backlog;
-    const held = use.throttled > this.#throttled[0]! ? Math.max(2 * share, 1) : 0;
+    // Held back: at least twice the share, and at least the equal split (a newcomer's demand is
+    // not known until it sends: doubling from nothing would take it several windows to reach
+    // its share, and a rolling deploy would run below the rate; issue 32, item 6).
+    const held = use.throttled > this.#throttled[0]! ? Math.max(2 * share, 1, split) : 0;
     return this.#demand.wants(Math.max(used, held), now, limit);
   }
 }

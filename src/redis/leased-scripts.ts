@@ -6,12 +6,24 @@
  * Keys of a leased gate, all under one `{...}` hash tag:
  * - `M` meta, a hash (the FIFO mode's meta key): `v` the layout (`'leased/1'`), `c` the cap,
  *   `r` the end of a recovery window (ms, Redis time), `x` when its 30-day TTL was last set,
- *   and what the last walk of `L` found (`t` when, `b` `e` `n` `k` `u`: see REFRESH).
- * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants>"`, and `_s` the sum
- *   of max(block, held) over its entries. No TTL (so a `volatile-*` eviction never drops a
- *   block); an expired entry is deleted by the next walk (see REFRESH).
+ *   `lr` the Redis time of the last run (issue 32: a gap or a step is told by it), and what the
+ *   last walk of `L` found (`t` when, `b` `e` `n` `k` `u`: see REFRESH; `rt` `rb` `re` a rate's).
+ * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
+ *   <counted until ms> <rate wants> <need>"` (`need`: the heaviest head waiting; entries of an
+ *   older writer end after `wants` or `rate wants`), `<id>~<k>` a closed process's sends of its
+ *   last window by age (rate only), and `_s` the sum of max(block, held) over its entries, `_r`
+ *   Σ counted rate shares. A TTL of three leases, renewed by every refresh (a gate nobody uses
+ *   leaves no key; under a `volatile-*` policy it is evictable as under `allkeys-*`, and the
+ *   store warns of both at start); an expired entry is deleted by the next walk (see REFRESH),
+ *   a cleanly closed one at once.
  * - `H`, `Q`: the FIFO mode's holders and tickets, only read (when a process registers): a
  *   leased process refuses a gate that FIFO processes use (and they refuse `v = 'leased/1'`).
+ *
+ * **Redis-time timestamps** (what a step of Redis's clock moves, and what a test emulating a
+ * step must move by the step; the script moves all of them by the gap when it detects one):
+ * `M.r`, `M.t`, `M.lr`, `M.x` (only renewal bookkeeping: the script leaves it), and in every
+ * entry of `L` (closed tails `<id>~<k>` included) field 1, its expiry, and field 7, its rate
+ * hold's end (0: none).
  *
  * The invariant, over live entries: Σ max(block, held) ≤ cap. A held permit cannot be taken
  * back, so a block that shrinks below what its process holds grants nothing new until enough
@@ -45,10 +57,16 @@ export const LEASED_RATE_LAYOUT = 'leased/1+rate';
  * 10,000, and the walk is paid a few times per interval per gate, not once per process.
  *
  * Recovery: a missing `M` means a first use or a loss (restart, flush, eviction). For a window
- * nobody gets a block beyond what it holds: `leaseMs` when the caller still had a valid block
- * (`valid` 1: it knows state was lost), else `windowMs` (one refresh and one command timeout:
- * a process that held a block before the loss refreshes within it and stretches the window to
- * a whole lease). A caller with a valid block whose entry is gone stretches it the same way.
+ * nobody gets a block beyond what it holds: `leaseMs` when the caller had an entry (`had`, or
+ * `valid`: it knows state was lost), else `windowMs` (one refresh: a busy process that had an
+ * entry refreshes within it and stretches the window to a whole lease). A caller with a valid
+ * block whose entry is gone, or that had an entry and finds `L` gone, stretches it the same way.
+ *
+ * Time that passed unobserved (issue 32): see the comment at the detection below. Arguments
+ * 15-22: `seen` (Redis ms of the caller's last answer, 0 none), `elapsed` (its monotonic ms
+ * since), `down` (its last refresh failed), `had`, `need` (its heaviest waiting head), `tol`
+ * (a command timeout), `gapMs` (refresh + command timeout), `closing` (a clean close: the
+ * entry goes; argument 23 then holds its rate sends of the last window by age, in eighths).
  *
  * **A rate** (`rate`: `limit:per:burst`, '' for none; layout `leased/1+rate`) is leased the same
  * way, as Doorman leases capacity: each process gets a *rate share*, whole calls per `per` ms
@@ -64,7 +82,7 @@ export const LEASED_RATE_LAYOUT = 'leased/1+rate';
  * Entry: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate wants>"`.
  *
  * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
- * of the recovery window, 0: none), share, rate target, Σ counted shares, rate}`.
+ * of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}`.
  */
 const REFRESH = `
 local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -73,10 +91,13 @@ local proc, held, wants, valid = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), 
 local setcap, scan = tonumber(ARGV[8]), tonumber(ARGV[9])
 local rateArg, rused, rwants = ARGV[10] or '', tonumber(ARGV[11] or 0), tonumber(ARGV[12] or 0)
 local holdMs, setRate = tonumber(ARGV[13] or 0), ARGV[14] or ''
+local seen, elapsed = tonumber(ARGV[15] or 0), tonumber(ARGV[16] or 0)
+local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0)
+local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '${LEASED_RATE_LAYOUT}' or '${LEASED_LAYOUT}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '${LEASED_LAYOUT}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -86,9 +107,66 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cap, ends, walked = tonumber(meta[2]), tonumber(meta[3] or 0), tonumber(meta[5] or 0)
+local lastRun = tonumber(meta[14] or 0)
+-- An entry: expiry, block, held, wants, share, counted, until, rate wants, need (the heaviest
+-- head waiting: a unit that cannot be split). Entries written before 'need' end at 'rate wants'.
+local function parse(entry)
+  local e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
+  local rs, rk, ru, rw, tail = string.match(rest, '^ (%d+) (%d+) (%d+) (%d+)(.*)$')
+  local nd = tail and string.match(tail, '^ (%d+)$')
+  return tonumber(e), tonumber(b), tonumber(h), tonumber(w),
+    tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0), tonumber(nd or 0)
+end
+local function format(e, b, h, w, rs, rk, ru, rw, nd)
+  return e .. ' ' .. b .. ' ' .. h .. ' ' .. w .. ' ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' ' .. rw .. ' ' .. nd
+end
+-- Time that passed unobserved (issue 32): Redis away (stopped, unreachable, refusing writes on
+-- OOM, restarted with its data), or its clock stepped. Every stored Redis-time timestamp of the
+-- gate (entry expiries and rate hold ends, M.r, M.t; M.lr is set below) moves by the gap since
+-- the last run, as if time had stood still: no entry expires on it, a dead process is reaped a
+-- lease later. Seen: (1) a caller whose refreshes failed meanwhile, and a gap since the last run
+-- longer than a healthy fleet leaves while it refreshes (gapMs); (2) a caller whose monotonic
+-- clock saw less time pass since its last answer than Redis's did (a forward step, or a command
+-- Redis ran long after it was sent); (3) a caller that saw a Redis time later than the last run
+-- (the stored state was moved back: the campaign's emulated step); (4) Redis time before the last
+-- run: the clock went back, and every stored time moves back with it (a dead process's lease is
+-- not stretched by the step).
+local shift, learn = 0, false
+if cap and lastRun > 0 then
+  local gap = now - lastRun
+  if gap < 0 then
+    shift = gap
+  elseif gap > tol then
+    local stepped = seen > 0 and (now - seen - elapsed > tol or seen - lastRun > tol)
+    local away = down and gap > gapMs
+    if stepped or away then shift = gap end
+    -- Back from an outage: a restart may have brought back older data than the processes hold.
+    learn = away
+  end
+end
+if shift ~= 0 then
+  local all = redis.call('HGETALL', L)
+  local moved = {}
+  for i = 1, #all, 2 do
+    local id = all[i]
+    if id ~= '_s' and id ~= '_r' then
+      local e, b, h, w, rs, rk, ru, rw, nd = parse(all[i + 1])
+      moved[#moved + 1] = id
+      moved[#moved + 1] = format(e + shift, b, h, w, rs, rk, ru > 0 and ru + shift or 0, rw, nd)
+    end
+  end
+  for i = 1, #moved, 1000 do
+    redis.call('HSET', L, unpack(moved, i, math.min(#moved, i + 999)))
+  end
+  if ends > 0 then ends = ends + shift end
+  if walked > 0 then walked = walked + shift end
+  redis.call('HSET', M, 'r', ends, 't', walked)
+end
 if not cap then
   cap = tonumber(ARGV[1])
-  ends = now + (valid and lease or window)
+  -- A first use or a loss: a process that had an entry knows it was a loss (a lease), else one
+  -- refresh of the processes that had one (window: they stretch it to a lease).
+  ends = now + ((valid or had) and lease or window)
   walked = 0
   meta[11] = nil -- a lost meta hash lost the rate with it: this process's is stored
   redis.call('HSET', M, 'v', LAYOUT, 'c', cap, 'r', ends, 'x', now)
@@ -98,6 +176,7 @@ elseif now - tonumber(meta[4] or 0) > 86400000 then
   redis.call('HSET', M, 'x', now)
   redis.call('PEXPIRE', M, META_TTL)
 end
+redis.call('HSET', M, 'lr', now)
 if RATED and meta[1] == '${LEASED_LAYOUT}' then
   -- A rated process adopts a gate kept without a rate; from now on the others are refused.
   redis.call('HSET', M, 'v', LAYOUT)
@@ -113,21 +192,23 @@ if RATED then
   local rl, rp, rb = string.match(rateStr, '^([^:]+):([^:]+):([^:]+)$')
   rlimit, rper, rburst = tonumber(rl), tonumber(rp), tonumber(rb)
 end
--- An entry: expiry, block, held, wants, and on a rated gate share, counted, until, rate wants.
-local function parse(entry)
-  local e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
-  local rs, rk, ru, rw = string.match(rest, '^ (%d+) (%d+) (%d+) (%d+)$')
-  return tonumber(e), tonumber(b), tonumber(h), tonumber(w),
-    tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0)
-end
 local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
+if had and not mine and cur[2] == false and ends < now + lease then
+  -- This process had an entry and the blocks hash is gone (evicted, or lost with a restart
+  -- while the meta hash came back): nobody's permits are counted. Learn for a lease.
+  learn = true
+end
+if learn and ends < now + lease then
+  ends = now + lease
+  redis.call('HSET', M, 'r', ends)
+end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
-local before, ownBlock, ownHeld = 0, 0, 0
+local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore = 0, 0, 0, 0
 if mine then
-  local _, b, h, _w, rs, rk, ru = parse(cur[1])
-  ownBlock, ownHeld = b, h
+  local _, b, h, w, rs, rk, ru = parse(cur[1])
+  ownBlock, ownHeld, ownWants = b, h, w
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
   rbefore = (ru > now) and math.max(rs, rk) or rs
@@ -137,63 +218,87 @@ end
 if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
--- Max-min fair share by demand: the smallest demands are met in full, the rest share what is
--- left equally; the units that do not divide go one each to the lowest ids, so the targets sum
--- to the cap and stay put while demands do. Returns the level (-1: every demand fits) and the
--- highest id that gets one unit over it ('').
-local function fair(ids, want, total)
-  local n = #ids
-  table.sort(ids, function(a, b)
-    if want[a] ~= want[b] then return want[a] < want[b] end
+-- Max-min fair share by demand, with floors: each process's heaviest waiting head (need, at
+-- most its demand) is a unit that cannot be split, so it is met first (smallest first, while
+-- they fit) and nothing below it is a share that can serve it; the rest is filled to a level
+-- L: target = min(want, max(floor, L)), L the highest with Σ ≤ total; the units left over go
+-- one each to the lowest ids at the level. Returns L (-1: every demand fits) and the highest
+-- id that gets one unit over it ('').
+local function fair(ids, want, needs, total)
+  local n, all = #ids, 0
+  for _, id in ipairs(ids) do all = all + want[id] end
+  if all <= total then return -1, '' end
+  local floor, order = {}, {}
+  for i, id in ipairs(ids) do
+    order[i] = id
+    floor[id] = math.min(needs[id] or 0, want[id])
+  end
+  table.sort(order, function(a, b)
+    if floor[a] ~= floor[b] then return floor[a] < floor[b] end
     return a < b
   end)
-  local left = total
-  for i, id in ipairs(ids) do
-    local share = math.floor(left / (n - i + 1))
-    if want[id] > share then
-      local rest = {}
-      for j = i, n do rest[#rest + 1] = ids[j] end
-      table.sort(rest)
-      local extra = left - share * #rest
-      return share, extra > 0 and rest[extra] or ''
-    end
-    left = left - want[id]
+  local used = 0
+  for _, id in ipairs(order) do
+    if used + floor[id] <= total then used = used + floor[id] else floor[id] = 0 end
   end
-  return -1, ''
+  local function filled(level)
+    local s = 0
+    for _, id in ipairs(ids) do s = s + math.min(want[id], math.max(floor[id], level)) end
+    return s
+  end
+  local lo, hi = 0, total
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if filled(mid) <= total then lo = mid else hi = mid - 1 end
+  end
+  local extra = total - filled(lo)
+  if extra <= 0 then return lo, '' end
+  local at = {}
+  for _, id in ipairs(ids) do
+    if floor[id] <= lo and want[id] > lo then at[#at + 1] = id end
+  end
+  table.sort(at)
+  return lo, at[math.min(extra, #at)] or ''
 end
 local level, top = tonumber(meta[6] or -1), meta[7] or ''
 local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
-if now - walked >= scan then
+local others_live = nil
+-- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
+-- before its callers queue): that level would hand the first asker everything. Walk now.
+local grown = level < 0 and wants > ownWants
+if now - walked >= scan or closing or grown then
   local all = redis.call('HGETALL', L)
-  local ids, want, rwant, dead, tails = {}, {}, {}, {}, {}
+  local ids, want, rwant, needs, dead, tails = {}, {}, {}, {}, {}, {}
   -- Sums over every entry, ours as it stood before this refresh (what stats report).
   sum, blocks, helds, rsum = before, ownBlock, ownHeld, rbefore
+  others_live = 0
   for i = 1, #all, 2 do
     local id = all[i]
     if id ~= '_s' and id ~= '_r' and id ~= proc then
-      local e, b, h, w, rs, rk, ru, rw = parse(all[i + 1])
+      local e, b, h, w, rs, rk, ru, rw, nd = parse(all[i + 1])
       -- A share held past a shrink counts until its hold ends, then the share alone. The
       -- owner reads its entry the same way, so Σ never counts it less than its owner does.
       local rc = (ru > now) and math.max(rs, rk) or rs
       if e <= now then
         if RATED and e + rper > now and rc > 0 then
-          -- Lapsed, but its last sends still land in windows until per after its lease: its
-          -- rate stays counted until then, its permits no longer.
+          -- Lapsed (or closed), but its last sends still land in windows until per after its
+          -- lease (or its close): its rate stays counted until then, its permits no longer.
           rsum = rsum + rc
           if b > 0 or h > 0 then
             tails[#tails + 1] = id
-            tails[#tails + 1] = e .. ' 0 0 0 ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' 0'
+            tails[#tails + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0)
           end
         else
           dead[#dead + 1] = id
         end
       else
+        others_live = others_live + 1
         sum = sum + math.max(b, h)
         rsum = rsum + rc
         blocks, helds = blocks + b, helds + h
         ids[#ids + 1] = id
-        want[id], rwant[id] = w, rw
+        want[id], rwant[id], needs[id] = w, rw, nd
       end
     end
   end
@@ -203,14 +308,16 @@ if now - walked >= scan then
   for i = 1, #tails, 1000 do
     redis.call('HSET', L, unpack(tails, i, math.min(#tails, i + 999)))
   end
-  ids[#ids + 1] = proc
-  want[proc], rwant[proc] = wants, rwants
+  if not closing then
+    ids[#ids + 1] = proc
+    want[proc], rwant[proc], needs[proc] = wants, rwants, need
+  end
   n = #ids
   local rids = {}
   for i = 1, n do rids[i] = ids[i] end
-  level, top = fair(ids, want, cap)
+  level, top = fair(ids, want, needs, cap)
   rlevel, rtop = -1, ''
-  if RATED then rlevel, rtop = fair(rids, rwant, rlimit) end
+  if RATED then rlevel, rtop = fair(rids, rwant, {}, rlimit) end
   redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
     'rb', rlevel, 're', rtop)
 end
@@ -222,17 +329,19 @@ end
 local recovering = ends > now
 local target
 if recovering then
-  target = held
+  -- Learning: nobody grows; a process keeps what it holds, and the block Redis still counts.
+  target = math.max(held, math.min(wants, ownBlock))
 elseif level < 0 then
   target = wants
 else
-  target = math.min(wants, level + ((top ~= '' and proc <= top) and 1 or 0))
+  target = math.min(wants, math.max(math.min(need, wants), level + ((top ~= '' and proc <= top) and 1 or 0)))
 end
+if closing then target = 0 end
 local others = sum - before
 local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
-local rate = ''
+local rate = ' 0 0 0 0'
 local share, rtarget = 0, 0
 if RATED then
   if recovering then
@@ -257,21 +366,67 @@ if RATED then
   -- it: one command timeout, then one window); its last share, if it stopped sending at it
   -- before this refresh left (one window from now); an earlier hold keeps its own end.
   local counted, untl = share, 0
-  if rused > share then counted, untl = rused, now + holdMs + rper end
-  if ownShare > math.max(share, rused) then counted, untl = ownShare, math.max(untl, now + rper) end
-  if ownUntil > now and ownCounted > share then
-    counted, untl = math.max(counted, ownCounted), math.max(untl, ownUntil)
+  if closing then
+    share, counted, untl = 0, rused, now + rper
+  else
+    if rused > share then counted, untl = rused, now + holdMs + rper end
+    if ownShare > math.max(share, rused) then counted, untl = ownShare, math.max(untl, now + rper) end
+    if ownUntil > now and ownCounted > share then
+      counted, untl = math.max(counted, ownCounted), math.max(untl, ownUntil)
+    end
   end
   rsum = rothers + counted
   rate = ' ' .. share .. ' ' .. counted .. ' ' .. untl .. ' ' .. rwants
 end
-local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate
+if closing then
+  -- A clean close: the entry goes at once, and the hash with the last one. On a rated gate what
+  -- it sent in the last window (rused) stays counted for a window, in a lapsed entry a walk reaps.
+  if RATED and rused > 0 then
+    -- Its sends by age (ARGV[23]: eighths of a window, youngest first), each counted until it
+    -- is a window old, in lapsed entries '<id>~<k>' that walks reap: the fleet takes the
+    -- share back as the sends leave the window, not a window after the close.
+    local parts, k, counted = {}, 0, 0
+    for c in string.gmatch(ARGV[23] or '', '%d+') do
+      local units = tonumber(c)
+      if units > 0 then
+        local untl = now - math.floor(k * rper / 8) + rper
+        parts[#parts + 1] = proc .. '~' .. k
+        parts[#parts + 1] = format(untl - rper, 0, 0, 0, 0, units, untl, 0, 0)
+        counted = counted + units
+      end
+      k = k + 1
+    end
+    if #parts == 0 then
+      -- No breakdown: all of it for a window.
+      parts = {proc .. '~0', format(now, 0, 0, 0, 0, rused, now + rper, 0, 0)}
+      counted = rused
+    end
+    rsum = rsum - rused + counted
+    redis.call('HDEL', L, proc)
+    redis.call('HSET', L, '_s', sum, '_r', rsum, unpack(parts))
+    if others_live == 0 then redis.call('PEXPIRE', L, rper + 1) end
+  else
+    redis.call('HDEL', L, proc)
+    local left = redis.call('HLEN', L) - redis.call('HEXISTS', L, '_s') - redis.call('HEXISTS', L, '_r')
+    if left == 0 then
+      redis.call('DEL', L)
+    else
+      redis.call('HSET', L, '_s', sum)
+      if RATED then redis.call('HSET', L, '_r', rsum) end
+    end
+  end
+  return {0, lease, cap, n, blocks, helds, cap - sum, 0, 0, 0, 0, rsum, rateStr, now}
+end
+local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else
   redis.call('HSET', L, proc, entry, '_s', sum)
 end
-return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum, rateStr}
+-- The hash lives while some process refreshes it (idle ones every half lease): a gate nobody
+-- uses any more leaves no key behind (issue 32, item 8).
+redis.call('PEXPIRE', L, 3 * lease)
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum, rateStr, now}
 `;
 
 function script(name: string, source: string): Script {

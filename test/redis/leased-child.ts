@@ -5,7 +5,9 @@
  * Commands (→ reply): `hold` { n } → `holding` { held } once n more permits are held;
  * `drop` { n } → `dropped` { block, held } (n permits released);
  * `try` { timeout } → `tried` { granted } (a granted permit is released at once);
- * `stats` → `stats` { block, held, acquired }.
+ * `stats` → `stats` { block, held, acquired };
+ * `loop` { origin, callers, delay } → `looping`: `callers` loops calling `origin/ok?delay=`
+ * through the gate until the process dies.
  */
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
@@ -20,6 +22,8 @@ export interface LeasedChildConfig {
   limit: number;
   leaseMs: number;
   refreshMs: number;
+  /** The store's policy while Redis is unreachable (default the store's). */
+  onStoreError?: 'local' | 'reject';
 }
 
 const config = workerConfig<LeasedChildConfig>();
@@ -36,7 +40,12 @@ if (config.client === 'ioredis') {
   await c.connect();
   client = c;
 }
-const store = redisStore({ client, prefix: 'test:', commandTimeoutMs: 300 });
+const store = redisStore({
+  client,
+  prefix: 'test:',
+  commandTimeoutMs: 300,
+  ...(config.onStoreError === undefined ? {} : { onStoreError: config.onStoreError }),
+});
 const gate = store.semaphore({
   name: config.name,
   limit: config.limit,
@@ -72,5 +81,28 @@ onParent('stats', () => {
   const s = gate.stats();
   void toParent({ type: 'stats', block: gate.block, held: s.held, acquired: s.acquired });
 });
+onParent<{ origin: string; callers: number; delay: number }>(
+  'loop',
+  ({ origin, callers, delay }) => {
+    for (let i = 0; i < callers; i++) {
+      void (async () => {
+        for (;;) {
+          try {
+            await gate.run(
+              async () => {
+                const res = await fetch(`${origin}/ok?delay=${delay}`);
+                await res.arrayBuffer();
+              },
+              { timeout: 30_000 },
+            );
+          } catch {
+            await new Promise((r) => setTimeout(r, 5));
+          }
+        }
+      })();
+    }
+    void toParent({ type: 'looping' });
+  },
+);
 await gate.ready();
 await toParent({ type: 'ready' });

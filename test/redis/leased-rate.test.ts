@@ -163,7 +163,7 @@ describeRedis('request rates on leased shared gates', () => {
     }, 'a shrunk share counted until the command timeout and one window after the shrink');
   });
 
-  it('a closed process stays counted at its last share for one window, then its share goes to the other', async () => {
+  it('a closed process stays counted for what it sent in its last window, until that is a window old, then its share goes to the other', async () => {
     const [a, b] = [await fleet.store(), await fleet.store()];
     const rate = { limit: 6, per: 400 };
     const options = { name: 'close', limit: 20, mode: 'leased', rate, ...LEASE } as const;
@@ -182,10 +182,13 @@ describeRedis('request rates on leased shared gates', () => {
     const before = (await rateState(redis(), 'close')).now;
     await a.close();
     const state = await rateState(redis(), 'close');
-    const gone = state.entries.find((e) => e.id === a.processId)!;
-    expect(gone.share).toBe(0);
-    expect(Math.max(gone.share, gone.counted)).toBeGreaterThan(0);
-    expect(gone.until).toBeGreaterThanOrEqual(before + rate.per);
+    // Its entry is gone; what it sent in the last window stays counted, by age ('<id>~<k>'),
+    // the youngest until a window after the close.
+    expect(state.entries.find((e) => e.id === a.processId)).toBeUndefined();
+    const tail = state.entries.filter((e) => e.id.startsWith(`${a.processId}~`));
+    expect(tail.every((e) => e.share === 0)).toBe(true);
+    expect(tail.reduce((sum, e) => sum + e.counted, 0)).toBeGreaterThan(0);
+    expect(Math.max(...tail.map((e) => e.until))).toBeGreaterThanOrEqual(before + rate.per);
     await until(() => gb.stats().shared.rate!.share === 6, 'b leasing the whole rate');
     // Not before a's last sends were a window behind (its hold: command timeout + per).
     expect(performance.now() - closedAt).toBeGreaterThanOrEqual(rate.per - 50);
