@@ -152,6 +152,7 @@ interface Failure {
 }
 const failures: Failure[] = [];
 let unexcused = 0;
+let shrunkCount = 0;
 
 const redis = await ChaosRedis.start();
 const partner = new Partner();
@@ -235,9 +236,11 @@ try {
       for (const v of verdict.violations) log(`  ${v.oracle}: ${v.detail} [${v.kinds.join(',')}]`);
       const failure: Failure = { schedule, violations: verdict.violations };
       failures.push(failure);
-      if (failures.length > shrinkMax || schedule.steps.length === 0) continue;
+      // Shrunk: the first `--shrink` failures that are not all known open.
+      if (open.length === 0 || schedule.steps.length === 0) continue;
+      if (++shrunkCount > shrinkMax) continue;
       // Shrink: drop steps while the same oracle still fails.
-      const target = verdict.violations[0]!.oracle;
+      const target = open[0]!.oracle;
       const indexed = schedule.steps.map((step, i) => ({ step, i }));
       const { steps: kept, tries } = await shrink(indexed, async (candidate) => {
         const s = withSteps(

@@ -146,11 +146,10 @@ export class Partner {
         open = false;
         this.#add(slot, -w, performance.now() - this.t0);
       };
+      // In flight from arrival until the response is written or the connection dies (a
+      // SIGKILLed replica's socket): never after the client could release its permit.
       res.on('finish', end);
       res.on('close', end);
-      req.on('close', () => {
-        if (req.destroyed && !res.writableFinished) end();
-      });
       req.resume();
       setTimeout(() => res.end('ok'), delay);
     });
@@ -223,15 +222,15 @@ export async function runSchedule(
     stalled: 0,
     generation: 0,
   }));
-  const demand: [number, number][] = [[0, 0]];
+  const demand: [number, number][] = [];
   const caps: [number, number][] = [[0, config.cap]];
   const rates: [number, Rate][] = config.rate ? [[0, config.rate]] : [];
   const calls: Call[] = [];
   const states: Run['states'] = [];
   const applied: Applied[] = [];
   const closing: Promise<void>[] = [];
-  const t0 = performance.now();
-  const t0Epoch = Date.now();
+  let t0 = performance.now();
+  let t0Epoch = Date.now();
   const now = () => performance.now() - t0;
   partner.reset(token, t0);
   const pushDemand = () => {
@@ -241,7 +240,7 @@ export async function runSchedule(
   };
   const alive = () => slots.filter((s) => s.worker !== undefined).length;
 
-  const openSlot = async (i: number) => {
+  const openSlot = async (i: number, start = true) => {
     const worker = spares.pop() ?? (await pool.take(1))[0]!;
     const slot = slots[i]!;
     slot.generation++;
@@ -254,6 +253,7 @@ export async function runSchedule(
       config,
       callers: slot.callers,
       seed: schedule.seed * 1000 + i * 10 + slot.generation,
+      start,
     };
     worker.send({ type: 'open', ...open });
     const m = await reply(worker, 'opened', 15_000, open.token);
@@ -263,7 +263,7 @@ export async function runSchedule(
       return;
     }
     slot.worker = worker;
-    pushDemand();
+    if (start) pushDemand();
   };
   const collect = (slot: number, records: CallRecord[]) => {
     for (const [asked, wait, timeout, outcome, stalled, weight] of records) {
@@ -299,8 +299,15 @@ export async function runSchedule(
     }
   };
 
-  // The fleet starts together.
-  await Promise.all(slots.map((_, i) => openSlot(i)));
+  // The fleet starts together: every replica opens its gate, then all start calling at once
+  // (opening takes seconds on a busy machine; the schedule's clock starts at the `go`).
+  await Promise.all(slots.map((_, i) => openSlot(i, false)));
+  t0 = performance.now();
+  t0Epoch = Date.now();
+  partner.reset(token, t0);
+  demand.length = 0;
+  for (const s of slots) s.worker?.send({ type: 'go' });
+  pushDemand();
   const { tickMs } = timings(config);
 
   const doStep = async (step: Step): Promise<void> => {

@@ -223,7 +223,11 @@ export function judge(run: Run): Verdict {
     return extra;
   };
   const capAt = (t: number) => {
-    let cap = valueAt(run.caps, t, config.cap);
+    // The cap in effect a grace ago, and every cap set since: a lowered cap takes back nothing.
+    let cap = Math.max(
+      valueAt(run.caps, t, config.cap),
+      valueAt(run.caps, t - graceMs, config.cap),
+    );
     for (const [at, v] of run.caps) if (at <= t && at >= t - graceMs) cap = Math.max(cap, v);
     return cap;
   };
@@ -366,7 +370,8 @@ export function judge(run: Run): Verdict {
   const capBinding = config.callMs[0] >= 20 && callers >= 2 * config.cap;
   const rateBinding =
     config.rate !== undefined &&
-    Math.min(callers, config.cap) * (config.rate.per / meanCall) >= 2 * config.rate.limit;
+    // (a FIFO grant costs round trips: 40 ms a call of overhead on a busy machine)
+    Math.min(callers, config.cap) * (config.rate.per / (meanCall + 40)) >= 2 * config.rate.limit;
   const meanInflight = (from: number, to: number) => {
     let area = 0;
     let level = valueAt(run.inflight, from, 0);

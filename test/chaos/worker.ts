@@ -10,7 +10,7 @@
  * closes, with whether the process's own event loop stalled during the wait (a SIGSTOP or a
  * stall of its own excuses a late answer).
  *
- * Commands (→ reply): `open` OpenGate → `opened` { processId } (or `open-failed`);
+ * Commands (→ reply): `open` OpenGate → `opened` { processId } (or `open-failed`); `go`;
  * `callers` { n }; `stall` { ms } (a synchronous busy loop); `set-limit` { value } and
  * `set-rate` { rate } → `set` { ok, error }; `close` → `closed` { calls, errors }.
  */
@@ -33,6 +33,8 @@ export interface OpenGate {
   config: FleetConfig;
   callers: number;
   seed: number;
+  /** Start calling at once (a new start), or on `go` (the fleet's start). */
+  start: boolean;
 }
 
 /** One call: [asked (epoch ms), wait ms, deadline ms, outcome, own loop stalled, weight]. */
@@ -223,7 +225,8 @@ async function open(m: OpenGate): Promise<void> {
     abort: new AbortController(),
     random: prng(m.seed),
   };
-  setCallers(current, m.callers);
+  // The initial fleet waits for `go` (every replica open, then all start at once).
+  if (m.start) setCallers(current, m.callers);
 }
 
 onParent<{ type: 'open' } & OpenGate>('open', (m) => {
@@ -231,6 +234,10 @@ onParent<{ type: 'open' } & OpenGate>('open', (m) => {
     () => toParent({ type: 'opened', token: m.token, processId: current?.store.processId }),
     (error: unknown) => toParent({ type: 'open-failed', token: m.token, error: String(error) }),
   );
+});
+
+onParent('go', () => {
+  if (current !== undefined) setCallers(current, current.open.callers);
 });
 
 onParent<{ n: number }>('callers', ({ n }) => {
