@@ -143,20 +143,22 @@ export function generateSchedule(
   const r = prng(seed * 2 + (mode === 'fifo' ? 0 : 1));
   const rf = prng((seed ^ 0x5bd1e995) * 2 + (mode === 'fifo' ? 0 : 1));
   const replicas = 2 + Math.floor(r() ** 1.6 * 7); // 2..8, mostly small fleets
-  const callers = Array.from({ length: replicas }, () => int(r, 1, 8));
-  const cap = int(r, 1, 12);
-  const rated = r() < 0.4;
+  const callers = Array.from({ length: replicas }, () => int(r, 1, 12));
+  const cap = int(r, 1, 10);
+  const rated = r() < 0.5;
   const rate = rated ? drawRate(r) : undefined;
   const weights =
     r() < 0.7 || cap === 1 ? [1] : [1, 1, 1, 2, 3].filter((w) => w <= Math.max(1, cap - 1));
   const costs =
     rate === undefined || r() < 0.7 ? [1] : [1, 1, 2, 3].filter((c) => c <= rate.burst + 1);
+  // Short calls, and calls that outlast a Redis outage (an LLM's answer, a report).
   const callMs = pick<[number, number]>(r, [
     [5, 30],
     [5, 30],
     [20, 100],
     [20, 100],
     [100, 500],
+    [300, 2500],
   ]);
   const leaseMs = pick(r, [1000, 1500, 1500, 2000, 2000, 3000]);
   const heartbeatMs = r() < 0.7 ? undefined : Math.floor(leaseMs / 3);
