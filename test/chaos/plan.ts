@@ -258,7 +258,8 @@ export function durationFor(config: FleetConfig, steps: readonly Step[]): number
 /**
  * A deadline no healthy fleet comes near: every caller of every replica ahead in one FIFO queue,
  * each holding the heaviest weight for the longest call, or waiting its rate slot, three times
- * over, and never under 4 s (a lease and a recovery window fit in it).
+ * over, and never under 2.5 s (a waiter that is passed over for good times out within a
+ * schedule; faults that explain a timeout are excused by the oracle).
  */
 export function deadlineFor(config: FleetConfig): number {
   const callers = config.callers.reduce((a, b) => a + b, 0) + 10; // a demand shift adds some
@@ -266,7 +267,7 @@ export function deadlineFor(config: FleetConfig): number {
   const byCap = (callers * weight * config.callMs[1]) / config.cap;
   const cost = Math.max(...config.costs);
   const byRate = config.rate ? (callers * cost * config.rate.per) / config.rate.limit : 0;
-  return Math.round(Math.max(4000, 3 * (byCap + byRate)));
+  return Math.round(Math.max(2500, 3 * (byCap + byRate)));
 }
 
 /** The schedule with only the steps at `keep` (indices into `steps`), for replay and shrinking. */
