@@ -195,6 +195,7 @@ export function judge(run: Run): Verdict {
     for (const k of kinds) table[k] = Math.max(table[k] ?? Number.NEGATIVE_INFINITY, v);
   };
   const graceMs = callMax + tickMs + c + 300;
+  const localMs = tickMs + c + 100;
 
   // --- allowances the docs make (documented excess is not a finding) ---
   const capAllowance = (t: number) => {
@@ -204,9 +205,12 @@ export function judge(run: Run): Verdict {
         config.onStoreError === 'local' &&
         REDIS_AWAY.has(a.step.kind) &&
         t >= a.at &&
-        t <= a.end + graceMs
+        t <= a.end + localMs
       ) {
-        // docs: 'local' outage, ≤ limit + R − 1 (FIFO), cap + one per process (leased)
+        // docs: an `onStoreError: 'local'` outage admits ≤ limit + R − 1 (FIFO), cap + one per
+        // process (leased), until each process sees Redis answer again (its next heartbeat or
+        // refresh, and a command timeout). Past that, issue 32: Redis learns what the processes
+        // hold before it grants past it, and the cap holds again.
         extra = Math.max(extra, a.alive ?? config.replicas);
       }
       if (
@@ -238,7 +242,7 @@ export function judge(run: Run): Verdict {
     const cap = capAt(t);
     const allowed = cap + capAllowance(t);
     const kinds = kindsAt(t);
-    worst(verdict.capExcess, kinds, units - cap);
+    worst(verdict.capExcess, kinds, units - allowed);
     if (units > allowed && (capViolation === undefined || units - allowed > 0)) {
       const excess = units - allowed;
       if (capViolation === undefined || excess > Number(capViolation.detail.split(' ')[0])) {
@@ -275,7 +279,7 @@ export function judge(run: Run): Verdict {
       for (const { a } of deadlines) {
         const kind = a.step.kind;
         if (config.onStoreError === 'local' && REDIS_AWAY.has(kind)) {
-          if (t >= a.at - per && t <= a.end + graceMs) allowed += a.alive ?? config.replicas;
+          if (t >= a.at - per && t <= a.end + localMs) allowed += a.alive ?? config.replicas;
         }
         if (kind === 'flushall' || kind === 'redis-restart-empty') {
           // docs: the rate restarts full, one more burst in the window spanning the loss
@@ -301,8 +305,7 @@ export function judge(run: Run): Verdict {
         end++;
       }
       const kinds = kindsAt(t0 + window);
-      const base = config.rate.limit + config.rate.burst;
-      worst(verdict.rateExcess, kinds, sum - base);
+      worst(verdict.rateExcess, kinds, sum - allowed);
       if (sum > allowed && sum - allowed > worstExcess) {
         worstExcess = sum - allowed;
         worstRate = {
@@ -348,7 +351,8 @@ export function judge(run: Run): Verdict {
     for (const { a, until } of deadlines) if (a.at <= g1) excused = Math.max(excused, until);
     const lost = g1 - Math.max(g0, excused);
     const bound = BOUNDS.idleMs + BOUNDS.slackMs + spacing;
-    const kinds = kindsAt(g0, 0).filter((k) => k !== 'none');
+    // Named after the faults begun before it and not a lease past their bound.
+    const kinds = kindsAt(g0, config.leaseMs + c + tickMs).filter((k) => k !== 'none');
     const attributed = kinds.length > 0 ? kinds : (['none'] as const).slice();
     worst(verdict.gaps, attributed, g1 - g0);
     if (lost > bound && lost - bound > worstGapExcess) {
