@@ -34,6 +34,7 @@ import {
   withSteps,
 } from './plan.js';
 import { ChaosRedis } from './redis.js';
+import { Table } from './report.js';
 
 const { values } = parseArgs({
   options: {
@@ -115,35 +116,7 @@ function schedulesToRun(mode: Mode): Schedule[] {
   });
 }
 
-interface Row {
-  mode: Mode;
-  kind: FaultKind | 'none';
-  schedules: number;
-  violations: Partial<Record<OracleKind, number>>;
-  excused: number;
-  worstGapMs: number;
-  worstCapExcess: number;
-  worstRateExcess: number;
-}
-const rows = new Map<string, Row>();
-const row = (mode: Mode, kind: FaultKind | 'none'): Row => {
-  const key = `${mode} ${kind}`;
-  let r = rows.get(key);
-  if (r === undefined) {
-    r = {
-      mode,
-      kind,
-      schedules: 0,
-      violations: {},
-      excused: 0,
-      worstGapMs: 0,
-      worstCapExcess: Number.NEGATIVE_INFINITY,
-      worstRateExcess: Number.NEGATIVE_INFINITY,
-    };
-    rows.set(key, r);
-  }
-  return r;
-};
+const table = new Table();
 
 interface Failure {
   schedule: Schedule;
@@ -198,29 +171,8 @@ try {
       const t = performance.now();
       const { verdict, errors, outcomes } = await once(schedule);
       count++;
-      const stepKinds: (FaultKind | 'none')[] =
-        schedule.steps.length === 0 ? ['none'] : [...new Set(schedule.steps.map((s) => s.kind))];
-      for (const kind of stepKinds) row(mode, kind).schedules++;
-      for (const [kind, gap] of Object.entries(verdict.gaps)) {
-        const r = row(mode, kind as FaultKind);
-        r.worstGapMs = Math.max(r.worstGapMs, gap);
-      }
-      for (const [kind, v] of Object.entries(verdict.capExcess)) {
-        const r = row(mode, kind as FaultKind);
-        r.worstCapExcess = Math.max(r.worstCapExcess, v);
-      }
-      for (const [kind, v] of Object.entries(verdict.rateExcess)) {
-        const r = row(mode, kind as FaultKind);
-        r.worstRateExcess = Math.max(r.worstRateExcess, v);
-      }
       const open = verdict.violations.filter((v) => excused(mode, v) === undefined);
-      for (const v of verdict.violations) {
-        for (const kind of v.kinds) {
-          const r = row(mode, kind);
-          r.violations[v.oracle] = (r.violations[v.oracle] ?? 0) + 1;
-          if (excused(mode, v)) r.excused++;
-        }
-      }
+      table.add(schedule, verdict, (v) => excused(mode, v) !== undefined);
       unexcused += open.length;
       const took = ((performance.now() - t) / 1000).toFixed(1);
       const what = schedule.steps.map((s) => s.kind).join('+') || 'no fault';
@@ -267,15 +219,6 @@ try {
 }
 
 const seconds = (performance.now() - started) / 1000;
-const table = [...rows.values()].sort((a, b) =>
-  a.mode === b.mode ? a.kind.localeCompare(b.kind) : a.mode.localeCompare(b.mode),
-);
-const fmtViolations = (v: Row['violations']) =>
-  Object.entries(v)
-    .map(([k, n]) => `${k} ${n}`)
-    .join(', ') || '0';
-const fmtExcess = (n: number) => (Number.isFinite(n) ? String(Math.max(0, n)) : '—');
-
 if (values.json) {
   console.log(
     JSON.stringify(
@@ -285,11 +228,7 @@ if (values.json) {
         modes,
         schedules: count,
         seconds: Math.round(seconds),
-        rows: table.map((r) => ({
-          ...r,
-          worstCapExcess: Number.isFinite(r.worstCapExcess) ? r.worstCapExcess : null,
-          worstRateExcess: Number.isFinite(r.worstRateExcess) ? r.worstRateExcess : null,
-        })),
+        rows: table.json(),
         failures: failures.map((f) => ({
           seed: f.schedule.seed,
           mode: f.schedule.mode,
@@ -307,15 +246,7 @@ if (values.json) {
   console.log(
     `\n${count} schedules in ${seconds.toFixed(0)} s (${(seconds / Math.max(1, count)).toFixed(1)} s each, shrinking included)\n`,
   );
-  console.log(
-    '| mode | fault | schedules | violations (by oracle) | worst capacity lost (ms at 0 with demand) | worst partner excess (cap units / rate units) |',
-  );
-  console.log('|---|---|---|---|---|---|');
-  for (const r of table) {
-    console.log(
-      `| ${r.mode} | ${r.kind} | ${r.schedules} | ${fmtViolations(r.violations)}${r.excused > 0 ? ` (${r.excused} known open)` : ''} | ${Math.round(r.worstGapMs)} | ${fmtExcess(r.worstCapExcess)} / ${fmtExcess(r.worstRateExcess)} |`,
-    );
-  }
+  console.log(table.markdown());
   for (const f of failures.filter((x) => x.shrunk !== undefined)) {
     console.log(
       `\nseed ${f.schedule.seed} ${f.schedule.mode}: ${describeConfig(f.schedule.config)}`,
