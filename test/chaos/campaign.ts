@@ -20,7 +20,7 @@ import { appendFileSync, readFileSync, rmSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { bundleWorker, Partner, Pool, runSchedule } from './fleet.js';
-import { judge, type OracleKind, type Verdict, type Violation } from './oracle.js';
+import { judge, ORACLES, type OracleKind, type Verdict, type Violation } from './oracle.js';
 import {
   describeConfig,
   describeStep,
@@ -192,7 +192,10 @@ try {
       if (open.length === 0 || schedule.steps.length === 0) continue;
       if (++shrunkCount > shrinkMax) continue;
       // Shrink: drop steps while the same oracle still fails.
-      const target = open[0]!.oracle;
+      // The gravest open violation (ORACLES' order: a partner over the cap first, keys last).
+      const target = open
+        .map((v) => v.oracle)
+        .sort((x, y) => ORACLES.indexOf(x) - ORACLES.indexOf(y))[0]!;
       const indexed = schedule.steps.map((step, i) => ({ step, i }));
       const { steps: kept, tries } = await shrink(indexed, async (candidate) => {
         const s = withSteps(
