@@ -189,8 +189,10 @@ export function generateSchedule(
   const allowed = kinds.filter((k) => k !== 'set-rate' || rate !== undefined);
   const steps: Step[] = [];
   const count = allowed.length === 0 ? 0 : rf() < 0.6 ? 1 : rf() < 0.75 ? 2 : 3;
-  // Half the schedules leave the first 2.5 s alone: the fresh-fleet check needs them.
-  let at = rf() < 0.4 ? 2300 + int(rf, 0, 300) : int(rf, 300, 1800);
+  // 40% of the schedules leave the first 4 s alone: the fresh-fleet check needs a second
+  // from one refresh after the first call, and a leased gate's first use waits a refresh and a
+  // command timeout (up to 1.8 s here).
+  let at = rf() < 0.4 ? 4000 + int(rf, 0, 300) : int(rf, 300, 1800);
   for (let i = 0; i < count; i++) {
     steps.push(drawStep(rf, pick(rf, allowed), at, config));
     at += int(rf, 200, 800);
