@@ -254,7 +254,7 @@ export function stepEnd(step: Step): number {
 export function durationFor(config: FleetConfig, steps: readonly Step[]): number {
   const last = Math.max(0, ...steps.map(stepEnd));
   const tail = config.leaseMs + config.commandTimeoutMs + 600;
-  return Math.min(10_000, Math.max(3000, last + tail));
+  return Math.min(10_000, Math.max(4500, last + tail));
 }
 
 /**
