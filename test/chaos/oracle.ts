@@ -1,0 +1,536 @@
+/**
+ * The campaign's oracle: what one schedule's run recorded (the partner's log, the fleet's
+ * demand, each call's wait, Redis's state sampled, the keys left) judged against the promises
+ * in docs/shared-gates.md. Pure: test/chaos/plan.test.ts feeds it synthetic logs.
+ *
+ * Times are ms since the fleet's start, on the campaign's clock (the partner runs in the
+ * campaign's process).
+ */
+import { maxInWindow } from '../helpers/windows.js';
+import {
+  type FaultKind,
+  type FleetConfig,
+  type Rate,
+  REDIS_AWAY,
+  type Schedule,
+  type Step,
+  timings,
+} from './plan.js';
+
+/** What the campaign did, when (its real times, not the schedule's plan). */
+export interface Applied {
+  step: Step;
+  at: number;
+  end: number;
+  /** replica-kill: units the killed replica had in flight at the partner, and all units then. */
+  killedUnits?: number;
+  totalUnits?: number;
+  /** Replicas alive when it began. */
+  alive?: number;
+}
+
+export interface Arrival {
+  at: number;
+  /** Weight (units of the cap) and cost (units of the rate). */
+  w: number;
+  cost: number;
+  slot: number;
+  /** Arrival (partner's wall clock) − send (the replica's wall clock), ms. */
+  latency: number;
+}
+
+export interface Call {
+  slot: number;
+  asked: number;
+  wait: number;
+  timeout: number;
+  outcome: string;
+  stalled: boolean;
+  weight: number;
+}
+
+export interface Run {
+  schedule: Schedule;
+  applied: Applied[];
+  arrivals: Arrival[];
+  /** [t, units in flight at the partner] after every change. */
+  inflight: [number, number][];
+  /** [t, callers of replicas alive and running (not stopped, not stalled)] after every change. */
+  demand: [number, number][];
+  /** [t, cap] and [t, rate] as set (the first at 0). */
+  caps: [number, number][];
+  rates: [number, Rate][];
+  calls: Call[];
+  /** Redis's state sampled: units it counts as held (leased: Σ live max(block, held)). */
+  states: { at: number; used: number; storedSum?: number }[];
+  leftovers: { key: string; pttl: number; size: number }[];
+  /** The harness's own trouble (a worker that failed to open, a step that threw). */
+  errors: string[];
+  end: number;
+}
+
+export const ORACLES = [
+  'cap', // a partner sample over the cap (sum of weights in flight)
+  'rate', // a window of `per` ms with more than limit + burst at the partner
+  'capacity', // the partner at 0 in flight with demand, longer than the fault's bound
+  'fresh', // a fresh fleet under 80% of its cap one refresh after its first call
+  'use', // a rolling deploy (or no fault) keeping under 70% of the cap or the rate in use
+  'late', // a waiter answered past its deadline (its own process not stalled)
+  'starved', // a waiter timed out with no fault to explain it
+  'redis-state', // Redis counting more than the cap held (FIFO: live lease units; leased Σ max(block, held))
+  'keys-left', // a key of the gate with no TTL after every process closed
+] as const;
+export type OracleKind = (typeof ORACLES)[number];
+
+export interface Violation {
+  oracle: OracleKind;
+  at: number;
+  detail: string;
+  /** Fault kinds active or recovering at `at` ('none' if no fault explains it). */
+  kinds: (FaultKind | 'none')[];
+}
+
+export interface Verdict {
+  violations: Violation[];
+  /** Longest stretch at 0 in flight with demand, per fault kind it overlapped ('none'). */
+  gaps: Partial<Record<FaultKind | 'none', number>>;
+  /** Most units over the cap at the partner (≤ 0: never over), and over limit + burst. */
+  capExcess: Partial<Record<FaultKind | 'none', number>>;
+  rateExcess: Partial<Record<FaultKind | 'none', number>>;
+}
+
+/**
+ * The documented bounds, one table: how long after a fault *began* capacity may be lost
+ * (the partner at 0 in flight while replicas want to call) before the base bound starts
+ * counting, and every slack the oracle allows. Generous for a busy 2-core machine.
+ */
+export const BOUNDS = {
+  /** The partner at 0 with demand, outside every fault's window: issue 32's 500 ms. */
+  idleMs: 500,
+  /** Scheduling noise on a loaded machine, added to every time bound. */
+  slackMs: 600,
+  /** A fresh fleet's use from one refresh after its first call (issue 32: ≥ 80%). */
+  freshShare: 0.8,
+  /** A rolling deploy's (or a quiet run's) use of the cap or the rate (issue 32 asks 90%). */
+  useShare: 0.7,
+  /**
+   * Ms after a fault began until capacity must be back (then `idleMs` + `slackMs` more):
+   * Redis away d: d + a lease + a command timeout + a refresh/heartbeat (a learning window of
+   * about one lease after Redis answers, docs/shared-gates.md); a flush or a clock step: a lease
+   * after it (a step back by S: S more); a replica stopped or stalled d: what it held comes back
+   * after min(d, its lease lapsing and its tickets skipped); a replica SIGKILLed: nothing (issue
+   * 32: never 500 ms at 0), unless it held every unit in flight (then its lease must lapse);
+   * a clean close, a demand shift, a new cap or rate: one refresh/heartbeat.
+   */
+  recoverMs(a: Applied, config: FleetConfig): number {
+    const { leaseMs, commandTimeoutMs: c } = config;
+    const { tickMs } = timings(config);
+    const kind = a.step.kind;
+    const length = a.end - a.at;
+    if (REDIS_AWAY.has(kind)) return length + leaseMs + c + tickMs;
+    switch (kind) {
+      case 'flushall':
+        return leaseMs + c + tickMs;
+      case 'clock-step':
+        return leaseMs + c + tickMs + (a.step.sign === -1 ? (a.step.ms ?? 0) : 0);
+      case 'replica-stop':
+      case 'replica-stall':
+        return Math.min(length, leaseMs + 3 * tickMs + 2 * c) + tickMs;
+      case 'replica-kill': {
+        const heldAll = (a.killedUnits ?? 0) > 0 && (a.killedUnits ?? 0) >= (a.totalUnits ?? 0);
+        return heldAll ? leaseMs + 3 * tickMs + 2 * c : 0;
+      }
+      case 'replica-roll':
+        return length;
+      default:
+        return tickMs;
+    }
+  },
+} as const;
+
+/** First calls: a FIFO gate's first-use wait, a leased gate's first refresh window. */
+function startBound(config: FleetConfig): number {
+  const { tickMs } = timings(config);
+  return config.mode === 'leased' ? tickMs + config.commandTimeoutMs : 100;
+}
+
+const maxWeight = (config: FleetConfig) => Math.max(...config.weights);
+
+function valueAt<T>(series: readonly [number, T][], t: number, fallback: T): T {
+  let value = fallback;
+  for (const [at, v] of series) {
+    if (at > t) break;
+    value = v;
+  }
+  return value;
+}
+
+function fmtMs(ms: number): string {
+  return `${Math.round(ms)} ms`;
+}
+
+export function judge(run: Run): Verdict {
+  const { config } = run.schedule;
+  const { tickMs } = timings(config);
+  const c = config.commandTimeoutMs;
+  const callMax = config.callMs[1];
+  const violations: Violation[] = [];
+  const verdict: Verdict = { violations, gaps: {}, capExcess: {}, rateExcess: {} };
+  const deadlines = run.applied.map((a) => ({
+    a,
+    until: a.at + BOUNDS.recoverMs(a, config),
+  }));
+  /** Faults that explain something at `t`: begun, and not recovered `extra` ms before. */
+  const kindsAt = (t: number, extra = BOUNDS.idleMs + BOUNDS.slackMs + callMax) => {
+    const kinds = deadlines
+      .filter(({ a, until }) => a.at <= t + 50 && t <= Math.max(until, a.end) + extra)
+      .map(({ a }) => a.step.kind);
+    return kinds.length === 0 ? (['none'] as const).slice() : [...new Set(kinds)];
+  };
+  const worst = (
+    table: Partial<Record<FaultKind | 'none', number>>,
+    kinds: readonly (FaultKind | 'none')[],
+    v: number,
+  ) => {
+    for (const k of kinds) table[k] = Math.max(table[k] ?? Number.NEGATIVE_INFINITY, v);
+  };
+  const graceMs = callMax + tickMs + c + 300;
+  const localMs = tickMs + c + 100;
+
+  // --- allowances the docs make (documented excess is not a finding) ---
+  const capAllowance = (t: number) => {
+    let extra = 0;
+    for (const { a } of deadlines) {
+      if (
+        config.onStoreError === 'local' &&
+        REDIS_AWAY.has(a.step.kind) &&
+        t >= a.at &&
+        t <= a.end + localMs
+      ) {
+        // docs: an `onStoreError: 'local'` outage admits ≤ limit + R − 1 (FIFO), cap + one per
+        // process (leased), until each process sees Redis answer again (its next heartbeat or
+        // refresh, and a command timeout). Past that, issue 32: Redis learns what the processes
+        // hold before it grants past it, and the cap holds again.
+        extra = Math.max(extra, a.alive ?? config.replicas);
+      }
+      if (
+        (a.step.kind === 'replica-stop' || a.step.kind === 'replica-stall') &&
+        a.end - a.at > config.leaseMs - tickMs - 100 &&
+        t >= a.at &&
+        t <= a.end + graceMs + c
+      ) {
+        // docs: a stall past the lease, excess ≤ the stalled process's permits
+        const slot = a.step.slot ?? 0;
+        extra += Math.min(config.cap, (config.callers[slot] ?? 8) * maxWeight(config));
+      }
+    }
+    return extra;
+  };
+  const capAt = (t: number) => {
+    // The cap in effect a grace ago, and every cap set since: a lowered cap takes back nothing.
+    let cap = Math.max(
+      valueAt(run.caps, t, config.cap),
+      valueAt(run.caps, t - graceMs, config.cap),
+    );
+    for (const [at, v] of run.caps) if (at <= t && at >= t - graceMs) cap = Math.max(cap, v);
+    return cap;
+  };
+
+  // --- cap: every partner sample ---
+  let capViolation: Violation | undefined;
+  for (const [t, units] of run.inflight) {
+    const cap = capAt(t);
+    const allowed = cap + capAllowance(t);
+    const kinds = kindsAt(t);
+    worst(verdict.capExcess, kinds, units - allowed);
+    if (units > allowed && (capViolation === undefined || units - allowed > 0)) {
+      const excess = units - allowed;
+      if (capViolation === undefined || excess > Number(capViolation.detail.split(' ')[0])) {
+        capViolation = {
+          oracle: 'cap',
+          at: t,
+          detail: `${excess} over: partner ${units} in flight, cap ${cap}${allowed > cap ? ` (+${allowed - cap} documented)` : ''}`,
+          kinds,
+        };
+      }
+    }
+  }
+  if (capViolation) violations.push(capViolation);
+
+  // --- rate: sliding windows at the partner ---
+  if (config.rate !== undefined && run.arrivals.length > 0) {
+    const arrivals = [...run.arrivals].sort((x, y) => x.at - y.at);
+    const lat = arrivals.map((a) => a.latency);
+    const spread = Math.max(...lat) - Math.min(...lat) + 10;
+    const rateAllowed = (t: number) => {
+      let allowed = 0;
+      let per = config.rate!.per;
+      for (const [at, r] of run.rates) {
+        const next = run.rates.find(([a2]) => a2 > at)?.[0] ?? Number.POSITIVE_INFINITY;
+        if (at <= t + r.per && next >= t - r.per - graceMs) {
+          allowed = Math.max(allowed, r.limit + r.burst);
+          per = Math.min(per, r.per);
+        }
+      }
+      if (run.rates.length > 1) {
+        const changed = run.rates.slice(1).some(([at]) => Math.abs(at - t) < per + graceMs);
+        if (changed) allowed += Math.max(...run.rates.map(([, r]) => r.burst)) + 1;
+      }
+      for (const { a } of deadlines) {
+        const kind = a.step.kind;
+        if (config.onStoreError === 'local' && REDIS_AWAY.has(kind)) {
+          if (t >= a.at - per && t <= a.end + localMs) allowed += a.alive ?? config.replicas;
+        }
+        if (
+          kind === 'flushall' ||
+          kind === 'redis-restart-empty' ||
+          kind === 'redis-restart-data'
+        ) {
+          // docs: the rate restarts full, one more burst in the window spanning the loss (a
+          // restart from a dump loses the writes since the SAVE: the rate restarts from the
+          // dump's timestamp, as after a failover to a replica that lags)
+          if (t >= a.at - per && t <= a.end + per) allowed += config.rate!.burst + 1;
+        }
+      }
+      return { allowed, per };
+    };
+    let worstRate: Violation | undefined;
+    let worstExcess = Number.NEGATIVE_INFINITY;
+    let end = 0;
+    let sum = 0;
+    for (let start = 0; start < arrivals.length; start++) {
+      const t0 = arrivals[start]!.at;
+      const { allowed, per } = rateAllowed(t0);
+      const window = Math.max(per / 2, per - spread);
+      if (end < start) {
+        end = start;
+        sum = 0;
+      }
+      while (end < arrivals.length && arrivals[end]!.at - t0 < window) {
+        sum += arrivals[end]!.cost;
+        end++;
+      }
+      const kinds = kindsAt(t0 + window);
+      worst(verdict.rateExcess, kinds, sum - allowed);
+      if (sum > allowed && sum - allowed > worstExcess) {
+        worstExcess = sum - allowed;
+        worstRate = {
+          oracle: 'rate',
+          at: t0,
+          detail: `${sum} units in ${Math.round(window)} ms (window ${per} ms less ${Math.round(spread)} ms latency spread), promise ${allowed}`,
+          kinds,
+        };
+      }
+      sum -= arrivals[start]!.cost;
+    }
+    if (worstRate) violations.push(worstRate);
+  }
+
+  // --- capacity: the partner at 0 while replicas want to call ---
+  const spacing = config.rate
+    ? (config.rate.per / config.rate.limit) * Math.max(...config.costs)
+    : 0;
+  const events = [
+    ...run.inflight.map(([t, v]) => ({ t, inflight: v })),
+    ...run.demand.map(([t, v]) => ({ t, demand: v })),
+  ].sort((x, y) => x.t - y.t);
+  let inflight = 0;
+  let demand = 0;
+  let gapStart: number | undefined;
+  const gaps: [number, number][] = [];
+  for (const e of events) {
+    if ('inflight' in e) inflight = e.inflight ?? 0;
+    if ('demand' in e) demand = e.demand ?? 0;
+    const idle = inflight === 0 && demand > 0;
+    if (idle && gapStart === undefined) gapStart = e.t;
+    if (!idle && gapStart !== undefined) {
+      gaps.push([gapStart, e.t]);
+      gapStart = undefined;
+    }
+  }
+  if (gapStart !== undefined) gaps.push([gapStart, run.end]);
+  const startUntil = startBound(config);
+  let worstGap: Violation | undefined;
+  let worstGapExcess = 0;
+  // Excused stretches: the first-use window, and each fault from its start to its bound.
+  const excused: [number, number][] = [
+    [Number.NEGATIVE_INFINITY, startUntil] as [number, number],
+    ...deadlines.map(({ a, until }): [number, number] => [a.at, Math.max(until, a.end)]),
+  ].sort((x, y) => x[0] - y[0]);
+  /** The longest part of [g0, g1] no excused stretch covers. */
+  const unexcused = (g0: number, g1: number) => {
+    let longest = 0;
+    let from = g0;
+    for (const [e0, e1] of excused) {
+      if (e1 <= from) continue;
+      if (e0 >= g1) break;
+      if (e0 > from) longest = Math.max(longest, e0 - from);
+      from = Math.max(from, e1);
+      if (from >= g1) break;
+    }
+    if (from < g1) longest = Math.max(longest, g1 - from);
+    return longest;
+  };
+  for (const [g0, g1] of gaps) {
+    const lost = unexcused(g0, g1);
+    const bound = BOUNDS.idleMs + BOUNDS.slackMs + spacing;
+    // Named after the faults begun before it and not a lease past their bound.
+    const kinds = kindsAt(g0, config.leaseMs + c + tickMs).filter((k) => k !== 'none');
+    const attributed = kinds.length > 0 ? kinds : (['none'] as const).slice();
+    // Past the documented first-use wait, for a gap no fault explains.
+    worst(verdict.gaps, attributed, kinds.length > 0 ? g1 - g0 : g1 - Math.max(g0, startUntil));
+    if (lost > bound && lost - bound > worstGapExcess) {
+      worstGapExcess = lost - bound;
+      worstGap = {
+        oracle: 'capacity',
+        at: g0,
+        detail: `0 in flight with demand for ${fmtMs(g1 - g0)} (from ${fmtMs(g0)}), ${fmtMs(lost)} past the faults' bound (allowed ${fmtMs(bound)})`,
+        kinds: attributed,
+      };
+    }
+  }
+  if (worstGap) violations.push(worstGap);
+
+  // --- fresh fleet and use: mean in flight, or the rate in use ---
+  const first = run.arrivals.length > 0 ? Math.min(...run.arrivals.map((a) => a.at)) : undefined;
+  const callers = config.callers.reduce((x, y) => x + y, 0);
+  const meanCall = (config.callMs[0] + config.callMs[1]) / 2;
+  const capBinding = config.callMs[0] >= 20 && callers >= 2 * config.cap;
+  const rateBinding =
+    config.rate !== undefined &&
+    // (a FIFO grant costs round trips: 40 ms a call of overhead on a busy machine)
+    Math.min(callers, config.cap) * (config.rate.per / (meanCall + 40)) >= 2 * config.rate.limit;
+  const meanInflight = (from: number, to: number) => {
+    let area = 0;
+    let level = valueAt(run.inflight, from, 0);
+    let at = from;
+    for (const [t, v] of run.inflight) {
+      if (t <= from) continue;
+      if (t >= to) break;
+      area += level * (t - at);
+      level = v;
+      at = t;
+    }
+    area += level * (to - at);
+    return area / (to - from);
+  };
+  const unitsIn = (from: number, to: number) =>
+    run.arrivals.filter((a) => a.at >= from && a.at < to).reduce((s, a) => s + a.cost, 0);
+  const useOf = (from: number, to: number) => {
+    if (config.rate === undefined) {
+      if (!capBinding) return undefined;
+      const target = config.cap - (maxWeight(config) - 1);
+      return { got: meanInflight(from, to), target, what: 'in flight' };
+    }
+    if (!rateBinding) return undefined;
+    const target = (config.rate.limit * (to - from)) / config.rate.per;
+    return { got: unitsIn(from, to), target, what: `rate units in ${fmtMs(to - from)}` };
+  };
+  if (first !== undefined) {
+    const from = first + tickMs + 300;
+    const to = from + 1000;
+    const firstStep = Math.min(Number.POSITIVE_INFINITY, ...run.applied.map((a) => a.at));
+    const use = to < firstStep && to < run.end ? useOf(from, to) : undefined;
+    if (use !== undefined && use.got < BOUNDS.freshShare * use.target) {
+      violations.push({
+        oracle: 'fresh',
+        at: from,
+        detail: `fresh fleet: mean ${use.got.toFixed(1)} ${use.what} from ${fmtMs(from)} to ${fmtMs(to)}, under ${BOUNDS.freshShare} of ${use.target.toFixed(1)}`,
+        kinds: ['none'],
+      });
+    }
+    const ordinary = run.applied.every((a) => a.step.kind === 'replica-roll');
+    const useFrom = from + 1000;
+    const useTo = run.end - 300;
+    if (ordinary && run.applied.length > 0 && useTo - useFrom >= 1000) {
+      const u = useOf(useFrom, useTo);
+      if (u !== undefined && u.got < BOUNDS.useShare * u.target) {
+        violations.push({
+          oracle: 'use',
+          at: useFrom,
+          detail: `rolling deploy: ${u.got.toFixed(1)} ${u.what} from ${fmtMs(useFrom)} to ${fmtMs(useTo)}, under ${BOUNDS.useShare} of ${u.target.toFixed(1)}`,
+          kinds: ['replica-roll'],
+        });
+      }
+    }
+  }
+
+  // --- waiters: past their deadline, or timed out with nothing to explain it ---
+  const lateBy = 2 * c + 300 + BOUNDS.slackMs;
+  const late = run.calls.filter((x) => !x.stalled && x.wait > x.timeout + lateBy);
+  if (late.length > 0) {
+    const x = late.reduce((p, q) => (q.wait - q.timeout > p.wait - p.timeout ? q : p));
+    violations.push({
+      oracle: 'late',
+      at: x.asked,
+      detail: `${late.length} calls answered past their deadline, worst: waited ${fmtMs(x.wait)} with deadline ${fmtMs(x.timeout)} (replica ${x.slot}, ${x.outcome})`,
+      kinds: kindsAt(x.asked + x.wait),
+    });
+  }
+  // A call asked in the gate's first-use window (documented) waited part of its deadline there.
+  const explained = (x: Call) =>
+    x.asked < startBound(config) ||
+    deadlines.some(
+      ({ a, until }) =>
+        a.step.kind !== 'demand-shift' &&
+        a.at <= x.asked + x.wait &&
+        Math.max(until, a.end) + BOUNDS.idleMs + BOUNDS.slackMs + callMax >= x.asked,
+    );
+  const starved = run.calls.filter((x) => x.outcome === 'timeout' && !x.stalled && !explained(x));
+  if (starved.length > 0) {
+    const x = starved[0]!;
+    violations.push({
+      oracle: 'starved',
+      at: x.asked,
+      detail: `${starved.length} calls timed out with no fault to explain it, first: weight ${x.weight} on replica ${x.slot} asked at ${fmtMs(x.asked)}, deadline ${fmtMs(x.timeout)}`,
+      kinds: ['none'],
+    });
+  }
+
+  // --- Redis's own state ---
+  let worstState: Violation | undefined;
+  let worstStateExcess = 0;
+  for (const s of run.states) {
+    const allowed = capAt(s.at - callMax) + capAllowance(s.at - callMax);
+    const cap2 = Math.max(allowed, capAt(s.at) + capAllowance(s.at));
+    if (s.used > cap2 && s.used - cap2 > worstStateExcess) {
+      worstStateExcess = s.used - cap2;
+      worstState = {
+        oracle: 'redis-state',
+        at: s.at,
+        detail: `Redis counts ${s.used} units held, cap ${capAt(s.at)}${cap2 > capAt(s.at) ? ` (+${cap2 - capAt(s.at)} documented)` : ''}`,
+        kinds: kindsAt(s.at),
+      };
+    }
+    if (
+      s.storedSum !== undefined &&
+      s.storedSum < s.used &&
+      s.used - s.storedSum > worstStateExcess
+    ) {
+      worstStateExcess = s.used - s.storedSum;
+      worstState = {
+        oracle: 'redis-state',
+        at: s.at,
+        detail: `leased L._s ${s.storedSum} < Σ live max(block, held) ${s.used}`,
+        kinds: kindsAt(s.at),
+      };
+    }
+  }
+  if (worstState) violations.push(worstState);
+
+  // --- keys after every process closed ---
+  const forever = run.leftovers.filter((k) => k.pttl === -1);
+  if (forever.length > 0) {
+    const kinds = [...new Set(run.applied.map((a) => a.step.kind))];
+    violations.push({
+      oracle: 'keys-left',
+      at: run.end,
+      detail: `after every replica closed, no TTL on ${forever.map((k) => `${k.key.replace(/^.*:/, '')} (${k.size})`).join(', ')}`,
+      kinds: kinds.length > 0 ? kinds : ['none'],
+    });
+  }
+  return verdict;
+}
+
+/** The most any window of `per` holds: exported for the synthetic-log test. */
+export { maxInWindow };

@@ -1,0 +1,255 @@
+/**
+ * The fault campaign's pure parts (test/chaos/): schedules reproducible from a seed, the
+ * shrinker, and the oracle on synthetic partner logs. No Redis, no processes: milliseconds.
+ * The campaign itself runs with `npm run chaos` (not in `npm test`).
+ */
+import { describe, expect, it } from 'vitest';
+import { BOUNDS, judge, type Run } from './oracle.js';
+import {
+  FAULT_KINDS,
+  type FleetConfig,
+  generateSchedule,
+  type Schedule,
+  shrink,
+  withSteps,
+} from './plan.js';
+
+const config: FleetConfig = {
+  mode: 'fifo',
+  replicas: 2,
+  callers: [4, 4],
+  cap: 4,
+  weights: [1],
+  costs: [1],
+  callMs: [20, 100],
+  leaseMs: 2000,
+  commandTimeoutMs: 500,
+  onStoreError: 'reject',
+  client: 'ioredis',
+  queueTimeout: 4000,
+  durationMs: 5000,
+};
+
+function run(over: Partial<Run>, schedule: Partial<Schedule> = {}): Run {
+  return {
+    schedule: { seed: 1, mode: 'fifo', config, steps: [], ...schedule },
+    applied: [],
+    arrivals: [],
+    inflight: [[0, 0]],
+    demand: [
+      [0, 0],
+      [10, 8],
+    ],
+    caps: [[0, config.cap]],
+    rates: [],
+    calls: [],
+    states: [],
+    leftovers: [],
+    errors: [],
+    end: 5000,
+    ...over,
+  };
+}
+
+/** In flight at the partner: `level` units from `from` to `to`, busy all along otherwise. */
+function busy(level: number, end = 5000, step = 50): [number, number][] {
+  const log: [number, number][] = [[0, 0]];
+  for (let t = 20; t < end; t += step) log.push([t, level]);
+  return log;
+}
+
+describe('chaos schedules', () => {
+  it('the same seed and mode give the same schedule, another seed another', () => {
+    for (const seed of [1, 17, 12345]) {
+      for (const mode of ['fifo', 'leased'] as const) {
+        expect(generateSchedule(seed, mode)).toEqual(generateSchedule(seed, mode));
+      }
+    }
+    expect(generateSchedule(1, 'fifo')).not.toEqual(generateSchedule(2, 'fifo'));
+  });
+
+  it('draws fleets and faults within the campaign’s ranges, and every fault kind', () => {
+    const seen = new Set<string>();
+    for (let seed = 0; seed < 400; seed++) {
+      const s = generateSchedule(seed, seed % 2 === 0 ? 'fifo' : 'leased');
+      const c = s.config;
+      expect(c.replicas).toBeGreaterThanOrEqual(2);
+      expect(c.replicas).toBeLessThanOrEqual(8);
+      expect(c.callers).toHaveLength(c.replicas);
+      expect(Math.max(...c.weights)).toBeLessThanOrEqual(c.cap);
+      if (c.rate) expect(Math.max(...c.costs)).toBeLessThanOrEqual(c.rate.burst + 1);
+      expect(c.durationMs).toBeLessThanOrEqual(10_000);
+      for (const step of s.steps) {
+        seen.add(step.kind);
+        expect(step.at).toBeGreaterThan(0);
+        expect(step.at).toBeLessThan(c.durationMs);
+        if (step.kind === 'set-rate') expect(c.rate).toBeDefined();
+        if (step.slot !== undefined && step.slot >= 0) expect(step.slot).toBeLessThan(c.replicas);
+      }
+    }
+    expect([...seen].sort()).toEqual([...FAULT_KINDS].sort());
+  });
+
+  it('faults run shorter and longer than the lease', () => {
+    let shorter = 0;
+    let longer = 0;
+    for (let seed = 0; seed < 300; seed++) {
+      const s = generateSchedule(seed, 'leased', ['redis-stop']);
+      for (const step of s.steps) {
+        if (step.ms! < s.config.leaseMs) shorter++;
+        else longer++;
+      }
+    }
+    expect(shorter).toBeGreaterThan(30);
+    expect(longer).toBeGreaterThan(30);
+  });
+
+  it('a fault filter narrows the faults, not the fleet', () => {
+    const all = generateSchedule(7, 'fifo');
+    const only = generateSchedule(7, 'fifo', ['flushall']);
+    expect(only.config.cap).toBe(all.config.cap);
+    expect(only.config.callers).toEqual(all.config.callers);
+    expect(only.steps.every((s) => s.kind === 'flushall')).toBe(true);
+  });
+
+  it('keeping a subset of steps shortens the schedule to fit them', () => {
+    const s = generateSchedule(3, 'fifo');
+    const none = withSteps(s, []);
+    expect(none.steps).toEqual([]);
+    expect(none.config.durationMs).toBeLessThanOrEqual(s.config.durationMs);
+    expect(none.config.cap).toBe(s.config.cap);
+  });
+});
+
+describe('chaos shrinker', () => {
+  it('drops every step the failure does not need', async () => {
+    const fails = async (steps: readonly string[]) => steps.includes('b') && steps.includes('d');
+    const { steps } = await shrink(['a', 'b', 'c', 'd', 'e'], fails, 50);
+    expect(steps).toEqual(['b', 'd']);
+  });
+
+  it('stops after its budget of reruns, keeping what still fails', async () => {
+    let reruns = 0;
+    const fails = async (steps: readonly string[]) => {
+      reruns++;
+      return steps.includes('z');
+    };
+    const { steps, tries } = await shrink(['a', 'b', 'c', 'z'], fails, 2);
+    expect(tries).toBe(2);
+    expect(reruns).toBe(2);
+    expect(steps).toContain('z');
+    expect(steps.length).toBe(2);
+  });
+
+  it('keeps a schedule whose every step is needed', async () => {
+    const { steps } = await shrink([1, 2], async (s) => s.length === 2, 10);
+    expect(steps).toEqual([1, 2]);
+  });
+});
+
+describe('chaos oracle on synthetic logs', () => {
+  it('a quiet fleet at its cap passes', () => {
+    expect(judge(run({ inflight: busy(4) })).violations).toEqual([]);
+  });
+
+  it('one partner sample over the cap fails, by how much', () => {
+    const log = busy(4);
+    log.push([2000, 6]);
+    log.sort((a, b) => a[0] - b[0]);
+    const [v] = judge(run({ inflight: log })).violations;
+    expect(v?.oracle).toBe('cap');
+    expect(v?.detail).toMatch(/^2 over: partner 6 in flight, cap 4/);
+  });
+
+  it('a window of per ms over limit + burst fails; the same arrivals spread out pass', () => {
+    const rate = { limit: 10, per: 1000, burst: 2 };
+    const rated = { ...config, rate };
+    const arrivals = (gapMs: number, n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        at: 100 + i * gapMs,
+        w: 1,
+        cost: 1,
+        slot: 0,
+        latency: 1,
+      }));
+    const bunched = run(
+      { inflight: busy(1), arrivals: arrivals(50, 14), rates: [[0, rate]] },
+      { config: rated },
+    );
+    expect(judge(bunched).violations.map((v) => v.oracle)).toContain('rate');
+    const spread = run(
+      { inflight: busy(1), arrivals: arrivals(101, 30), rates: [[0, rate]] },
+      { config: rated },
+    );
+    expect(judge(spread).violations.map((v) => v.oracle)).not.toContain('rate');
+  });
+
+  it('the partner at 0 with demand past the bound fails; within a fault’s window it does not', () => {
+    const gap = (from: number, to: number): [number, number][] => [
+      ...busy(4, from),
+      [from, 0],
+      ...busy(4, 5000).filter(([t]) => t > to),
+    ];
+    const long = judge(run({ inflight: gap(1000, 3000) }));
+    expect(long.violations.map((v) => v.oracle)).toEqual(['capacity']);
+    const short = judge(run({ inflight: gap(1000, 1000 + BOUNDS.idleMs) }));
+    expect(short.violations).toEqual([]);
+    // A Redis SIGSTOP of 1 s from 900 ms: a lease (2 s) and more after it ends are excused.
+    const step = { at: 900, kind: 'redis-stop' as const, ms: 1000 };
+    const excused = judge(
+      run(
+        { inflight: gap(1000, 3000), applied: [{ step, at: 900, end: 1900 }] },
+        { steps: [step] },
+      ),
+    );
+    expect(excused.violations).toEqual([]);
+    expect(excused.gaps['redis-stop']).toBeGreaterThanOrEqual(2000);
+  });
+
+  it('a waiter past its deadline, a timeout with no fault, and a key without TTL fail', () => {
+    const calls = [
+      {
+        slot: 0,
+        asked: 100,
+        wait: 9000,
+        timeout: 4000,
+        outcome: 'ok',
+        stalled: false,
+        weight: 1,
+      },
+      {
+        slot: 1,
+        asked: 200,
+        wait: 4000,
+        timeout: 4000,
+        outcome: 'timeout',
+        stalled: false,
+        weight: 3,
+      },
+    ];
+    const leftovers = [{ key: 'chaos:{g}:l', pttl: -1, size: 3 }];
+    const oracles = judge(run({ inflight: busy(4), calls, leftovers })).violations.map(
+      (v) => v.oracle,
+    );
+    expect(oracles.sort()).toEqual(['keys-left', 'late', 'starved']);
+    // Its own process stalled: not the gate's fault.
+    const stalled = calls.map((c) => ({ ...c, stalled: true }));
+    expect(judge(run({ inflight: busy(4), calls: stalled })).violations).toEqual([]);
+  });
+
+  it('a fresh fleet under 80% of its cap one refresh after its first call fails', () => {
+    const arrivals = [{ at: 30, w: 1, cost: 1, slot: 0, latency: 1 }];
+    const half = judge(run({ inflight: busy(2), arrivals }));
+    expect(half.violations.map((v) => v.oracle)).toEqual(['fresh']);
+    expect(judge(run({ inflight: busy(4), arrivals })).violations).toEqual([]);
+  });
+
+  it('Redis counting more than the cap fails (leased: also L._s under the live sum)', () => {
+    const over = judge(run({ inflight: busy(4), states: [{ at: 1000, used: 6 }] }));
+    expect(over.violations.map((v) => v.oracle)).toEqual(['redis-state']);
+    const undercount = judge(
+      run({ inflight: busy(4), states: [{ at: 1000, used: 4, storedSum: 2 }] }),
+    );
+    expect(undercount.violations[0]?.detail).toMatch(/L\._s 2 < Σ live/);
+  });
+});
