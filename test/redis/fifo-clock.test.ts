@@ -18,7 +18,7 @@ describeRedis("FIFO gates and steps of Redis's clock", () => {
     const keys = ['h', 'p', 'm'].map((k) => `${prefix}{billing}:${k}`);
     fleet.faultStarts();
     await fleet.redis.command('EVAL', CLOCK_STEP, 3, ...keys, 5000);
-    await fleet.judge('clock step +5 s', LEASE_MS);
+    await fleet.judge('clock step +5 s', LEASE_MS, false);
   }, 20_000);
 
   it("a backward step of Redis's clock (-5 s, emulated) leaves no lease stretched", async () => {
@@ -26,7 +26,7 @@ describeRedis("FIFO gates and steps of Redis's clock", () => {
     const keys = ['h', 'p', 'm'].map((k) => `${prefix}{billing}:${k}`);
     fleet.faultStarts();
     await fleet.redis.command('EVAL', CLOCK_STEP, 3, ...keys, -5000);
-    await fleet.judge('clock step -5 s', 3 * LEASE_MS);
+    await fleet.judge('clock step -5 s', 3 * LEASE_MS, false);
     // Nothing held, then nothing left: the stretched expiries were undone, not waited out.
     const h = `${prefix}{billing}:h`;
     const far = await fleet.redis.command(

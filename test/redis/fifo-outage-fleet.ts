@@ -26,6 +26,14 @@ export const CAP = 8;
 export const LEASE_MS = 1000;
 export const FAULT_MS = 2000;
 const LATE_MS = 400;
+/**
+ * What `onStoreError: 'local'` (the default) may add while Redis is away, as docs/shared-gates.md
+ * states it: each process its holdings plus its part of the free cap, at most R - 1 over with R
+ * processes cut off. Issue 32's fault is the excess once Redis answers again, judged at 0.
+ */
+const LOCAL_EXCESS = 4 - 1;
+/** The local grants of the outage end with their requests (40 ms calls): judged after them. */
+const SETTLE_MS = 500;
 
 /**
  * The campaign's emulation of a forward step of `ms` in Redis's clock (SHARED-FIXES.md): one
@@ -52,10 +60,11 @@ export interface OutageFleet {
   faultStarts(): void;
   /**
    * The fault is over for three replicas now; the fourth's Redis answers LATE_MS later. Then
-   * two leases of traffic, the partner's figures logged and judged: never over the cap, and
-   * the cap in use again within `boundMs` of the end of the fault.
+   * two leases of traffic, the partner's figures logged and judged: never over the cap once
+   * Redis answered (during an `outage`, what `onStoreError: 'local'` may add, the documented
+   * bound), and the cap in use again within `boundMs` of the end of the fault.
    */
-  judge(what: string, boundMs: number): Promise<void>;
+  judge(what: string, boundMs: number, outage?: boolean): Promise<void>;
 }
 
 /** Registers the hooks (call inside `describeRedis`). */
@@ -89,19 +98,21 @@ export function useOutageFleet(): OutageFleet {
       return { partner, prefix };
     },
     faultStarts: () => late.hold(),
-    judge: async (what: string, boundMs: number) => {
+    judge: async (what: string, boundMs: number, outage = true) => {
       const back = performance.now();
       await faultFor(LATE_MS);
       late.release();
       await faultFor(2 * LEASE_MS);
       const p = partner!;
       const peak = p.peak();
+      const after = p.peak(back + SETTLE_MS);
       const full = p.reached(CAP, back) - back;
       await stopFleet(fleet);
       console.log(
-        `${what}: peak ${peak} at cap ${CAP}, the cap in use again ${full.toFixed(0)} ms after`,
+        `${what}: peak ${peak} at cap ${CAP} (${after} once Redis answered), the cap in use again ${full.toFixed(0)} ms after`,
       );
-      expect(peak, what).toBeLessThanOrEqual(CAP);
+      expect(peak, `${what}, in all`).toBeLessThanOrEqual(CAP + (outage ? LOCAL_EXCESS : 0));
+      expect(after, `${what}, once Redis answered`).toBeLessThanOrEqual(CAP);
       expect(full, 'the cap in use again (ms after the fault)').toBeLessThan(boundMs);
     },
   } as OutageFleet;
