@@ -52,18 +52,17 @@ export default defineConfig({
       ...(undiciMajor === '8' ? ['test/helpers/undici8-require.ts'] : []),
       'test/helpers/shared-process.ts',
     ],
-    // Test files share their worker processes: a fresh process per file paid vitest's start and
-    // the import of hostgate, undici, Express and the Redis clients again (`import` summed 128 s
-    // of a 449 s run). What a file must leave behind for the next one is checked after each
-    // file (test/helpers/shared-process.ts); what hung weights.test.ts after other files in
-    // 1116df4 is explained in docs/development.md ("Shared processes").
-    isolate: false,
+    // Each file in a fresh process, as CI has passed on for many runs. Shared processes
+    // (isolate: false) cost a third less CPU, and what a file must leave behind for the next
+    // is checked after each file (test/helpers/shared-process.ts), but the hang of weights.test.ts
+    // after sharing a worker (a CI run of 474b2b4) is still not explained (docs/development.md,
+    // "Shared processes"): until it is, a CI run that lands nothing costs more than the CPU.
+    isolate: true,
     // Type tests (test/types/*.test-d.ts, expectTypeOf) are checked by `npm run typecheck`:
     // tsc covers test/ already, and vitest's typecheck mode would run it a second time (~30 s).
-    // Four workers on a 2-core machine: most files wait on sockets, timers and child
-    // processes, so fewer left the machine idle (2026-12-02, shared processes: vitest run
-    // 121.5 s with three, 96.9 s with four).
-    maxWorkers: 4,
+    // Three workers on a 2-core machine: most files wait on sockets, timers and child
+    // processes (quiet, 2026-12-01, isolated: 92 s with two, 68 s with three).
+    maxWorkers: 3,
     testTimeout: 20_000,
     hookTimeout: 20_000,
   },
