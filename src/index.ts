@@ -67,6 +67,7 @@ export {
   type ShedReason,
   type WaitAbortedMessage,
 } from './gate/diagnostics.js';
+export { DEFAULT_PARTNER_RATE_SLACK_MS } from './gate/rate.js';
 export {
   type AcquireOptions,
   DEFAULT_QUEUE_PER_PERMIT,
