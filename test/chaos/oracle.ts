@@ -262,12 +262,15 @@ export function judge(run: Run): Verdict {
     const arrivals = [...run.arrivals].sort((x, y) => x.at - y.at);
     const lat = arrivals.map((a) => a.latency);
     const spread = Math.max(...lat) - Math.min(...lat) + 10;
+    // A window from t reaches a rate set before t + its length: the longest `per` of the run
+    // (a rate set with a shorter `per` applies to a longer window of the old one that it ends).
+    const longest = Math.max(...run.rates.map(([, r]) => r.per));
     const rateAllowed = (t: number) => {
       let allowed = 0;
       let per = config.rate!.per;
       for (const [at, r] of run.rates) {
         const next = run.rates.find(([a2]) => a2 > at)?.[0] ?? Number.POSITIVE_INFINITY;
-        if (at <= t + r.per && next >= t - r.per - graceMs) {
+        if (at <= t + longest && next >= t - r.per - graceMs) {
           allowed = Math.max(allowed, r.limit + r.burst);
           per = Math.min(per, r.per);
         }

@@ -184,6 +184,30 @@ describe('chaos oracle on synthetic logs', () => {
     expect(judge(spread).violations.map((v) => v.oracle)).not.toContain('rate');
   });
 
+  it('a rate set with a shorter per judges the old rate’s windows that reach it by the new one (seed 5028)', () => {
+    // 20 per 1000 ms burst 0, then at 2000 ms 40 per 500 ms burst 5 (80/s): arrivals at the new
+    // pace from 2000 ms on. A window of the old rate from 1500 ms holds 500 ms of them (40),
+    // which the new rate allows; judged by the old rate alone it read as 46 over a promise of 26.
+    const old = { limit: 20, per: 1000, burst: 0 };
+    const faster = { limit: 40, per: 500, burst: 5 };
+    const arrivals = [
+      ...Array.from({ length: 20 }, (_, i) => 100 + i * 95),
+      ...Array.from({ length: 80 }, (_, i) => 2000 + i * 12.5),
+    ].map((at) => ({ at, w: 1, cost: 1, slot: 0, latency: 1 }));
+    const changed = run(
+      {
+        inflight: busy(1),
+        arrivals,
+        rates: [
+          [0, old],
+          [2000, faster],
+        ],
+      },
+      { config: { ...config, rate: old } },
+    );
+    expect(judge(changed).violations.map((v) => v.oracle)).not.toContain('rate');
+  });
+
   it('the partner at 0 with demand past the bound fails; within a fault’s window it does not', () => {
     const gap = (from: number, to: number): [number, number][] => [
       ...busy(4, from),
