@@ -147,6 +147,8 @@ export class LeasedSemaphore extends Semaphore {
   /** The share Redis granted, its target, Σ counted, and the share this process sends at now. */
   #rateShare = 0;
   #rateTarget = 0;
+  /** A refresh that cuts the share to its target was sent at once after the last answer. */
+  #cutting = false;
   #rateCounted = 0;
   #rateWants = 0;
   #rateApplied = 0;
@@ -406,10 +408,16 @@ export class LeasedSemaphore extends Semaphore {
     const wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
     this.#wants = wants;
     this.#rateWants = this.#rateDemand(sentAt);
-    // A share above the rate's demand is cut here, before asking: Redis then counts the old
-    // share one window from now, not from when its answer arrives.
-    if (this.#rateWants < this.#rateShare) {
-      this.#rateShare = this.#rateWants;
+    // A share above the rate's demand, or above the fair target Redis last answered, is cut
+    // here, before asking: Redis then counts the cut from this refresh on (one call more for a
+    // window), not from when an answer that cut it arrives. Redis does not cut a share this
+    // process still sends at (`selfcut`); it answers the target, and a refresh leaves at once.
+    const keep =
+      this.#rateShare > this.#rateTarget
+        ? Math.min(this.#rateWants, this.#rateTarget)
+        : this.#rateWants;
+    if (keep < this.#rateShare) {
+      this.#rateShare = keep;
       this.#applyRate(sentAt);
     }
     // What Redis counts for us until the answer: held, plus a little of a valid block that
@@ -439,6 +447,8 @@ export class LeasedSemaphore extends Semaphore {
       Math.max(1, Math.floor(this.#o.refreshMs / 2)),
       ...this.#rateArgs(this.#closed ? 0 : this.#rateWants, setRate),
       ...this.#faultArgs(sentAt, this.#headWeight(), false),
+      '',
+      1, // it cuts its own share to a lower target (issue 32, item 6)
     ];
     const inflight = this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
       (reply) => this.#answer(reply, sentAt),
@@ -518,6 +528,14 @@ export class LeasedSemaphore extends Semaphore {
   #rateAnswer(reply: unknown[]): void {
     this.#rateShare = Number(reply[9]);
     this.#rateTarget = Number(reply[10]);
+    // A share above its target: cut it now, in a refresh that says so (once per answer that
+    // asks; a cut answered with a share above the target again waits for the timer).
+    if (this.#rateShare > this.#rateTarget && !this.#cutting) {
+      this.#cutting = true;
+      setImmediate(() => {
+        if (!this.#closed && this.#inflight === undefined) this.#refresh();
+      }).unref?.();
+    } else this.#cutting = false;
     this.#rateCounted = Number(reply[11]);
     this.#rateUnsure = false;
     const held = String(reply[12] ?? '');
@@ -687,6 +705,7 @@ export class LeasedSemaphore extends Semaphore {
         ...rate,
         ...this.#faultArgs(now, 0, true),
         tail.map((units) => Math.ceil(units)).join(' '),
+        1,
       ];
       return this.#store.refreshLeased(this.keys, args, this.name ?? '', this.#layout).then(
         () => undefined,

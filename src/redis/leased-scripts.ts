@@ -66,19 +66,24 @@ export const LEASED_RATE_LAYOUT = 'leased/1+rate';
  * 15-22: `seen` (Redis ms of the caller's last answer, 0 none), `elapsed` (its monotonic ms
  * since), `down` (its last refresh failed), `had`, `need` (its heaviest waiting head), `tol`
  * (a command timeout), `gapMs` (refresh + command timeout), `closing` (a clean close: the
- * entry goes; argument 23 then holds its rate sends of the last window by age, in eighths).
+ * entry goes; argument 23 then holds its rate sends of the last window by age, in eighths),
+ * 24 `selfcut` ('1': the caller cuts its own rate share to a lower target, see below).
  *
  * **A rate** (`rate`: `limit:per:burst`, '' for none; layout `leased/1+rate`) is leased the same
  * way, as Doorman leases capacity: each process gets a *rate share*, whole calls per `per` ms
  * (its burst share, `floor(burst × share / limit)`, follows from it on the process), a max-min
  * fair share of `limit` by its rate demand (`rateWants`), within what the others' counted shares
- * leave. `L._r` keeps Σ counted over the entries. A process's sends of the last `per` ms still
- * land in the partner's window after its share shrinks, so a share is *counted* at the highest
- * it was until its sends at it are a window behind: `rateUsed` (the share the process sends at
- * until this answer reaches it) until `holdMs` (one command timeout) + `per`; its previous
- * share, when it reports sending at less (it cut its own share before asking), `per`; and a
- * process whose lease lapsed at its last share until `per` after its lease. Then, over counted shares, Σ ≤ limit,
- * and so the whole fleet's calls in any window of `per` ms stay within `limit + burst`.
+ * leave. `L._r` keeps Σ counted over the entries. Each process paces its share (GCRA), so the
+ * fleet's calls in a window follow its shares' sum over the window and a share given back is
+ * free at once (issue 32, item 6: a rolling deploy ran at 70-75% while a closed process's last
+ * sends were counted until they left the window). What a process may send beyond its share is
+ * counted (see countedOf): its old share while Redis's cut is on its way to it (`holdMs`, one
+ * command timeout; a process that passes `selfcut` is never cut under what it reports sending
+ * at: it is answered its target, cuts itself at once and says so); for a window after its share
+ * went down, one call and the burst it lost; after a clean close, its burst share and one call
+ * for a window; and a process whose lease lapsed, its last share until `per` after its lease.
+ * Then, over counted shares, Σ ≤ limit, and the fleet's calls in any window of `per` ms stay
+ * within `limit + burst`.
  * Entry: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate wants>"`.
  *
  * Returns `{block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
@@ -94,6 +99,7 @@ local holdMs, setRate = tonumber(ARGV[13] or 0), ARGV[14] or ''
 local seen, elapsed = tonumber(ARGV[15] or 0), tonumber(ARGV[16] or 0)
 local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0)
 local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
+local selfcut = ARGV[24] == '1'
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '${LEASED_RATE_LAYOUT}' or '${LEASED_LAYOUT}'
 local META_TTL = 2592000000
@@ -192,6 +198,22 @@ if RATED then
   local rl, rp, rb = string.match(rateStr, '^([^:]+):([^:]+):([^:]+)$')
   rlimit, rper, rburst = tonumber(rl), tonumber(rp), tonumber(rb)
 end
+-- A rate share as counted (issue 32, item 6). Every process paces its share (GCRA, the TAT
+-- carried across shares), so the fleet's calls in a window of per follow its shares' sum over
+-- time: a share given back can be taken at once, save for two things a hold (rk until ru) keeps
+-- counted. While an answer that cut a share is on its way (until ru - per), the process still
+-- sends at the old share (rk). For a window after a share went down, one call more (its TAT
+-- was set at the faster pace: a window that straddles the cut may hold one call beyond the two
+-- paces' sum) and the burst the old share allowed beyond the new one's (sent early).
+local function burstOf(units)
+  if rlimit <= 0 then return 0 end
+  return math.floor(rburst * units / rlimit)
+end
+local function countedOf(rs, rk, ru)
+  if ru <= now then return rs end
+  if ru - rper > now then return math.max(rs, rk) end
+  return rs + 1 + math.max(0, burstOf(rk) - burstOf(rs))
+end
 local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
 if had and not mine and cur[2] == false and ends < now + lease then
@@ -211,7 +233,7 @@ if mine then
   ownBlock, ownHeld, ownWants = b, h, w
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
-  rbefore = (ru > now) and math.max(rs, rk) or rs
+  rbefore = countedOf(rs, rk, ru)
 end
 -- FIFO keys beside ours: checked when a process registers (once per process and lease), not
 -- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
@@ -277,9 +299,9 @@ if now - walked >= scan or closing or grown then
     local id = all[i]
     if id ~= '_s' and id ~= '_r' and id ~= proc then
       local e, b, h, w, rs, rk, ru, rw, nd = parse(all[i + 1])
-      -- A share held past a shrink counts until its hold ends, then the share alone. The
-      -- owner reads its entry the same way, so Σ never counts it less than its owner does.
-      local rc = (ru > now) and math.max(rs, rk) or rs
+      -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
+      -- The owner reads its entry the same way, so Σ never counts it less than its owner does.
+      local rc = countedOf(rs, rk, ru)
       if e <= now then
         if RATED and e + rper > now and rc > 0 then
           -- Lapsed (or closed), but its last sends still land in windows until per after its
@@ -360,50 +382,60 @@ if RATED then
     grow = math.min(rtarget, math.max(1, 2 * ownShare, math.floor(rlimit / math.max(1, n))))
   end
   local rothers = rsum - rbefore
-  share = math.max(0, math.min(grow, rlimit - rothers))
-  -- Counted: the share, and until the hold ends what it was (and is sent at until the answer).
-  -- Held past a shrink: the share the process reports sending at (until this answer reaches
-  -- it: one command timeout, then one window); its last share, if it stopped sending at it
-  -- before this refresh left (one window from now); an earlier hold keeps its own end.
-  local counted, untl = share, 0
-  if closing then
-    share, counted, untl = 0, rused, now + rper
-  else
-    if rused > share then counted, untl = rused, now + holdMs + rper end
-    if ownShare > math.max(share, rused) then counted, untl = ownShare, math.max(untl, now + rper) end
-    if ownUntil > now and ownCounted > share then
-      counted, untl = math.max(counted, ownCounted), math.max(untl, ownUntil)
-    end
+  local avail = rlimit - rothers
+  share = math.max(0, math.min(grow, avail))
+  if selfcut and not closing and not recovering and rused > share and rused <= math.min(avail, ownShare) then
+    -- Not cut here: the process sends at rused until this answer reaches it, so a cut made here
+    -- would count rused a command timeout longer. It is answered its target below its share,
+    -- cuts itself at once and says so in a refresh right away, and is counted at the cut then.
+    share = rused
   end
-  rsum = rothers + counted
+  -- The hold (countedOf): hk in full until hu - per, then the edge until hu. Sent at until
+  -- this answer reaches the process (one command timeout): a share it reports above the new
+  -- one. For a window: a share that went down (its TAT was set at the faster pace: one call
+  -- ahead of the slower one, and the burst the faster one allowed). A share that goes up needs
+  -- none: its first call after the change still waits out the slower pace. An earlier hold
+  -- keeps its own end.
+  local hk, hu = 0, 0
+  if not closing then
+    if ownUntil > now then hk, hu = ownCounted, ownUntil end
+    if rused > share then hk, hu = math.max(hk, rused), math.max(hu, now + holdMs + rper) end
+    if math.max(ownShare, rused) > share then
+      hk, hu = math.max(hk, ownShare, rused), math.max(hu, now + rper)
+    end
+    if hu > 0 then
+      -- Room for the edge: a share that changes takes one call less, and a cut burst's less.
+      for _ = 1, 2 do
+        local edge = 1 + math.max(0, burstOf(hk) - burstOf(share))
+        if share + edge > avail then share = math.max(0, avail - edge) end
+      end
+    end
+  else
+    share = 0
+  end
+  local counted, untl = hk, hu
+  rsum = rothers + countedOf(share, hk, hu)
   rate = ' ' .. share .. ' ' .. counted .. ' ' .. untl .. ' ' .. rwants
 end
 if closing then
-  -- A clean close: the entry goes at once, and the hash with the last one. On a rated gate what
-  -- it sent in the last window (rused) stays counted for a window, in a lapsed entry a walk reaps.
+  -- A clean close: the entry goes at once, and the hash with the last one.
   if RATED and rused > 0 then
-    -- Its sends by age (ARGV[23]: eighths of a window, youngest first), each counted until it
-    -- is a window old, in lapsed entries '<id>~<k>' that walks reap: the fleet takes the
-    -- share back as the sends leave the window, not a window after the close.
-    local parts, k, counted = {}, 0, 0
+    -- It paced its share: its sends still in windows are those of its pace, which the fleet's
+    -- shares go on from, except what it sent ahead of its pace: its TAT runs at most burst + 1
+    -- intervals ahead of now. So much stays counted for a window (never more than it sent in
+    -- the last one, ARGV[23]: its sends by age), in a lapsed entry '<id>~0' that walks reap.
+    local sent, any = 0, false
     for c in string.gmatch(ARGV[23] or '', '%d+') do
-      local units = tonumber(c)
-      if units > 0 then
-        local untl = now - math.floor(k * rper / 8) + rper
-        parts[#parts + 1] = proc .. '~' .. k
-        parts[#parts + 1] = format(untl - rper, 0, 0, 0, 0, units, untl, 0, 0)
-        counted = counted + units
-      end
-      k = k + 1
+      sent, any = sent + tonumber(c), true
     end
-    if #parts == 0 then
-      -- No breakdown: all of it for a window.
-      parts = {proc .. '~0', format(now, 0, 0, 0, 0, rused, now + rper, 0, 0)}
-      counted = rused
-    end
-    rsum = rsum - rused + counted
+    if not any then sent = rused end
+    local units = math.min(sent, burstOf(rused) + 1)
+    rsum = rsum + units
     redis.call('HDEL', L, proc)
-    redis.call('HSET', L, '_s', sum, '_r', rsum, unpack(parts))
+    redis.call('HSET', L, '_s', sum, '_r', rsum)
+    if units > 0 then
+      redis.call('HSET', L, proc .. '~0', format(now, 0, 0, 0, 0, units, now + 2 * rper, 0, 0))
+    end
     if others_live == 0 then redis.call('PEXPIRE', L, rper + 1) end
   else
     redis.call('HDEL', L, proc)

@@ -1,8 +1,9 @@
 /**
  * Request rates on leased shared gates (issue 26, Doorman's leased capacity): each process sends
- * at its *share* of the rate, whole calls per `per`, granted by the refresh script by demand;
- * Redis counts a share that shrank (and a lapsed process's last share) until its sends can no
- * longer land in a window. The oracles: a real partner's own log of arrival times, and Redis's
+ * at its *share* of the rate, whole calls per `per`, paced (GCRA), granted by the refresh script
+ * by demand; Redis counts what a share that went down may still send beyond its new pace (one
+ * call and the burst it lost, for a window; the old share itself while Redis's cut is on its
+ * way), and a lapsed process's last share for a window after its lease (issue 32, item 6). The oracles: a real partner's own log of arrival times, and Redis's
  * own entries (Σ counted shares ≤ the rate's limit after every refresh). One store stands for
  * one process (a client of its own).
  */
@@ -53,11 +54,21 @@ async function rateState(server: RedisServer, gate: string) {
 }
 
 /**
- * Σ over entries of what Redis counts for each at `now`: its share, or the higher share it
- * held before a shrink, until that hold ends (its sends at it are a window behind by then).
+ * Σ over entries of what Redis counts for each at `now` (the script's `countedOf`, restated):
+ * the higher share held before a cut in full until a window before its hold ends (the cut on
+ * its way), then the share, one call more and the burst the cut took, until the hold ends.
  */
-const counted = ({ entries, now }: { entries: RateEntry[]; now: number }) =>
-  entries.reduce((sum, e) => sum + (e.until > now ? Math.max(e.share, e.counted) : e.share), 0);
+const counted = (
+  { entries, now }: { entries: RateEntry[]; now: number },
+  rate: { limit: number; per: number; burst?: number },
+) => {
+  const burstOf = (units: number) => Math.floor(((rate.burst ?? 0) * units) / rate.limit);
+  return entries.reduce((sum, e) => {
+    if (e.until <= now) return sum + e.share;
+    if (e.until - rate.per > now) return sum + Math.max(e.share, e.counted);
+    return sum + e.share + 1 + Math.max(0, burstOf(e.counted) - burstOf(e.share));
+  }, 0);
+};
 
 describeRedis('request rates on leased shared gates', () => {
   const fleet = useFleet('node-redis', redis);
@@ -90,7 +101,7 @@ describeRedis('request rates on leased shared gates', () => {
     const watcher = (async () => {
       while (!done) {
         const state = await rateState(redis(), 'p');
-        expect(counted(state)).toBeLessThanOrEqual(rate.limit);
+        expect(counted(state, rate)).toBeLessThanOrEqual(rate.limit);
         expect(state.sum).toBeLessThanOrEqual(rate.limit);
         reads++;
         await new Promise((resolve) => setTimeout(resolve, 10));
@@ -122,7 +133,7 @@ describeRedis('request rates on leased shared gates', () => {
     }
   });
 
-  it('moves the rate to the busy process, shares it fairly when both are busy, and counts a shrunk share until its window is past', async () => {
+  it('moves the rate to the busy process, shares it fairly when both are busy, and counts one call more for a window after a share went down', async () => {
     const [a, b] = [await fleet.store(), await fleet.store()];
     const rate = { limit: 10, per: 500 };
     const options = { name: 'shift', limit: 50, mode: 'leased', rate, ...LEASE } as const;
@@ -144,7 +155,7 @@ describeRedis('request rates on leased shared gates', () => {
       'both busy: five calls per 500 ms each',
     );
     let state = await rateState(redis(), 'shift');
-    expect(counted(state)).toBeLessThanOrEqual(10);
+    expect(counted(state, rate)).toBeLessThanOrEqual(10);
     stopA = true;
     await runA;
     await until(
@@ -152,18 +163,25 @@ describeRedis('request rates on leased shared gates', () => {
       'b leasing the whole rate once a is idle',
     );
     state = await rateState(redis(), 'shift');
-    expect(counted(state)).toBeLessThanOrEqual(10);
+    expect(counted(state, rate)).toBeLessThanOrEqual(10);
     stopB = true;
     await runB;
-    // b's share shrinks as it idles: Redis keeps counting what it sent at until its window is past.
+    // b's share goes down as it idles (b cuts it itself, before asking): Redis counts the new
+    // share and one call more (its TAT was set at the faster pace) for one window, not the old
+    // share: the rest is the others' at once.
     await untilAsync(async () => {
       const s = await rateState(redis(), 'shift');
       const mine = s.entries.find((e) => e.share < e.counted);
-      return mine !== undefined && mine.until > s.now && mine.until <= s.now + 500 + 500;
-    }, 'a shrunk share counted until the command timeout and one window after the shrink');
+      return (
+        mine !== undefined &&
+        mine.until > s.now &&
+        mine.until - rate.per <= s.now &&
+        counted(s, rate) === mine.share + 1
+      );
+    }, 'a share that went down counted one call over it, for one window');
   });
 
-  it('a closed process stays counted for what it sent in its last window, until that is a window old, then its share goes to the other', async () => {
+  it("a closed process's share goes to the other at once, but for what it may have sent ahead of its pace (burst + 1 calls), counted for a window", async () => {
     const [a, b] = [await fleet.store(), await fleet.store()];
     const rate = { limit: 6, per: 400 };
     const options = { name: 'close', limit: 20, mode: 'leased', rate, ...LEASE } as const;
@@ -182,15 +200,17 @@ describeRedis('request rates on leased shared gates', () => {
     const before = (await rateState(redis(), 'close')).now;
     await a.close();
     const state = await rateState(redis(), 'close');
-    // Its entry is gone; what it sent in the last window stays counted, by age ('<id>~<k>'),
-    // the youngest until a window after the close.
+    // Its entry is gone; what it may have sent ahead of its pace stays counted for a window:
+    // its TAT runs at most burst + 1 intervals ahead (burst 0: one call), in '<id>~0'.
     expect(state.entries.find((e) => e.id === a.processId)).toBeUndefined();
     const tail = state.entries.filter((e) => e.id.startsWith(`${a.processId}~`));
     expect(tail.every((e) => e.share === 0)).toBe(true);
-    expect(tail.reduce((sum, e) => sum + e.counted, 0)).toBeGreaterThan(0);
+    expect(tail.reduce((sum, e) => sum + e.counted, 0)).toBe(1);
     expect(Math.max(...tail.map((e) => e.until))).toBeGreaterThanOrEqual(before + rate.per);
+    // The rest goes to b within its next refreshes, not as a's last sends leave the window.
+    await until(() => gb.stats().shared.rate!.share === 5, 'b leasing all but the tail');
     await until(() => gb.stats().shared.rate!.share === 6, 'b leasing the whole rate');
-    // Not before a's last sends were a window behind (its hold: command timeout + per).
+    // The last call not before a window after the close.
     expect(performance.now() - closedAt).toBeGreaterThanOrEqual(rate.per - 50);
     stop.b = true;
     await runB;
