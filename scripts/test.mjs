@@ -7,10 +7,15 @@
  * processes, so their ~8 s and ~10 s of one core fit into its idle time instead of running
  * before it. Their output is held back and printed after vitest's; the exit code is non-zero if
  * any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts` (the typecheck and
- * the doc-tests run all the same).
+ * the doc-tests run all the same). Its last line is plain, `tests: N passed, N failed, N
+ * skipped` (from vitest's JSON report), for any CI to read; a run in which no test passed fails.
  */
 import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readCounts } from './test-counts.mjs';
 
 const bin = (pkg, path) =>
   fileURLToPath(new URL(`../node_modules/${pkg}/${path}`, import.meta.url));
@@ -42,7 +47,21 @@ if (imports.code !== 0) process.exit(imports.code);
 
 const typecheck = run(bin('typescript', 'bin/tsc'), ['-p', 'tsconfig.json', '--noEmit'], true);
 const docTests = run(fileURLToPath(new URL('doc-tests.mjs', import.meta.url)), [], true);
-const suite = await run(bin('vitest', 'vitest.mjs'), ['run', ...process.argv.slice(2)], false);
+// vitest's own report, and a JSON one for the closing line below (HOSTGATE_TEST_JSON keeps it
+// where CI sums its legs).
+const report =
+  process.env.HOSTGATE_TEST_JSON || join(tmpdir(), `hostgate-vitest-${process.pid}.json`);
+const suite = await run(
+  bin('vitest', 'vitest.mjs'),
+  [
+    'run',
+    '--reporter=default',
+    '--reporter=json',
+    `--outputFile.json=${report}`,
+    ...process.argv.slice(2),
+  ],
+  false,
+);
 const types = await typecheck;
 process.stdout.write(
   types.code === 0 ? '\ntypecheck (tsc --noEmit): OK\n' : `\ntypecheck (tsc --noEmit) FAILED:\n`,
@@ -50,4 +69,12 @@ process.stdout.write(
 if (types.code !== 0) process.stdout.write(types.output);
 const docs = await docTests;
 process.stdout.write(docs.output);
-process.exit(suite.code || types.code || docs.code);
+// A plain closing line that any CI can read: the tests vitest ran, passed and failed.
+const counts = readCounts(report);
+if (!process.env.HOSTGATE_TEST_JSON) rmSync(report, { force: true });
+if (counts === undefined) process.stdout.write('tests: no report from vitest\n');
+else {
+  const { passed, failed, skipped } = counts;
+  process.stdout.write(`tests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+}
+process.exit(suite.code || types.code || docs.code || (counts?.passed ? 0 : 1));
