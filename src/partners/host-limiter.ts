@@ -15,8 +15,8 @@ import {
   positiveInteger,
 } from '../common/options.js';
 import { Semaphore } from '../gate/semaphore.js';
-import { OVERFLOW_ORIGINS } from '../observe/collector.js';
 import { type LeakSuspect, leakSuspects } from '../observe/leaks.js';
+import { OVERFLOW_ORIGINS } from '../observe/origin-labels.js';
 import { Breaker, parseBreaker } from './breaker.js';
 import { setHoldAfterAbort } from './gate-layers.js';
 import { HostRules } from './host-rules.js';

@@ -15,7 +15,7 @@ import {
   type SemaphoreStats,
 } from '../gate/semaphore.js';
 import type { PriorityClassOptions } from '../gate/wait-queue.js';
-import type { OVERFLOW_ORIGINS } from '../observe/collector.js';
+import type { OVERFLOW_ORIGINS } from '../observe/origin-labels.js';
 import type { BreakerOptions, BreakerStats } from './breaker.js';
 import type { HoldAfterAbort } from './gate-layers.js';
 import type { PartnerHoldStats, RateLimitHeadersOptions } from './partner-guard.js';

@@ -6,7 +6,7 @@
 
 import { UnknownHostError } from '../common/errors.js';
 import type { Semaphore } from '../gate/semaphore.js';
-import { OVERFLOW_ORIGINS } from '../observe/collector.js';
+import { OVERFLOW_ORIGINS } from '../observe/origin-labels.js';
 import { type GateOptions, makeGate, type UnknownPolicy } from './limiter-options.js';
 
 /** A per-origin gate and when (limiter clock, ms) its host was last called. */
