@@ -93,7 +93,7 @@ export const CLASS_ATTRIBUTE = 'hostgate.priority_class';
  *
  * Every instrument has the attribute `hostgate.partner`: the partner's name, always; unknown
  * origins by origin key for the `maxOriginLabels` with the most traffic, the others
- * `(other origins)` (collector.ts). A partner with priority
+ * `(other origins)` (origin-labels.ts). A partner with priority
  * classes splits `queued_requests`, `requests` (but `deadline` and `store_unavailable`) and
  * `request.time_in_queue` by `hostgate.priority_class`: one point per class, adding up to the
  * partner's.

@@ -47,7 +47,7 @@ export const CLASS_LABEL = 'priority_class';
 /**
  * Registers hostgate's per-partner metrics (label `partner`: the partner name, always; an
  * origin key for the `maxOriginLabels` unknown origins with the most traffic, the others
- * `(other origins)`; see collector.ts). Values are read
+ * `(other origins)`; see origin-labels.ts). Values are read
  * from the gates when the registry is scraped — once per scrape for all metrics — and at no
  * other time: no timer, no cost on the request path.
  *
