@@ -77,15 +77,18 @@ async function open(config: FleetGate): Promise<void> {
   const loop = async () => {
     while (running) {
       try {
-        await gate.run(async () => {
-          const id = `${process.pid}-${++seq}`;
-          const response = await request(`${config.origin}${config.path}${sep}id=${id}`, {
-            dispatcher,
-            signal,
-          });
-          await response.body.dump();
-          calls++;
-        });
+        await gate.run(
+          async () => {
+            const id = `${process.pid}-${++seq}`;
+            const response = await request(`${config.origin}${config.path}${sep}id=${id}`, {
+              dispatcher,
+              signal,
+            });
+            await response.body.dump();
+            calls++;
+          },
+          { signal },
+        );
       } catch {
         if (!running) break;
         shed++;

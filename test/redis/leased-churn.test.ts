@@ -1,7 +1,7 @@
 /**
  * Issue 32, item 6 and the ordinary operations it names (leased mode): a rolling deploy, one
  * replica closed cleanly and a new one started every second, keeps the rate in use (a clean
- * close gives its share back at once, only what it sent in the last window stays counted; a
+ * close gives its share back at once, but for what it may have sent ahead of its pace; a
  * newcomer reaches its share within a refresh) and never exceeds it at the partner (the oracle
  * logs every arrival).
  */
@@ -33,8 +33,12 @@ describeRedis('a leased gate through a rolling deploy (issue 32)', () => {
       },
     });
     try {
-      await new Promise((r) => setTimeout(r, 2000)); // the fleet at its rate
+      await new Promise((r) => setTimeout(r, 1000)); // the fleet at its rate
+      const base = performance.now();
+      await new Promise((r) => setTimeout(r, 1000));
       const from = performance.now();
+      // The same fleet's pace without churn: the ceiling this machine allows now.
+      const baseline = [...o.arrivals.values()].filter((t) => t >= base && t < from).length;
       for (let i = 0; i < 5; i++) {
         await fleet.close(fleet.members[0]!);
         await fleet.add();
@@ -43,12 +47,15 @@ describeRedis('a leased gate through a rolling deploy (issue 32)', () => {
       const to = performance.now();
       const during = [...o.arrivals.values()].filter((t) => t >= from && t < to).length;
       const perSecond = (during / (to - from)) * 1000;
-      // Never over the rate at the partner. The pace is reported, not asserted: 30/s before
-      // issue 32's fixes, 36-38/s after on this machine (47.6/s with no churn); the target of
-      // 45/s (90%) is not reached (docs/rates.md says why).
-      console.log(`rolling deploy: ${perSecond.toFixed(1)} calls/s of 50`);
-      expect(perSecond).toBeGreaterThan(0);
+      // Never over the rate at the partner, and most of it in use: quiet, 43.7-45.5 calls/s
+      // (46-47 in any second of the roll; 47-48 with no churn), where counting a closed
+      // process's last sends until they left the window gave 36.8 (30 on a loaded machine).
+      // Judged against the same fleet's pace in the second before, which a busy machine lowers.
+      console.log(
+        `rolling deploy: ${perSecond.toFixed(1)} calls/s of 50 (${baseline} in the second before)`,
+      );
       expectPromiseKept(o, { ...rate, burst: 0 });
+      expect(perSecond).toBeGreaterThanOrEqual(0.85 * Math.min(rate.limit, baseline));
     } finally {
       await fleet.stop();
       for (const c of cleanups.reverse()) await c();
