@@ -254,6 +254,7 @@ if (values.json) {
     `\n${count} schedules in ${seconds.toFixed(0)} s (${(seconds / Math.max(1, count)).toFixed(1)} s each, shrinking included)\n`,
   );
   console.log(table.markdown());
+  console.log(`\n${table.overAdmission()}`);
   for (const f of failures.filter((x) => x.shrunk !== undefined)) {
     console.log(
       `\nseed ${f.schedule.seed} ${f.schedule.mode}: ${describeConfig(f.schedule.config)}`,

@@ -97,6 +97,13 @@ export interface Verdict {
   /** Most units over the cap at the partner (≤ 0: never over), and over limit + burst. */
   capExcess: Partial<Record<FaultKind | 'none', number>>;
   rateExcess: Partial<Record<FaultKind | 'none', number>>;
+  /**
+   * The same against the plain promise, no documented allowance: units in flight over the cap,
+   * and units in a window over `limit + burst` (≤ 0: never over). What the over-admission table
+   * of docs/shared-gates.md reports per fault kind.
+   */
+  capOver: Partial<Record<FaultKind | 'none', number>>;
+  rateOver: Partial<Record<FaultKind | 'none', number>>;
 }
 
 /**
@@ -175,7 +182,14 @@ export function judge(run: Run): Verdict {
   const c = config.commandTimeoutMs;
   const callMax = config.callMs[1];
   const violations: Violation[] = [];
-  const verdict: Verdict = { violations, gaps: {}, capExcess: {}, rateExcess: {} };
+  const verdict: Verdict = {
+    violations,
+    gaps: {},
+    capExcess: {},
+    rateExcess: {},
+    capOver: {},
+    rateOver: {},
+  };
   const deadlines = run.applied.map((a) => ({
     a,
     until: a.at + BOUNDS.recoverMs(a, config),
@@ -243,6 +257,7 @@ export function judge(run: Run): Verdict {
     const allowed = cap + capAllowance(t);
     const kinds = kindsAt(t);
     worst(verdict.capExcess, kinds, units - allowed);
+    worst(verdict.capOver, kinds, units - cap);
     if (units > allowed && (capViolation === undefined || units - allowed > 0)) {
       const excess = units - allowed;
       if (capViolation === undefined || excess > Number(capViolation.detail.split(' ')[0])) {
@@ -267,11 +282,13 @@ export function judge(run: Run): Verdict {
     const longest = Math.max(...run.rates.map(([, r]) => r.per));
     const rateAllowed = (t: number) => {
       let allowed = 0;
+      let plain = 0;
       let per = config.rate!.per;
       for (const [at, r] of run.rates) {
         const next = run.rates.find(([a2]) => a2 > at)?.[0] ?? Number.POSITIVE_INFINITY;
         if (at <= t + longest && next >= t - r.per - graceMs) {
           allowed = Math.max(allowed, r.limit + r.burst);
+          plain = allowed;
           per = Math.min(per, r.per);
         }
       }
@@ -295,7 +312,7 @@ export function judge(run: Run): Verdict {
           if (t >= a.at - per && t <= a.end + per) allowed += config.rate!.burst + 1;
         }
       }
-      return { allowed, per };
+      return { allowed, plain, per };
     };
     let worstRate: Violation | undefined;
     let worstExcess = Number.NEGATIVE_INFINITY;
@@ -303,7 +320,7 @@ export function judge(run: Run): Verdict {
     let sum = 0;
     for (let start = 0; start < arrivals.length; start++) {
       const t0 = arrivals[start]!.at;
-      const { allowed, per } = rateAllowed(t0);
+      const { allowed, plain, per } = rateAllowed(t0);
       const window = Math.max(per / 2, per - spread);
       if (end < start) {
         end = start;
@@ -315,6 +332,7 @@ export function judge(run: Run): Verdict {
       }
       const kinds = kindsAt(t0 + window);
       worst(verdict.rateExcess, kinds, sum - allowed);
+      worst(verdict.rateOver, kinds, sum - plain);
       if (sum > allowed && sum - allowed > worstExcess) {
         worstExcess = sum - allowed;
         worstRate = {

@@ -36,4 +36,4 @@ for (const file of positionals) {
     }
   }
 }
-console.log(`\n${seen.size} schedules\n\n${table.markdown()}`);
+console.log(`\n${seen.size} schedules\n\n${table.markdown()}\n\n${table.overAdmission()}`);

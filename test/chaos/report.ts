@@ -15,6 +15,9 @@ interface Row {
   worstGapMs: number;
   worstCapExcess: number;
   worstRateExcess: number;
+  /** Over the plain promise, no allowance (the over-admission table). */
+  worstCapOver: number;
+  worstRateOver: number;
 }
 
 export class Table {
@@ -33,6 +36,8 @@ export class Table {
         worstGapMs: 0,
         worstCapExcess: Number.NEGATIVE_INFINITY,
         worstRateExcess: Number.NEGATIVE_INFINITY,
+        worstCapOver: Number.NEGATIVE_INFINITY,
+        worstRateOver: Number.NEGATIVE_INFINITY,
       };
       this.#rows.set(key, r);
     }
@@ -57,6 +62,14 @@ export class Table {
       const r = this.#row(mode, kind as FaultKind);
       r.worstRateExcess = Math.max(r.worstRateExcess, v);
     }
+    for (const [kind, v] of Object.entries(verdict.capOver ?? {})) {
+      const r = this.#row(mode, kind as FaultKind);
+      r.worstCapOver = Math.max(r.worstCapOver, v);
+    }
+    for (const [kind, v] of Object.entries(verdict.rateOver ?? {})) {
+      const r = this.#row(mode, kind as FaultKind);
+      r.worstRateOver = Math.max(r.worstRateOver, v);
+    }
     for (const v of verdict.violations) {
       for (const kind of v.kinds) {
         const r = this.#row(mode, kind);
@@ -77,7 +90,33 @@ export class Table {
       ...r,
       worstCapExcess: Number.isFinite(r.worstCapExcess) ? r.worstCapExcess : null,
       worstRateExcess: Number.isFinite(r.worstRateExcess) ? r.worstRateExcess : null,
+      worstCapOver: Number.isFinite(r.worstCapOver) ? r.worstCapOver : null,
+      worstRateOver: Number.isFinite(r.worstRateOver) ? r.worstRateOver : null,
     }));
+  }
+
+  /**
+   * Over-admission per fault kind, both modes side by side: the most units the partner saw
+   * over the cap, and over `limit + burst` in a window, with no allowance (documented excess
+   * included; '≤ 0' never over, '—' no sample), over the schedules that had the kind.
+   */
+  overAdmission(): string {
+    const cell = (n: number) => (!Number.isFinite(n) ? '—' : n <= 0 ? '≤ 0' : `+${n}`);
+    const kinds = [...new Set(this.#sorted().map((r) => r.kind))].sort();
+    const lines = [
+      '| fault | FIFO schedules | FIFO cap | FIFO rate | leased schedules | leased cap | leased rate |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+    ];
+    for (const kind of kinds) {
+      const f = this.#rows.get(`fifo ${kind}`);
+      const l = this.#rows.get(`leased ${kind}`);
+      const part = (r: Row | undefined) =>
+        r === undefined
+          ? '0 | — | —'
+          : `${r.schedules} | ${cell(r.worstCapOver)} | ${cell(r.worstRateOver)}`;
+      lines.push(`| ${kind} | ${part(f)} | ${part(l)} |`);
+    }
+    return lines.join('\n');
   }
 
   markdown(): string {
