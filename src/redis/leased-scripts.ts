@@ -227,10 +227,10 @@ if learn and ends < now + lease then
 end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
-local ownShare, ownCounted, ownUntil, rbefore = 0, 0, 0, 0
+local ownShare, ownCounted, ownUntil, rbefore, ownRateWants = 0, 0, 0, 0, 0
 if mine then
-  local _, b, h, w, rs, rk, ru = parse(cur[1])
-  ownBlock, ownHeld, ownWants = b, h, w
+  local _, b, h, w, rs, rk, ru, rw = parse(cur[1])
+  ownBlock, ownHeld, ownWants, ownRateWants = b, h, w, rw
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
   rbefore = countedOf(rs, rk, ru)
@@ -287,8 +287,10 @@ local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
 local others_live = nil
 -- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
--- before its callers queue): that level would hand the first asker everything. Walk now.
-local grown = level < 0 and wants > ownWants
+-- before its callers queue): that level would hand the first asker everything. Walk now. The
+-- same for the rate: a first asker handed most of the rate cuts it again a refresh later, and
+-- each cut keeps its lost burst counted for a window (a fresh fleet ran at 60-85% of its rate).
+local grown = (level < 0 and wants > ownWants) or (RATED and rlevel < 0 and rwants > ownRateWants)
 if now - walked >= scan or closing or grown then
   local all = redis.call('HGETALL', L)
   local ids, want, rwant, needs, dead, tails = {}, {}, {}, {}, {}, {}
