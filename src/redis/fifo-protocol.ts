@@ -10,12 +10,8 @@ import { type RedisCalls, within } from './calls.js';
 import type { ResolvedStoreOptions } from './options.js';
 import { LAYOUT, RATE_LAYOUT, type Script, scripts } from './scripts.js';
 import { rateTail } from './shared-rate.js';
-import type {
-  AcquireAnswer,
-  ClusterCounts,
-  GrantAnswer,
-  SharedSemaphore,
-} from './shared-semaphore.js';
+import type { SharedSemaphore } from './shared-semaphore.js';
+import type { AcquireAnswer, ClusterCounts, GrantAnswer } from './shared-store.js';
 
 /** Ids per RELEASE script. */
 const RELEASE_CHUNK = 1000;
