@@ -10,9 +10,10 @@
  * `dist/`), which this script runs first. `-- --src` measures the TypeScript sources through tsx
  * instead (no build; the smoke run does so).
  */
-import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import os from 'node:os';
+import { buildDist } from './lib/build.js';
 import { canPin, pin, runChild } from './lib/child.js';
 import { formatBytes, formatMs, formatOps, formatRatio, median } from './lib/stats.js';
 
@@ -29,14 +30,7 @@ const profileCase = profileIndex >= 0 ? args[profileIndex + 1] : undefined;
 const casesIndex = args.indexOf('--cases');
 const onlyCases = casesIndex >= 0 ? (args[casesIndex + 1] ?? '').split(',') : undefined;
 const from = smoke || args.includes('--src') ? 'src' : 'dist';
-if (from === 'dist') {
-  const root = new URL('..', import.meta.url).pathname;
-  const tsc = new URL('../node_modules/typescript/bin/tsc', import.meta.url).pathname;
-  execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], {
-    cwd: root,
-    stdio: 'inherit',
-  });
-}
+if (from === 'dist') buildDist();
 
 const server: ChildProcess = fork(new URL('./dispatcher/server.ts', import.meta.url), [], {
   execArgv: ['--import', import.meta.resolve('tsx')],

@@ -21,12 +21,12 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { build } from 'esbuild';
 import { startPartner } from '../test/helpers/partner.js';
 import { utilizationChart } from './fleet/chart.js';
 import { freeLatency } from './fleet/latency.js';
 import type { Phase, ReplicaConfig, ReplicaResult } from './fleet/replica.js';
 import { scriptCost } from './fleet/script-cost.js';
+import { bundleForNode } from './lib/bundle.js';
 import { forkWorker, killAllWorkers, type Worker } from './lib/fleet.js';
 import { type RedisServer, redisMissing, startRedis, stopAllRedis } from './lib/redis-server.js';
 import { markdownTable } from './lib/table.js';
@@ -103,16 +103,7 @@ interface ModeResult {
 const BUNDLE = new URL('../node_modules/.cache/hostgate-bench/replica.mjs', import.meta.url);
 
 async function bundle(): Promise<void> {
-  await build({
-    entryPoints: [new URL('./fleet/replica.ts', import.meta.url).pathname],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: BUNDLE.pathname,
-    logLevel: 'error',
-  });
+  await bundleForNode(new URL('./fleet/replica.ts', import.meta.url).pathname, BUNDLE.pathname);
 }
 
 function pct(sorted: readonly number[], p: number): number {

@@ -49,6 +49,7 @@ import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { copyLua } from './copy-lua.mjs';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
 import { brokenLinks, extract, importedPackages, partnerHosts } from './doc-tests/markdown.mjs';
 import { pooled, run } from './doc-tests/run.mjs';
@@ -146,6 +147,7 @@ if (withPackage && build) {
     rmSync(work, { recursive: true, force: true });
     process.exit(1);
   }
+  copyLua(join(pkgDir, 'dist'));
 } else if (withPackage) {
   cpSync(join(root, 'dist'), join(pkgDir, 'dist'), { recursive: true });
 }

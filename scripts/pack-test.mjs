@@ -21,6 +21,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { copyLua } from './copy-lua.mjs';
 import { startPartner, startRedis } from './doc-tests/locals.mjs';
 import { pooled, run as runChild } from './doc-tests/run.mjs';
 
@@ -101,6 +102,7 @@ try {
       join(root, 'tsconfig.build.json'),
     ]);
     if (built.code !== 0) throw new Error(`building the package failed:\n${built.output}`);
+    copyLua();
   }
   const packed = await run('npm', ['pack', '--json', '--pack-destination', work]);
   if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.output}`);

@@ -1,4 +1,7 @@
-/** Builds the package (`tsc -p tsconfig.build.json` into `dist/`): benchmarks measure what users run. */
+/**
+ * Builds the package as `npm run build` does (`tsc -p tsconfig.build.json` into `dist/`, then the
+ * Lua beside it): benchmarks measure what users run.
+ */
 import { execFileSync } from 'node:child_process';
 
 export function buildDist(): void {
@@ -8,4 +11,5 @@ export function buildDist(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  execFileSync(process.execPath, ['scripts/copy-lua.mjs'], { cwd: root, stdio: 'inherit' });
 }

@@ -178,3 +178,12 @@ export class RedisCalls {
 function messageOf(error: unknown): string {
   return String((error as Error)?.message ?? error);
 }
+
+/** `promise`, or nothing once `ms` have passed (never rejects). */
+export function within(promise: Promise<unknown>, ms: number): Promise<unknown> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, ms));
+  });
+  return Promise.race([promise.catch(() => undefined), bound]).finally(() => clearTimeout(timer));
+}

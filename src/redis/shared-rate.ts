@@ -1,7 +1,7 @@
 /**
  * A FIFO shared gate's request rate, seen from one process. The rate itself (GCRA's timestamp,
  * the cost queued) lives in Redis and is taken by the same script that grants the permit, at the
- * head of the one shared queue (scripts.ts). This process keeps: the rate Redis holds, the state
+ * head of the one shared queue (commands/*.lua). This process keeps: the rate Redis holds, the state
  * of its last answer (for `stats().rate`), the timer that claims its ticket at the head when the
  * head's slot comes (no release will hand it on), settled costs batched per tick, and while
  * Redis is unreachable its share of the rate.
@@ -18,7 +18,7 @@ import type { RateStats, ResolvedRate } from '../gate/rate.js';
  */
 export const LATE_FLOOR_MS = 250;
 
-/** The rate's part of every script's reply (scripts.ts, `withRate`). */
+/** The rate's part of every script's reply (commands/includes/reply.lua, `withRate`). */
 export interface RateTail {
   /** `<ticket>@<ms>`: the head whose permit is free gets its slot in ms; '' if none. */
   hint: string;

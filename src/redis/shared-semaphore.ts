@@ -1,9 +1,4 @@
-import {
-  LeaseLostError,
-  type QueueFullError,
-  SharedLayoutError,
-  StoreUnavailableError,
-} from '../common/errors.js';
+import { SharedLayoutError } from '../common/errors.js';
 import { durationMs, nonNegativeInteger, positiveInteger } from '../common/options.js';
 import { tooHeavy } from '../gate/call-options.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
@@ -20,90 +15,27 @@ import {
   type WaitTarget,
   type WaitTicket,
 } from '../gate/semaphore.js';
-import { storeChannels } from './channels.js';
-import type { ResolvedStoreOptions } from './options.js';
 import { acquireShared } from './shared-acquire.js';
+import type { SharedFallback } from './shared-fallback.js';
+import { SharedLeases } from './shared-leases.js';
+import { WaiterQueue } from './shared-queue.js';
 import { type RateTail, SharedRate } from './shared-rate.js';
 import { SharedShed } from './shared-shed.js';
 import type { SharedSemaphoreOptions, SharedSemaphoreStats } from './shared-stats.js';
-import {
-  DONE,
-  FALLBACK,
-  LOCAL,
-  onRecheck,
-  onTimer,
-  QUEUED,
-  SENDING,
-  SharedWaiter,
-  sharedCall,
-} from './shared-waiter.js';
-import type { WakeupMode } from './wakeups.js';
+import { bindStore, type ClusterView, type StoreOfGates } from './shared-store.js';
+import { SharedTickets } from './shared-tickets.js';
+import { type SharedWaiter, sharedCall } from './shared-waiter.js';
 
-/** A Redis reply of a gate's script: cluster-wide holders and tickets (and live processes). */
-export interface ClusterCounts {
-  held: number;
-  queued: number;
-}
+export type { AcquireAnswer, ClusterCounts, GrantAnswer } from './shared-store.js';
 
-/**
- * ACQUIRE's answer: 1 granted, 0 queued, -1 refused (heavier than the cap Redis holds), -2
- * refused (its rate slot comes after its deadline), -3 refused (costlier than burst + 1).
- */
-export type GrantAnswer = 1 | 0 | -1 | -2 | -3;
-
-/** ACQUIRE's whole answer; `retryMs` for -2 and -3 (see {@link GrantAnswer}). */
-export interface AcquireAnswer extends ClusterCounts {
-  granted: GrantAnswer;
-  processes: number;
-  cap: number;
-  recoveryMs: number;
-  retryMs: number;
-}
-
-/**
- * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
- * store.ts builds the gates, so importing it back would close an import circle.
- */
-export interface SharedGateStore {
-  readonly options: ResolvedStoreOptions;
-  readonly closed: boolean;
-  readonly degraded: boolean;
-  nextId(weight?: number, cost?: number): string;
-  acquire(gate: SharedSemaphore, id: string, deadlineMs: number): Promise<AcquireAnswer>;
-  claim(
-    gate: SharedSemaphore,
-    id: string,
-    /** A rated grant: 1 read late (take it again), 2 taken again before (never again), 0 check. */
-    late?: 0 | 1 | 2,
-  ): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
-  replicate(): Promise<void>;
-  setCap(gate: SharedSemaphore, cap: number): Promise<{ cap: number } & ClusterCounts>;
-  setRate(gate: SharedSemaphore, rate: string): Promise<{ cap: number } & ClusterCounts>;
-  settle(gate: SharedSemaphore, units: number): void;
-  release(gate: SharedSemaphore, ids: readonly string[]): void;
-  forget(id: string): void;
-  readonly wakeups: WakeupMode;
-  readonly wakeupEpoch: number;
-  wakeupsUnreliableSince(epoch: number): boolean;
-  recheck(gate: SharedSemaphore): void;
-}
+/** What a shared gate uses of its store (a `RedisStore`): see shared-store.ts. */
+export type SharedGateStore = StoreOfGates<SharedSemaphore>;
 
 export type {
   SharedGateView,
   SharedSemaphoreOptions,
   SharedSemaphoreStats,
 } from './shared-stats.js';
-
-/** Weight of a new hold time in this process's moving estimate (as a local gate's observer). */
-const HOLD_ESTIMATE_WEIGHT = 0.1;
-
-interface Lease {
-  id: string;
-  /** Units of the cap it holds. */
-  weight: number;
-  /** Granted by Redis (false: granted by the local fallback, not yet registered in Redis). */
-  inRedis: boolean;
-}
 
 /**
  * A gate whose cap is shared through Redis by every process of the same store prefix and name.
@@ -115,45 +47,29 @@ interface Lease {
  * Below the cap, a waiter takes a Redis ticket only while this process's held permits plus
  * tickets are under `limit`; the others wait here, so this process never holds more than its
  * limit and never changes the cap other processes see.
+ *
+ * Its parts: this process's waiters (shared-queue.ts) and their way through Redis
+ * (shared-tickets.ts), the local share while Redis is unreachable (shared-fallback.ts), and the
+ * leases it holds (shared-leases.ts); the gate keeps the cap, the rate and the public face.
  */
 export class SharedSemaphore extends Semaphore {
   readonly keys: readonly string[];
   /** The cap this process asked for (`store.semaphore()`'s `limit`, or its `setSharedLimit`). */
   #requested: number;
-  /** The cap every process shares: Redis's, as of its last answer (the first process set it). */
-  #cap: number;
   #warnedCap: number | undefined = undefined;
   readonly #store: SharedGateStore;
   readonly #maxQueue: number;
   readonly #queueTimeout: number;
-  /** Every waiter of this process, in arrival order (which is its tickets' order in Redis). */
-  readonly #waiters = new Set<SharedWaiter>();
-  readonly #byTicket = new Map<string, SharedWaiter>();
-  /** Waiters held back by this process's `limit` (state LOCAL), in arrival order. */
-  readonly #local = new Set<SharedWaiter>();
-  /** Units of the waiters holding a Redis ticket or with an acquire on the wire (SENDING or QUEUED). */
-  #tickets = 0;
-  readonly #leases = new Map<Permit, Lease>();
-  readonly #byId = new Map<string, Permit>();
-  #clusterHeld = 0;
-  /** This process's units when Redis last answered: the rest of `#clusterHeld` is others'. */
-  #ownHeld = 0;
-  #clusterQueued = 0;
-  #processes = 1;
+  /** The cluster as of Redis's last answer; the cap every process shares is its `cap`. */
+  readonly #view: ClusterView;
+  readonly #queue = new WaiterQueue();
+  readonly #leases: SharedLeases;
+  readonly #tickets: SharedTickets;
+  readonly #fallback: SharedFallback;
   readonly #shed = new SharedShed(this);
-  #leasesLost = 0;
-  #known = false;
-  /** Moving average of how long this process held its permits (ms): Retry-After's unit. */
-  #holdEstimate: number | undefined = undefined;
-  /** At the start of an outage: permits held here, and the cap's free part as last seen. */
-  #outageHeld = 0;
-  #outageFree = 0;
   #layoutWarned = false;
-  #recoveryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** The request rate, in Redis beside the cap (shared-rate.ts); undefined without one. */
   readonly #rate: SharedRate | undefined;
-  /** Waiters whose grant came back late once and were sent for a slot of now (see #late). */
-  readonly #retaken = new WeakSet<SharedWaiter>();
   /** Permits' costs other than 1 (kept past the release: `settleCost` may come later). */
   readonly #costs = new WeakMap<object, number>();
 
@@ -170,7 +86,7 @@ export class SharedSemaphore extends Semaphore {
     this.#store = store;
     this.keys = keys;
     this.#requested = this.limit;
-    this.#cap = this.limit;
+    this.#view = { cap: this.limit, held: 0, ownHeld: 0, queued: 0, processes: 1, known: false };
     this.#maxQueue =
       options.maxQueue === undefined
         ? positiveInteger('limit', options.limit) * DEFAULT_QUEUE_PER_PERMIT
@@ -183,10 +99,25 @@ export class SharedSemaphore extends Semaphore {
       options.rate === undefined
         ? undefined
         : new SharedRate(resolveRate('rate', options.rate), this.name, () => this.now(), {
-            slot: (id) => this.#slotCame(id),
+            slot: (id) => this.#tickets.slotCame(id),
             settle: (units) => store.settle(this, units),
-            serveFallback: () => this.#serveFallback(),
+            serveFallback: () => this.#fallback.serve(),
           });
+    const bound = bindStore(store, this);
+    this.#leases = new SharedLeases(this, bound);
+    this.#tickets = new SharedTickets({
+      gate: this,
+      grantNow: (waitedMs, weight) => this.grantNow(waitedMs, weight),
+      queue: this.#queue,
+      store: bound,
+      view: this.#view,
+      rate: this.#rate,
+      leases: this.#leases,
+      shed: this.#shed,
+      costs: this.#costs,
+      maxQueue: this.#maxQueue,
+    });
+    this.#fallback = this.#tickets.fallback;
   }
 
   /** The request rate Redis holds for every process (the first process's, or `setSharedRate`'s). */
@@ -228,18 +159,7 @@ export class SharedSemaphore extends Semaphore {
 
   /** @internal `<ticket>@<ms>`: the head's slot comes in ms; if the ticket is ours, claimed then. */
   slotHint(hint: string): void {
-    const waiter = this.#byTicket.get(hint.slice(0, hint.lastIndexOf('@')));
-    if (waiter === undefined || waiter.state === DONE) return;
-    this.#rate?.arm(hint);
-  }
-
-  /** Our head's slot came: claimed now (Redis grants it in the claim, if it is still the head). */
-  #slotCame(id: string): void {
-    const waiter = this.#byTicket.get(id);
-    if (waiter === undefined) return;
-    if (waiter.state === SENDING)
-      waiter.grantedEarly = true; // claimed after that answer
-    else if (waiter.state === QUEUED) this.#claim(waiter);
+    this.#tickets.slotHint(hint);
   }
 
   protected override permitCost(permit: object): number {
@@ -261,7 +181,7 @@ export class SharedSemaphore extends Semaphore {
 
   /** The cap every process shares: the one in Redis, as of its last answer. */
   get sharedLimit(): number {
-    return this.#cap;
+    return this.#view.cap;
   }
 
   /** @internal The cap this process asks for when Redis holds none (a first use, a loss). */
@@ -287,7 +207,7 @@ export class SharedSemaphore extends Semaphore {
 
   /** Redis has answered this process about this gate before (so a missing state means a loss). */
   get known(): boolean {
-    return this.#known;
+    return this.#view.known;
   }
 
   /**
@@ -295,7 +215,7 @@ export class SharedSemaphore extends Semaphore {
    * (the deadline rule reads it instead of this process's `held`/`queued`).
    */
   get load(): { limit: number; held: number; queued: number } {
-    return { limit: this.sharedLimit, held: this.#clusterHeld, queued: this.#clusterQueued };
+    return { limit: this.sharedLimit, held: this.#view.held, queued: this.#view.queued };
   }
 
   /**
@@ -311,12 +231,12 @@ export class SharedSemaphore extends Semaphore {
       );
     }
     super.setLimit(value);
-    this.#refuseHeavierThan(value);
-    this.#pump();
+    this.#tickets.refuseHeavierThan(value);
+    this.#tickets.pump();
   }
 
   override get queued(): number {
-    return this.#waiters.size;
+    return this.#queue.size;
   }
 
   /** Always `undefined`: a shared permit needs Redis. Use `wait`, `acquire` or `run`. */
@@ -337,44 +257,7 @@ export class SharedSemaphore extends Semaphore {
     if (weight > this.limit) throw tooHeavy(weight, this.limit, this.name);
     const wait =
       timeout === undefined ? this.#queueTimeout : Math.max(1, durationMs('timeout', timeout));
-    const store = this.#store;
-    if (store.closed) {
-      target.rejected(this.#unavailable('the store is closed'));
-      return undefined;
-    }
-    // Local bound first, in microseconds and without Redis: what a local gate would admit
-    // at once (limit − held, or the local share while Redis is unreachable) plus its queue.
-    const room = (store.degraded ? this.#fallbackShare() : this.limit) - this.held;
-    if (this.#waiters.size >= this.#maxQueue + Math.max(0, room)) {
-      target.rejected(this.#queueFull());
-      return undefined;
-    }
-    const policy = store.options.onStoreError;
-    if (store.degraded && policy === 'reject') {
-      target.rejected(this.#shedUnavailable());
-      return undefined;
-    }
-    const waiter = new SharedWaiter(this, store.nextId(weight, cost), target, this.now(), weight);
-    waiter.cost = cost;
-    waiter.deadline = waiter.enqueuedAt + wait;
-    this.#waiters.add(waiter);
-    this.#byTicket.set(waiter.id, waiter);
-    // A re-check shortly before the deadline (the heartbeat may be far later): a wake-up lost
-    // to a dropped subscription must not cost the waiter its permit.
-    const margin = Math.min(store.options.pollMs, Math.floor(wait / 4));
-    waiter.timer =
-      margin > 0
-        ? setTimeout(onRecheck, wait - margin, waiter, margin)
-        : setTimeout(onTimer, wait, waiter);
-    if (store.degraded) {
-      waiter.state = FALLBACK;
-      this.#serveFallback();
-    } else {
-      waiter.state = LOCAL;
-      this.#local.add(waiter);
-      this.#pump();
-    }
-    return waiter.state === DONE ? undefined : waiter;
+    return this.#tickets.admit(target, { timeout, weight, cost }, wait);
   }
 
   override acquire(options?: AcquireOptions): Promise<Permit> {
@@ -416,11 +299,9 @@ export class SharedSemaphore extends Semaphore {
    */
   override retryAfterMs(): number {
     const degraded = this.#store.degraded;
-    const queued = degraded
-      ? this.#waiters.size
-      : Math.max(this.#waiters.size, this.#clusterQueued);
-    const rate = degraded ? Math.max(1, this.#fallbackShare()) : this.sharedLimit;
-    const hold = this.#holdEstimate ?? this.#queueTimeout;
+    const queued = degraded ? this.#queue.size : Math.max(this.#queue.size, this.#view.queued);
+    const rate = degraded ? Math.max(1, this.#fallback.share()) : this.sharedLimit;
+    const hold = this.#leases.holdEstimate ?? this.#queueTimeout;
     const drain = ((queued + 1) / rate) * hold;
     const ms = Math.ceil(Math.min(drain, this.#queueTimeout + hold));
     // At least the rate's wait for the cost queued, as a local gate's.
@@ -433,160 +314,21 @@ export class SharedSemaphore extends Semaphore {
     const store = this.#store;
     return {
       ...s,
-      queued: this.#waiters.size,
+      queued: this.#queue.size,
       shedQueueFull: s.shedQueueFull + this.#shed.queueFull,
       shedQueueTimeout: s.shedQueueTimeout + this.#shed.queueTimeout,
       abortedWaiting: s.abortedWaiting + this.#shed.abortedWaiting,
       shared: {
-        held: this.#clusterHeld,
-        queued: this.#clusterQueued,
-        processes: this.#processes,
+        held: this.#view.held,
+        queued: this.#view.queued,
+        processes: this.#view.processes,
         mode: store.degraded ? store.options.onStoreError : 'redis',
         wakeups: store.wakeups,
-        leasesLost: this.#leasesLost,
+        leasesLost: this.#leases.lost,
         shedStoreUnavailable: this.#shed.storeUnavailable,
       },
       ...(this.#rate === undefined ? {} : { rate: this.#rate.stats() }),
     };
-  }
-
-  /** Sends this process's held-back waiters, in order, while its own limit has room. */
-  #pump(): void {
-    if (this.#store.degraded) return; // storeDown moved them to the local share
-    for (const waiter of this.#local) {
-      // In units, and in order: a waiter that does not fit holds back the ones behind it.
-      if (this.limit < this.sharedLimit && this.held + this.#tickets + waiter.weight > this.limit)
-        return;
-      this.#local.delete(waiter);
-      this.#send(waiter);
-    }
-  }
-
-  #send(waiter: SharedWaiter): void {
-    if (waiter.state !== SENDING && waiter.state !== QUEUED) this.#tickets += waiter.weight;
-    waiter.state = SENDING;
-    waiter.epoch = this.#store.wakeupEpoch;
-    const deadlineMs = Math.max(0, waiter.deadline - this.now());
-    const sent = performance.now();
-    this.#store.acquire(this, waiter.id, deadlineMs).then(
-      ({ granted, held, queued, processes, cap, recoveryMs, retryMs }) => {
-        this.cluster(held, queued, cap);
-        if (recoveryMs > 0) this.#recheckAfter(recoveryMs);
-        if (processes > 0) this.#processes = processes; // -1: not asked (the heartbeat tells)
-        if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted === 1 && this.#late(waiter, sent)) this.#claim(waiter, true);
-        else if (granted === 1) this.#grant(waiter, true);
-        else if (granted === -1) this.#refuse(waiter, tooHeavy(waiter.weight, cap, this.name));
-        else if (granted === -2)
-          this.#refuse(
-            waiter,
-            this.#shed.rateLimited(this.#rate!.refused(retryMs), this.#waiters.size),
-          );
-        else if (granted === -3) this.#refuse(waiter, costly(waiter.cost, retryMs, this.name));
-        else if (waiter.grantedEarly) this.#claim(waiter);
-        else if (this.#maxQueue === 0)
-          this.#shedFull(waiter); // no waiting, in Redis either
-        else waiter.state = QUEUED;
-      },
-      (error: unknown) => this.#sendFailed(waiter, error),
-    );
-  }
-
-  /**
-   * Redis grants nothing for `ms` (it lost the gate's state): no release will hand our tickets
-   * on when that window ends, so they are looked up then, not at the next heartbeat.
-   */
-  #recheckAfter(ms: number): void {
-    if (this.#recoveryTimer !== undefined) return;
-    this.#recoveryTimer = setTimeout(() => {
-      this.#recoveryTimer = undefined;
-      if (this.#waiters.size > 0) this.#store.recheck(this);
-    }, ms + 1);
-    this.#recoveryTimer.unref?.();
-  }
-
-  /**
-   * A rated grant read more than `lateMs` after its script was sent (this process stalled, or
-   * its Redis answers were held up): Redis may have made it long ago, so it is taken again for
-   * a slot of now rather than sent on top of the calls granted since.
-   */
-  #late(waiter: SharedWaiter, sent: number): boolean {
-    const rate = this.#rate;
-    if (rate === undefined || performance.now() - sent <= rate.lateMs) return false;
-    // Once per waiter: a process whose every answer comes late (an event loop lagging that much
-    // for good) would otherwise spend a slot on each try and never send.
-    if (this.#retaken.has(waiter)) return false;
-    this.#retaken.add(waiter);
-    return true;
-  }
-
-  /**
-   * A wake-up came for this waiter: Redis confirms the grant (or not: it waits on). `late`: its
-   * grant came back late (see {@link #late}); Redis takes it again at the head of the queue.
-   */
-  #claim(waiter: SharedWaiter, late = false): void {
-    waiter.state = SENDING;
-    waiter.grantedEarly = false;
-    const sent = performance.now();
-    const retaken = this.#retaken.has(waiter);
-    this.#store.claim(this, waiter.id, late ? 1 : retaken ? 2 : 0).then(
-      ({ granted, held, queued, cap }) => {
-        this.cluster(held, queued, cap);
-        // A claim of a rated grant answered "not granted" was taken again (claimed late), or
-        // the wake-up was forged: either way, never again for this waiter.
-        if (!granted && this.#rate !== undefined) this.#retaken.add(waiter);
-        if (waiter.state !== SENDING) return; // it left meanwhile; its release follows this reply
-        if (granted && this.#late(waiter, sent)) this.#claim(waiter, true);
-        else if (granted) {
-          this.#store.forget(waiter.id);
-          this.#grant(waiter, true);
-        } else if (waiter.grantedEarly) this.#claim(waiter);
-        else waiter.state = QUEUED;
-      },
-      (error: unknown) => this.#sendFailed(waiter, error),
-    );
-  }
-
-  #sendFailed(waiter: SharedWaiter, error?: unknown): void {
-    if (waiter.state !== SENDING) return;
-    if (error instanceof SharedLayoutError) {
-      // Refused before any write: no ticket to give back, and no local fallback either.
-      this.#finish(waiter);
-      this.layoutRefused(error);
-      waiter.target.rejected(error);
-      this.#pump();
-      return;
-    }
-    // The outcome is unknown: give the id back (after a late answer, never before it).
-    this.#store.release(this, [waiter.id]);
-    if (this.#store.options.onStoreError === 'reject') {
-      this.#finish(waiter);
-      waiter.target.rejected(this.#shedUnavailable());
-    } else {
-      this.#toFallback(waiter);
-      this.#serveFallback();
-    }
-    this.#pump();
-  }
-
-  #grant(waiter: SharedWaiter, inRedis: boolean): void {
-    this.#finish(waiter);
-    const permit = this.grantNow(this.now() - waiter.enqueuedAt, waiter.weight);
-    if (waiter.cost !== 1) this.#costs.set(permit, waiter.cost);
-    const lease = { id: waiter.id, weight: waiter.weight, inRedis };
-    this.#leases.set(permit, lease);
-    this.#byId.set(lease.id, permit);
-    waiter.target.granted(permit);
-  }
-
-  #finish(waiter: SharedWaiter): void {
-    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets -= waiter.weight;
-    else if (waiter.state === LOCAL) this.#local.delete(waiter);
-    waiter.state = DONE;
-    this.#waiters.delete(waiter);
-    this.#byTicket.delete(waiter.id);
-    if (waiter.timer !== undefined) clearTimeout(waiter.timer);
-    waiter.timer = undefined;
   }
 
   /**
@@ -594,45 +336,12 @@ export class SharedSemaphore extends Semaphore {
    * one). The waiter claims it in Redis, which answers whether it was granted.
    */
   wake(id: string): void {
-    const waiter = this.#byTicket.get(id);
-    if (waiter === undefined) return;
-    if (waiter.state === SENDING) waiter.grantedEarly = true;
-    else if (waiter.state === QUEUED) this.#claim(waiter);
-  }
-
-  /** A heartbeat found our ticket granted and claimed it: the grant is Redis's own answer. */
-  #confirmed(id: string): void {
-    const waiter = this.#byTicket.get(id);
-    if (waiter === undefined) return;
-    if (waiter.state === SENDING) {
-      waiter.grantedEarly = true; // a claim or acquire on the wire answers it
-      return;
-    }
-    if (waiter.state !== QUEUED) return;
-    // A rated grant is claimed, never taken from a heartbeat: the claim checks it is not late.
-    if (this.#rate !== undefined) {
-      this.#claim(waiter);
-      return;
-    }
-    this.#store.forget(id);
-    if (this.#store.options.replicas === 0) {
-      this.#grant(waiter, true);
-      return;
-    }
-    waiter.state = SENDING; // strict mode: granted only once the replicas have the grant
-    this.#store.replicate().then(
-      () => {
-        if (waiter.state === SENDING) this.#grant(waiter, true);
-      },
-      () => this.#sendFailed(waiter),
-    );
+    this.#tickets.wake(id);
   }
 
   /** A queued waiter near its deadline: Redis is asked if its wake-up may have been lost. */
   beforeDeadline(waiter: SharedWaiter): void {
-    if (waiter.state === QUEUED && this.#store.wakeupsUnreliableSince(waiter.epoch)) {
-      this.#store.recheck(this);
-    }
+    this.#tickets.beforeDeadline(waiter);
   }
 
   /**
@@ -647,63 +356,36 @@ export class SharedSemaphore extends Semaphore {
 
   /** A waiter leaves: aborted by its caller, or its deadline passed. */
   leave(waiter: SharedWaiter, reason: unknown, how: 'aborted' | 'timeout'): void {
-    if (waiter.state === DONE) return;
-    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
-    this.#finish(waiter);
-    // Out of the Redis queue at once (in this tick's batch; after its own acquire's reply).
-    if (ticketed) {
-      this.#store.release(this, [waiter.id]);
-      this.#pump();
-    }
-    if (how === 'aborted') {
-      this.#shed.aborted(reason);
-      waiter.target.rejected(reason);
-    } else if (this.#store.degraded && this.#store.options.onStoreError === 'reject') {
-      waiter.target.rejected(this.#shedUnavailable());
-    } else {
-      const waited = this.now() - waiter.enqueuedAt;
-      waiter.target.rejected(this.#shed.timedOut(waited, this.#waiters.size));
-    }
+    this.#tickets.leave(waiter, reason, how);
   }
 
   /** Semaphore hook: a permit went back (released, aborted, or taken back after maxHold). */
   protected override released(permit: Permit, _reason: ReleaseReason): void {
-    const lease = this.#leases.get(permit);
+    const lease = this.#leases.take(permit);
     if (lease === undefined) return;
-    const heldMs = this.now() - permit.acquiredAt;
-    const estimate = this.#holdEstimate;
-    this.#holdEstimate =
-      estimate === undefined ? heldMs : estimate + (heldMs - estimate) * HOLD_ESTIMATE_WEIGHT;
-    this.#leases.delete(permit);
-    this.#byId.delete(lease.id);
     this.#store.release(this, [lease.id]);
-    if (this.#store.degraded) this.#serveFallback();
-    else this.#pump();
+    if (this.#store.degraded) this.#fallback.serve();
+    else this.#tickets.pump();
   }
 
   /** Ids of the leases this process holds, for the heartbeat. */
   leaseIds(): string[] {
-    const ids: string[] = [];
-    for (const lease of this.#leases.values()) ids.push(lease.id);
-    return ids;
+    return this.#leases.ids();
   }
 
   /** Ids of this process's tickets known to be queued in Redis, for the heartbeat. */
   ticketIds(): string[] {
-    const ids: string[] = [];
-    for (const waiter of this.#waiters) if (waiter.state === QUEUED) ids.push(waiter.id);
-    return ids;
+    return this.#queue.ticketIds();
   }
 
   /** A Redis answer: the cluster's holders and tickets, and the cap Redis holds. */
   cluster(held: number, queued: number, cap: number): void {
-    this.#known = true;
-    this.#clusterHeld = held;
-    this.#clusterQueued = queued;
-    let own = 0;
-    for (const lease of this.#leases.values()) own += lease.weight;
-    this.#ownHeld = own;
-    if (cap !== this.#cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
+    const view = this.#view;
+    view.known = true;
+    view.held = held;
+    view.queued = queued;
+    view.ownHeld = this.#leases.units();
+    if (cap !== view.cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
   }
 
   /**
@@ -712,8 +394,8 @@ export class SharedSemaphore extends Semaphore {
    * bound follows unless `setLimit` lowered it.
    */
   #adoptCap(cap: number): void {
-    const previous = this.#cap;
-    this.#cap = cap;
+    const previous = this.#view.cap;
+    this.#view.cap = cap;
     if (cap !== this.#requested && this.#warnedCap !== cap) {
       this.#warnedCap = cap;
       process.emitWarning(
@@ -723,24 +405,8 @@ export class SharedSemaphore extends Semaphore {
     }
     const limit = this.limit >= previous ? cap : Math.min(this.limit, cap);
     super.setLimit(limit);
-    this.#refuseHeavierThan(limit);
-    this.#pump();
-  }
-
-  /** Waiters heavier than `limit` could never be granted: refused, as a local gate's are. */
-  #refuseHeavierThan(limit: number): void {
-    for (const waiter of [...this.#waiters]) {
-      if (waiter.weight > limit) this.#refuse(waiter, tooHeavy(waiter.weight, limit, this.name));
-    }
-  }
-
-  /** A waiter leaves with `reason` (its ticket, if any, withdrawn). */
-  #refuse(waiter: SharedWaiter, reason: unknown): void {
-    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
-    this.#finish(waiter);
-    if (ticketed) this.#store.release(this, [waiter.id]);
-    waiter.target.rejected(reason);
-    if (ticketed) this.#pump();
+    this.#tickets.refuseHeavierThan(limit);
+    this.#tickets.pump();
   }
 
   heartbeat(
@@ -749,175 +415,28 @@ export class SharedSemaphore extends Semaphore {
     processes: number,
     requeued: readonly string[],
   ): void {
-    this.#processes = Math.max(1, processes);
-    for (const id of lost) {
-      const permit = this.#byId.get(id);
-      if (permit === undefined) {
-        // Released while the heartbeat was on its way: it registered a lease nobody holds.
-        this.#store.release(this, [id]);
-        continue;
-      }
-      const lease = this.#leases.get(permit)!;
-      if (!lease.inRedis) {
-        lease.inRedis = true; // granted locally during an outage, now counted in Redis
-        continue;
-      }
-      this.#leaseLost(permit);
-    }
-    for (const id of granted) this.#confirmed(id);
-    for (const id of requeued) {
-      // Queued again by a heartbeat that reached Redis after its waiter left (the withdrawal
-      // ran first): withdrawn again, or a later grant would hold a permit for nobody until
-      // its lease ran out.
-      const state = this.#byTicket.get(id)?.state;
-      if (state !== QUEUED && state !== SENDING) this.#store.release(this, [id]);
-    }
-  }
-
-  /** Redis lost a lease we hold: never silent. Its request still runs and counts again. */
-  #leaseLost(permit: Permit): void {
-    this.#leasesLost++;
-    const policy = this.#store.options.onLeaseLost;
-    const heldMs = this.now() - permit.acquiredAt;
-    if (storeChannels.leaseLost.hasSubscribers) {
-      storeChannels.leaseLost.publish({ gate: this, partner: this.name, heldMs, policy });
-    }
-    if (policy === 'abort') {
-      const hook = permit.onHoldTimeout;
-      permit.onHoldTimeout = undefined;
-      // The holder's stop hook (the HTTP layers abort their request there).
-      hook?.(new LeaseLostError(this.name, heldMs) as never);
-    }
+    this.#view.processes = Math.max(1, processes);
+    this.#leases.lostInRedis(lost);
+    this.#tickets.heartbeat(granted, requeued);
   }
 
   /** Redis went away: under 'local', queued waiters move to the local share. */
   storeDown(): void {
-    const reject = this.#store.options.onStoreError === 'reject';
-    // The cap's free part as this process last saw it: what the others held stays theirs.
-    const others = Math.max(0, this.#clusterHeld - this.#ownHeld);
-    this.#outageHeld = this.held;
-    this.#outageFree = Math.max(0, this.#cap - others - this.held);
-    for (const waiter of [...this.#waiters]) {
-      if (waiter.state === LOCAL) {
-        // Never sent: no ticket to give back.
-        if (reject) {
-          this.#finish(waiter);
-          waiter.target.rejected(this.#shedUnavailable());
-        } else this.#toFallback(waiter);
-        continue;
-      }
-      if (waiter.state !== QUEUED) continue;
-      this.#store.release(this, [waiter.id]); // kept until Redis answers again
-      if (reject) {
-        this.#finish(waiter);
-        waiter.target.rejected(this.#shedUnavailable());
-      } else this.#toFallback(waiter);
-    }
-    if (!reject) this.#serveFallback();
+    this.#fallback.down();
   }
 
   /** Redis answers again: local waiters take tickets, in their order, as this process's limit allows. */
   storeUp(): void {
     this.#rate?.storeUp();
-    for (const waiter of this.#waiters) {
-      if (waiter.state !== FALLBACK) continue;
-      waiter.state = LOCAL;
-      this.#local.add(waiter);
-    }
-    this.#pump();
+    this.#queue.backFromFallback();
+    this.#tickets.pump();
   }
 
   /** The store is closing: waiters are shed; returns every id to give back. */
   storeClosed(): string[] {
     this.#rate?.close();
-    const ids = this.leaseIds();
-    for (const waiter of [...this.#waiters]) {
-      if (waiter.state === SENDING || waiter.state === QUEUED) ids.push(waiter.id);
-      this.#finish(waiter);
-      waiter.target.rejected(this.#unavailable('the store is closed'));
-    }
+    const ids = [...this.leaseIds(), ...this.#tickets.closeAll()];
     this.#leases.clear();
-    this.#byId.clear();
     return ids;
   }
-
-  #toFallback(waiter: SharedWaiter): void {
-    if (waiter.state === SENDING || waiter.state === QUEUED) this.#tickets -= waiter.weight;
-    else if (waiter.state === LOCAL) this.#local.delete(waiter);
-    waiter.state = FALLBACK;
-    waiter.grantedEarly = false;
-    this.#byTicket.delete(waiter.id);
-    waiter.id = this.#store.nextId(waiter.weight, waiter.cost); // a fresh id: the old one may still turn up in Redis
-    this.#byTicket.set(waiter.id, waiter);
-  }
-
-  /**
-   * While Redis is unreachable under 'local': grant in arrival order up to this process's share,
-   * `localLimit`, or what it held when the outage began plus its part of the cap that was free
-   * then, `ceil(free / processes last seen)`, but never more than the larger of its holdings and
-   * `ceil(limit / processes)` (1 if it never reached Redis), counting permits still held from
-   * Redis. What the others held stays theirs: with every process cut off, the partner sees at
-   * most `limit + processes − 1`.
-   */
-  #serveFallback(): void {
-    if (!this.#store.degraded || this.#store.options.onStoreError !== 'local') return;
-    const share = this.#fallbackShare();
-    let waiting = 0;
-    for (const waiter of [...this.#waiters]) {
-      if (waiter.state !== FALLBACK) continue;
-      // In units and in order: once one does not fit, nobody behind it is granted either.
-      if (
-        waiting === 0 &&
-        this.held + waiter.weight <= share &&
-        (this.#rate === undefined || this.#rate.takeLocal(waiter.cost, this.#processes))
-      )
-        this.#grant(waiter, false);
-      // Past the local queue bound (the newest): shed now, as a local gate would, not at the deadline.
-      else if (++waiting > this.#maxQueue) this.#shedFull(waiter);
-    }
-  }
-
-  /** This process's share of the cap while Redis is unreachable (see {@link #serveFallback}). */
-  #fallbackShare(): number {
-    const { localLimit } = this.#store.options;
-    // A process that never heard from Redis knows no fleet size: one permit until it does.
-    const fleetShare = this.#known
-      ? Math.min(
-          this.#outageHeld + Math.ceil(this.#outageFree / this.#processes),
-          Math.max(this.#outageHeld, Math.ceil(this.#cap / this.#processes)),
-        )
-      : 1;
-    return Math.min(this.limit, localLimit ?? fleetShare);
-  }
-
-  /** A waiter past the queue bound leaves with `QueueFullError` (its ticket, if any, withdrawn). */
-  #shedFull(waiter: SharedWaiter): void {
-    const ticketed = waiter.state === SENDING || waiter.state === QUEUED;
-    this.#finish(waiter);
-    if (ticketed) this.#store.release(this, [waiter.id]);
-    waiter.target.rejected(this.#queueFull());
-    if (ticketed) this.#pump();
-  }
-
-  #queueFull(): QueueFullError {
-    return this.#shed.full(this.#waiters.size, this.#maxQueue);
-  }
-
-  /** Counts and publishes a caller shed because Redis is unavailable under `'reject'`. */
-  #shedUnavailable(): StoreUnavailableError {
-    const retryAfter = Math.max(this.#store.options.heartbeatMs, 1);
-    return this.#shed.unavailable(retryAfter, this.#waiters.size);
-  }
-
-  #unavailable(why?: string): StoreUnavailableError {
-    const retryAfter = Math.max(this.#store.options.heartbeatMs, 1);
-    return new StoreUnavailableError(this.name, retryAfter, why);
-  }
-}
-
-/** A cost above the burst + 1 Redis holds: it could never be granted. */
-function costly(cost: number, bound: number, name: string | undefined): RangeError {
-  return new RangeError(
-    `cost ${cost} exceeds burst + 1 (${bound}) of ${name ?? 'this gate'}'s rate in Redis: it could never be granted`,
-  );
 }

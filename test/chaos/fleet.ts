@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { build } from 'esbuild';
+import { bundleForNode } from '../../bench/lib/bundle.js';
 import { type FleetMessage, forkWorker, type Worker } from '../../bench/lib/fleet.js';
 import type { Applied, Arrival, Call, Run } from './oracle.js';
 import type { Rate, Schedule, Step } from './plan.js';
@@ -28,16 +28,7 @@ export async function bundleWorker(): Promise<string> {
     `../../node_modules/.cache/hostgate-chaos/worker-${process.pid}.mjs`,
     import.meta.url,
   ).pathname;
-  await build({
-    entryPoints: [new URL('./worker.ts', import.meta.url).pathname],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: out,
-    logLevel: 'error',
-  });
+  await bundleForNode(new URL('./worker.ts', import.meta.url).pathname, out);
   return out;
 }
 

@@ -1,5 +1,5 @@
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build } from 'esbuild';
+import { bundleForNode } from '../../bench/lib/bundle.js';
 
 const bundles = new Map<string, Promise<URL>>();
 
@@ -20,16 +20,9 @@ export function bundled(entry: URL): Promise<URL> {
       `../../node_modules/.cache/hostgate-test/${name}-${process.pid}.mjs`,
       import.meta.url,
     );
-    bundle = build({
-      entryPoints: [fileURLToPath(entry)],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      packages: 'external',
-      outfile: fileURLToPath(out),
-      logLevel: 'error',
-    }).then(() => pathToFileURL(fileURLToPath(out)));
+    bundle = bundleForNode(fileURLToPath(entry), fileURLToPath(out)).then(() =>
+      pathToFileURL(fileURLToPath(out)),
+    );
     bundles.set(entry.href, bundle);
   }
   return bundle;
