@@ -133,6 +133,8 @@ export function useLab(): Lab {
       await zadd(Q, state.q ?? {}, 0);
       await zadd(P, state.p ?? {}, at);
       if (state.s !== undefined) await command('SET', S, state.s);
+      // So do the sequence and the process set: the script that creates them sets it.
+      for (const key of [S, P]) await command('PEXPIRE', key, 30 * 86_400_000);
       const meta = Object.entries(state.m ?? {}).flatMap(([field, value]) => [
         field,
         (field === 'lr' || (field === 'r' && value !== 0)) &&
@@ -253,6 +255,10 @@ export function expectConsistent(state: GateState, { withinCap = true } = {}): v
   expect(state.ttl.h).toBeLessThan(0);
   expect(state.ttl.q).toBeLessThan(0);
   expect(state.ttl.m).toBeGreaterThan(0);
+  // The sequence and the process set carry a TTL from their first write: a process that dies
+  // before its first heartbeat leaves no key that never expires (-1; -2: no key).
+  expect(state.ttl.s, 'the sequence key without a TTL').not.toBe(-1);
+  expect(state.ttl.p, 'the process set without a TTL').not.toBe(-1);
 }
 
 /** The rate's tail of a reply: `[hint, nextSlotMs, backlog, rate]` after `n` fields. */

@@ -15,6 +15,9 @@ local function retake(id)
 end
 local function enqueue(ids)
   local last = redis.call('INCRBY', S, #ids)
+  -- A sequence just created carries the gate's TTL from the start (heartbeats renew it): a
+  -- process that dies before its first heartbeat leaves no key without one (issue 32, item 8).
+  if last == #ids then redis.call('PEXPIRE', S, META_TTL) end
   local args = {}
   for i, id in ipairs(ids) do
     args[#args + 1] = last - #ids + i
@@ -27,5 +30,8 @@ local function enqueue(ids)
   end
 end
 local function alive(proc)
-  redis.call('ZADD', P, now + live, proc)
+  -- The same for the process set, when this is its first member.
+  if redis.call('ZADD', P, now + live, proc) == 1 and redis.call('ZCARD', P) == 1 then
+    redis.call('PEXPIRE', P, META_TTL)
+  end
 end

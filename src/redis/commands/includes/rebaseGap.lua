@@ -19,6 +19,8 @@ if gap then
   local function rebase(key, floor)
     local count = redis.call('ZCARD', key)
     if count == 0 then return end
+    -- Popping every member deletes the key, and its TTL with it (P has one): put it back.
+    local ttl = redis.call('PTTL', key)
     local rows = redis.call('ZPOPMIN', key, count)
     local args = {}
     for i = 1, #rows, 2 do
@@ -29,6 +31,7 @@ if gap then
     for i = 1, #args, 2 * CHUNK do
       redis.call('ZADD', key, unpack(args, i, math.min(#args, i + 2 * CHUNK - 1)))
     end
+    if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
   end
   rebase(H, math.max(lease, live))
   rebase(P, math.max(lease, live))
