@@ -357,6 +357,22 @@ export class FifoProtocol {
   }
 
   /**
+   * After `drain`: this process leaves each gate it used (BYE), so the last one to close takes
+   * what no live process owns with it (a lease a snapshot brought back, a dead process's ticket)
+   * and no key without a TTL stays behind. Best effort: bounded by `deadline`, errors ignored.
+   */
+  async bye(gates: Iterable<SharedSemaphore>, deadline: number): Promise<void> {
+    const sent = [...gates]
+      .filter((gate) => gate.known)
+      .map((gate) =>
+        this.calls
+          .timed(this.#eval(scripts.bye, gate, [...this.#common(gate), this.host.processId]))
+          .catch(() => undefined),
+      );
+    await within(Promise.allSettled(sent), Math.max(0, deadline - performance.now()));
+  }
+
+  /**
    * After `closeGates`: the answers still due (at most one command timeout), the releases on
    * their way, and a release that failed once more, until `deadline`.
    */

@@ -98,4 +98,5 @@ export const scripts = {
   setCap: command('setCap-5.lua'),
   setRate: command('setRate-5.lua'),
   settle: command('settle-5.lua'),
+  bye: command('bye-5.lua'),
 } as const;

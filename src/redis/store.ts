@@ -402,6 +402,7 @@ export class RedisStore {
     this.#fifo.closeGates(this.#gates.values());
     const deadline = performance.now() + 2 * this.options.commandTimeoutMs;
     await this.#fifo.drain(deadline);
+    await this.#fifo.bye(this.#gates.values(), deadline);
     await within(leased, deadline - performance.now());
     await within(unsubscribed, deadline - performance.now());
   }
