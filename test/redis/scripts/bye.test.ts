@@ -28,35 +28,60 @@ describeRedis('BYE alone', () => {
     expectConsistent(state);
   });
 
-  it('the last process to leave takes the leases and tickets nobody live owns with it: no key without a TTL is left', async () => {
-    // 'pz:1': a lease a restart from a snapshot brought back after pz released it; 'py:1': the
-    // ticket of a process that died.
+  it('the last live process to leave drops the queue and sets the lease set to expire with its last lease: no key without a TTL is left, no lease taken back early', async () => {
+    // 'pz:1': a lease a restart from a snapshot brought back after pz released it; 'pk:1': a
+    // killed process's lease, pk past its liveness; 'py:1': a ticket of a process taken for dead.
     await lab.craft({
-      m: inUse(2, { h: 1 }),
-      h: { 'pz:1': 5_000 },
+      m: inUse(3, { h: 1 }),
+      h: { 'pz:1': 2_000, 'pk:1': 5_000 },
       q: { 'py:1': 1 },
-      p: { pa: 4_000 },
+      p: { pa: 4_000, pk: -100 },
     });
     const ran = await bye('pa');
-    expect(ran.reply).toEqual([0, 0, 0]);
+    expect(ran.reply).toEqual([2, 0, 1]);
     const state = await lab.state();
-    expect(state.h.size + state.q.size + state.p.size).toBe(0);
-    expect(state.ttl.h).toBe(-2);
+    expect([...state.h.keys()].sort()).toEqual(['pk:1', 'pz:1']);
+    expect(state.ttl.h).toBeGreaterThan(4_000);
+    expect(state.ttl.h).toBeLessThanOrEqual(5_001);
     expect(state.ttl.q).toBe(-2);
-    expect(state.m.h).toBe('0');
+    expect(state.m.o).toBe('1');
     expectConsistent(state);
   });
 
-  it('a stalled process still in the set (its liveness past, not yet reaped) keeps its leases', async () => {
+  it('the gate in use again: the next script takes the TTL off the lease set', async () => {
+    await lab.craft({ m: inUse(2, { h: 1 }), h: { 'pz:1': 5_000 }, p: { pa: 4_000 } });
+    await bye('pa');
+    await lab.run(scripts.release, ['pz:9']);
+    const state = await lab.state();
+    expect(state.ttl.h).toBe(-1);
+    expect(state.m.o).toBeUndefined();
+    expectConsistent(state);
+  });
+
+  it('the lease set expired meanwhile: the next script reads it as emptied (holders flag cleared), not as evicted (no recovery window)', async () => {
+    await lab.craft({ m: inUse(2, { h: 1 }), h: { 'pz:1': 30 }, p: { pa: 4_000 } });
+    await bye('pa');
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    const ran = await lab.run(scripts.acquire, ['pb', 'pb:1', 1, 5_000]);
+    expect(ran.reply.slice(0, 2)).toEqual([1, 1]);
+    const state = await lab.state();
+    expect(state.m.o).toBeUndefined();
+    expect(state.m.h).toBe('1');
+    expectConsistent(state);
+  });
+
+  it('a stalled process still live keeps everything: the leaver is not the last live one', async () => {
     await lab.craft({
       m: inUse(2, { h: 1 }),
-      h: { 'ps:1': 500 },
-      p: { pa: 4_000, ps: -100 },
+      h: { 'ps:1': 5_000 },
+      q: { 'ps:2': 1 },
+      p: { pa: 4_000, ps: 1_000 },
     });
     const ran = await bye('pa');
-    expect(ran.reply.slice(0, 3)).toEqual([1, 0, 1]);
+    expect(ran.reply).toEqual([1, 1, 1]);
     const state = await lab.state();
-    expect([...state.h.keys()]).toEqual(['ps:1']);
+    expect(state.ttl.h).toBe(-1);
+    expect(state.m.o).toBeUndefined();
     expectConsistent(state);
   });
 });

@@ -18,7 +18,7 @@ local nowf = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local META_TTL = 2592000000
 local CHUNK = 1000
 local LAYOUT = RATED and '{{RATE_LAYOUT}}' or '{{LAYOUT}}'
-local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr')
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr', 'o')
 -- Another layout's gate (another version or mode on this prefix): refused before any write.
 -- A rated process adopts a gate kept without a rate; never the other way round.
 local function foreignLayout(found)
@@ -30,3 +30,12 @@ if foreignLayout(meta[3]) then return redis.error_reply('{{LAYOUT_REFUSED}}' .. 
 -- has changed anything (it must not reap leases and then fail to count its own).
 local lastRun = tonumber(meta[9])
 redis.call('HSET', M, 'lr', now)
+-- The last live process left (BYE): the lease set was set to expire with its last lease. In use
+-- again, it keeps no TTL; gone by now, it expired (not an eviction): the holders flag goes too.
+if meta[10] then
+  if redis.call('PERSIST', H) == 0 and redis.call('EXISTS', H) == 0 and meta[4] == '1' then
+    meta[4] = '0'
+    redis.call('HSET', M, 'h', 0)
+  end
+  redis.call('HDEL', M, 'o')
+end
