@@ -154,6 +154,24 @@ export interface Answer {
   now: number;
 }
 
+/** REFRESH's reply, in order. */
+const ANSWER: (keyof Answer)[] = [
+  'block',
+  'leaseMs',
+  'cap',
+  'processes',
+  'blocks',
+  'helds',
+  'free',
+  'target',
+  'recoveringMs',
+  'share',
+  'rateTarget',
+  'counted',
+  'rate',
+  'now',
+];
+
 /** What a test sets up. Entry times and `r` `t` `lr` `x` are ms from now; 0 stays 0. */
 export interface Crafted {
   /** Meta fields; a gate in use by default: see {@link inUse}. */
@@ -257,23 +275,9 @@ export function useLeasedLab(): LeasedLab {
         ...ORDER.map((name) => all[name]),
       )) as RespValue[];
       const after = await now();
-      const n = reply.map(Number);
-      const answer: Answer = {
-        block: n[0]!,
-        leaseMs: n[1]!,
-        cap: n[2]!,
-        processes: n[3]!,
-        blocks: n[4]!,
-        helds: n[5]!,
-        free: n[6]!,
-        target: n[7]!,
-        recoveringMs: n[8]!,
-        share: n[9]!,
-        rateTarget: n[10]!,
-        counted: n[11]!,
-        rate: String(reply[12]),
-        now: n[13]!,
-      };
+      const answer = Object.fromEntries(
+        ANSWER.map((name, i) => [name, name === 'rate' ? String(reply[i]) : Number(reply[i])]),
+      ) as unknown as Answer;
       return { reply, before, after, answer };
     },
     async state() {
