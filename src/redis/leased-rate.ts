@@ -1,7 +1,7 @@
 /**
  * A leased gate's request rate, the process's side: the rate checked for leasing (whole calls),
  * the burst that goes with a share, and the demand a process reports for its share. Redis's side,
- * the apportioning and the counting of shares, is in leased-scripts.ts (REFRESH).
+ * the apportioning and the counting of shares, is REFRESH (commands/leasedRefresh-4.lua).
  */
 import { describe } from '../common/options.js';
 import { type RateOptions, type ResolvedRate, resolveRate } from '../gate/rate.js';

@@ -8,7 +8,7 @@ import type { RedisServer } from '../helpers/redis-server.js';
  * The clock step as the campaign emulates it: every Redis-time timestamp the leased gate
  * stores moved back `ms` (entry expiries, rate hold ends, the recovery window, the walk's and
  * the last run's time), which is what the state looks like after Redis's clock jumped `ms`
- * ahead (a negative `ms`: moved forward, a step back). The fields are the ones leased-scripts.ts's
+ * ahead (a negative `ms`: moved forward, a step back). The fields are the ones src/redis/leased-scripts.ts's
  * header lists: `M.r`, `M.t`, `M.lr`, `M.x`, and in each entry of `L` its expiry (field 1)
  * and its rate hold's end (field 7, when not 0).
  */

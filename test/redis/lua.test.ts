@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { leasedScripts } from '../../src/redis/leased-scripts.js';
 import { loadCommand } from '../../src/redis/lua.js';
 import { scripts } from '../../src/redis/scripts.js';
 
@@ -106,6 +107,22 @@ describe('the Lua loader', () => {
       expect(script.source).not.toMatch(/@include|\{\{/);
       expect(script.source).toContain("local LAYOUT = RATED and 'fifo/1+rate' or 'fifo/1'");
       expect(script.source).toContain('math.max(250, T)');
+    }
+  });
+
+  it("the leased gate's script as loaded: four keys, its parts in, no include line or placeholder left, the layouts in place", () => {
+    const refresh = leasedScripts.refresh;
+    expect(refresh.name).toBe('leasedRefresh');
+    expect(refresh.numberOfKeys).toBe(4);
+    expect(refresh.source).not.toMatch(/@include|\{\{|--\[\[/);
+    expect(refresh.source).toContain("local LAYOUT = RATED and 'leased/1+rate' or 'leased/1'");
+    expect(refresh.source).toContain("not (RATED and meta[1] == 'leased/1')");
+    for (const part of [
+      'local function parse(',
+      'local function fair(',
+      'local function countedOf(',
+    ]) {
+      expect(refresh.source.split(part)).toHaveLength(2);
     }
   });
 });

@@ -94,24 +94,32 @@ export interface Ran {
   after: number;
 }
 
-/** Starts one redis-server for the file, empties it before each test. */
-export function useLab(): Lab {
+/** A private redis-server for one test file, and a connection of the test's own to it. */
+export interface RedisBench {
+  readonly server: () => RedisServer;
+  command(...args: (string | number)[]): Promise<RespValue>;
+  /** Redis time, ms. */
+  now(): Promise<number>;
+}
+
+/**
+ * Starts one redis-server for the file with `loaded` in its script cache (each checked to load
+ * under the SHA the store sends), and empties it before each test.
+ */
+export function useRedisBench(loaded: readonly Script[]): RedisBench {
   let server: RedisServer | undefined;
   let conn: RespConnection | undefined;
-  const subscribers: RespConnection[] = [];
   beforeAll(async () => {
     server = await startRedis();
     conn = await connectResp(server.port);
-    for (const script of Object.values(scripts)) {
+    for (const script of loaded) {
       expect(await conn.command('SCRIPT', 'LOAD', script.source)).toBe(script.sha);
     }
   });
   beforeEach(async () => {
-    for (const sub of subscribers.splice(0)) sub.close();
     await conn!.command('FLUSHALL');
   });
   afterAll(async () => {
-    for (const sub of subscribers.splice(0)) sub.close();
     conn?.close();
     await stopAllRedis();
   });
@@ -120,8 +128,21 @@ export function useLab(): Lab {
     const [s, us] = (await command('TIME')) as [string, string];
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   };
+  return { server: () => server!, command, now };
+}
+
+/** Starts one redis-server for the file, empties it before each test. */
+export function useLab(): Lab {
+  const { server, command, now } = useRedisBench(Object.values(scripts));
+  const subscribers: RespConnection[] = [];
+  beforeEach(() => {
+    for (const sub of subscribers.splice(0)) sub.close();
+  });
+  afterAll(() => {
+    for (const sub of subscribers.splice(0)) sub.close();
+  });
   return {
-    server: () => server!,
+    server,
     now,
     async craft(state) {
       const at = await now();
@@ -198,7 +219,7 @@ export function useLab(): Lab {
     },
     async listen(...owners) {
       const heard = new Map<string, string[]>();
-      const sub = await connectResp(server!.port);
+      const sub = await connectResp(server().port);
       subscribers.push(sub);
       sub.onPush((value) => {
         const [kind, channel, message] = value as [string, string, string];

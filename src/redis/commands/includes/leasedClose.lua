@@ -1,0 +1,39 @@
+--[[
+  A clean close (ARGV[22] '1'): the entry goes at once, and the hash with the last one; with a
+  rate, what the process may still have in the fleet's windows stays counted for one, in a tail
+  entry `<id>~0`. Returns the script's reply.
+  Uses (leasedRefresh-4.lua): L, proc, closing, RATED, rused, rper, now, sum, rsum, others_live,
+  lease, cap, n, blocks, helds, rateStr; format (leasedEntry), burstOf (leasedCounted).
+]]
+if closing then
+  -- A clean close: the entry goes at once, and the hash with the last one.
+  if RATED and rused > 0 then
+    -- It paced its share: its sends still in windows are those of its pace, which the fleet's
+    -- shares go on from, except what it sent ahead of its pace: its TAT runs at most burst + 1
+    -- intervals ahead of now. So much stays counted for a window (never more than it sent in
+    -- the last one, ARGV[23]: its sends by age), in a lapsed entry '<id>~0' that walks reap.
+    local sent, any = 0, false
+    for c in string.gmatch(ARGV[23] or '', '%d+') do
+      sent, any = sent + tonumber(c), true
+    end
+    if not any then sent = rused end
+    local units = math.min(sent, burstOf(rused) + 1)
+    rsum = rsum + units
+    redis.call('HDEL', L, proc)
+    redis.call('HSET', L, '_s', sum, '_r', rsum)
+    if units > 0 then
+      redis.call('HSET', L, proc .. '~0', format(now, 0, 0, 0, 0, units, now + 2 * rper, 0, 0))
+    end
+    if others_live == 0 then redis.call('PEXPIRE', L, rper + 1) end
+  else
+    redis.call('HDEL', L, proc)
+    local left = redis.call('HLEN', L) - redis.call('HEXISTS', L, '_s') - redis.call('HEXISTS', L, '_r')
+    if left == 0 then
+      redis.call('DEL', L)
+    else
+      redis.call('HSET', L, '_s', sum)
+      if RATED then redis.call('HSET', L, '_r', rsum) end
+    end
+  end
+  return {0, lease, cap, n, blocks, helds, cap - sum, 0, 0, 0, 0, rsum, rateStr, now}
+end

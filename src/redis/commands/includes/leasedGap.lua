@@ -1,0 +1,49 @@
+--[[
+  Time that passed unobserved (issue 32): a gap since the last run (Redis away) or a step of
+  Redis's clock. Every stored Redis-time timestamp of the gate moves by the gap, as if time had
+  stood still; `learn` asks for a recovery window when Redis came back from an outage.
+  Uses (leasedRefresh-4.lua): L, M, cap, now, lastRun, ends, walked, seen, elapsed, down, tol,
+  gapMs; parse and format (leasedEntry). Sets: shift, learn, ends, walked.
+]]
+-- Time that passed unobserved (issue 32): Redis away (stopped, unreachable, refusing writes on
+-- OOM, restarted with its data), or its clock stepped. Every stored Redis-time timestamp of the
+-- gate (entry expiries and rate hold ends, M.r, M.t; M.lr is set below) moves by the gap since
+-- the last run, as if time had stood still: no entry expires on it, a dead process is reaped a
+-- lease later. Seen: (1) a caller whose refreshes failed meanwhile, and a gap since the last run
+-- longer than a healthy fleet leaves while it refreshes (gapMs); (2) a caller whose monotonic
+-- clock saw less time pass since its last answer than Redis's did (a forward step, or a command
+-- Redis ran long after it was sent); (3) a caller that saw a Redis time later than the last run
+-- (the stored state was moved back: the campaign's emulated step); (4) Redis time before the last
+-- run: the clock went back, and every stored time moves back with it (a dead process's lease is
+-- not stretched by the step).
+local shift, learn = 0, false
+if cap and lastRun > 0 then
+  local gap = now - lastRun
+  if gap < 0 then
+    shift = gap
+  elseif gap > tol then
+    local stepped = seen > 0 and (now - seen - elapsed > tol or seen - lastRun > tol)
+    local away = down and gap > gapMs
+    if stepped or away then shift = gap end
+    -- Back from an outage: a restart may have brought back older data than the processes hold.
+    learn = away
+  end
+end
+if shift ~= 0 then
+  local all = redis.call('HGETALL', L)
+  local moved = {}
+  for i = 1, #all, 2 do
+    local id = all[i]
+    if id ~= '_s' and id ~= '_r' then
+      local e, b, h, w, rs, rk, ru, rw, nd = parse(all[i + 1])
+      moved[#moved + 1] = id
+      moved[#moved + 1] = format(e + shift, b, h, w, rs, rk, ru > 0 and ru + shift or 0, rw, nd)
+    end
+  end
+  for i = 1, #moved, 1000 do
+    redis.call('HSET', L, unpack(moved, i, math.min(#moved, i + 999)))
+  end
+  if ends > 0 then ends = ends + shift end
+  if walked > 0 then walked = walked + shift end
+  redis.call('HSET', M, 'r', ends, 't', walked)
+end

@@ -1,0 +1,60 @@
+--[[
+  The rate share of this refresh (a gate with a rate): the fair target, grown slowly, within what
+  the others' counted shares leave; a self-cut process kept at what it sends; the hold a cut
+  keeps counted (countedOf), and room left for its edge.
+  Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
+  holdMs, rlimit, rper, rlevel, rtop, rsum, rbefore, ownShare, ownCounted, ownUntil;
+  burstOf, countedOf (leasedCounted). Sets: share, rtarget, rsum, rate (the entry's rate part).
+]]
+if RATED then
+  if recovering then
+    rtarget = math.min(rused, rwants)
+  elseif rlevel < 0 then
+    rtarget = rwants
+  else
+    rtarget = math.min(rwants, rlevel + ((rtop ~= '' and proc <= rtop) and 1 or 0))
+  end
+  -- Slow start: a share grows to the equal split at once, past it at most twofold a refresh.
+  -- The level is as of the last walk, and processes that just turned busy are not in it yet:
+  -- the first of them would take the whole rate and the others wait for its hold to end.
+  -- (The target answered is the fair one: a process below it asks again soon.)
+  local grow = rtarget
+  if not recovering then
+    grow = math.min(rtarget, math.max(1, 2 * ownShare, math.floor(rlimit / math.max(1, n))))
+  end
+  local rothers = rsum - rbefore
+  local avail = rlimit - rothers
+  share = math.max(0, math.min(grow, avail))
+  if selfcut and not closing and not recovering and rused > share and rused <= math.min(avail, ownShare) then
+    -- Not cut here: the process sends at rused until this answer reaches it, so a cut made here
+    -- would count rused a command timeout longer. It is answered its target below its share,
+    -- cuts itself at once and says so in a refresh right away, and is counted at the cut then.
+    share = rused
+  end
+  -- The hold (countedOf): hk in full until hu - per, then the edge until hu. Sent at until
+  -- this answer reaches the process (one command timeout): a share it reports above the new
+  -- one. For a window: a share that went down (its TAT was set at the faster pace: one call
+  -- ahead of the slower one, and the burst the faster one allowed). A share that goes up needs
+  -- none: its first call after the change still waits out the slower pace. An earlier hold
+  -- keeps its own end.
+  local hk, hu = 0, 0
+  if not closing then
+    if ownUntil > now then hk, hu = ownCounted, ownUntil end
+    if rused > share then hk, hu = math.max(hk, rused), math.max(hu, now + holdMs + rper) end
+    if math.max(ownShare, rused) > share then
+      hk, hu = math.max(hk, ownShare, rused), math.max(hu, now + rper)
+    end
+    if hu > 0 then
+      -- Room for the edge: a share that changes takes one call less, and a cut burst's less.
+      for _ = 1, 2 do
+        local edge = 1 + math.max(0, burstOf(hk) - burstOf(share))
+        if share + edge > avail then share = math.max(0, avail - edge) end
+      end
+    end
+  else
+    share = 0
+  end
+  local counted, untl = hk, hu
+  rsum = rothers + countedOf(share, hk, hu)
+  rate = ' ' .. share .. ' ' .. counted .. ' ' .. untl .. ' ' .. rwants
+end

@@ -1,0 +1,196 @@
+--[[
+  REFRESH: the one script of a leased shared gate (`mode: 'leased'`). It records this process's
+  held permits and demand (`wants`) and returns its block: its max-min fair share of the cap by
+  demand (Doorman's FAIR_SHARE), never more than what the others leave (cap − Σ others'
+  max(block, held)). The keys and what each holds: src/redis/leased-scripts.ts.
+
+  A constant number of Redis calls and no walk over the fleet: `L._s` keeps Σ max(block, held)
+  over every entry in `L`, updated by each refresh's difference. At most every `scanMs` one
+  refresh walks `L` (includes/leasedWalk.lua): it drops expired processes (until then their
+  permits stay counted: never too few), sums `L._s` again, and stores the fair-share level in
+  `M` (`b` the level, or -1 when every demand fits; `e` the highest process id that gets one
+  unit over it; `n`, `k`, `u` the processes, blocks and held at that walk). So a refresh costs
+  the same at 10 processes or 10,000, and the walk is paid a few times per interval per gate,
+  not once per process.
+
+  Recovery: a missing `M` means a first use or a loss (restart, flush, eviction). For a window
+  nobody gets a block beyond what it holds: `leaseMs` when the caller had an entry (`had`, or
+  `valid`: it knows state was lost), else `windowMs` (one refresh: a busy process that had an
+  entry refreshes within it and stretches the window to a whole lease). A caller with a valid
+  block whose entry is gone, or that had an entry and finds `L` gone, stretches it the same way.
+
+  Time that passed unobserved (issue 32): includes/leasedGap.lua.
+
+  A rate (`rate`: `limit:per:burst`, '' for none; layout `leased/1+rate`) is leased the same
+  way, as Doorman leases capacity: each process gets a rate share, whole calls per `per` ms
+  (its burst share, `floor(burst × share / limit)`, follows from it on the process), a max-min
+  fair share of `limit` by its rate demand (`rateWants`), within what the others' counted
+  shares leave. `L._r` keeps Σ counted over the entries. Each process paces its share (GCRA),
+  so the fleet's calls in a window follow its shares' sum over the window and a share given
+  back is free at once (issue 32, item 6: a rolling deploy ran at 70-75% while a closed
+  process's last sends were counted until they left the window). What a process may send beyond
+  its share is counted (includes/leasedCounted.lua): its old share while Redis's cut is on its
+  way to it (`holdMs`, one command timeout; a process that passes `selfcut` is never cut under
+  what it reports sending at: it is answered its target, cuts itself at once and says so); for a
+  window after its share went down, one call and the burst it lost; after a clean close, its
+  burst share and one call for a window; and a process whose lease lapsed, its last share until
+  `per` after its lease. Then, over counted shares, Σ ≤ limit, and the fleet's calls in any
+  window of `per` ms stay within `limit + burst`.
+
+  KEYS: M meta, L blocks, H and Q the FIFO mode's holders and tickets (only read), one hash slot.
+  ARGV[1]  cap           the caller's, used only if Redis has none
+  ARGV[2]  leaseMs
+  ARGV[3]  windowMs      the recovery window of a first use (see Recovery)
+  ARGV[4]  processId
+  ARGV[5]  held          permits the caller holds (and reserves while the answer is on its way)
+  ARGV[6]  wants         its demand, in units of the cap
+  ARGV[7]  valid         '1': its block is still valid
+  ARGV[8]  setCap        > 0: the cap becomes this
+  ARGV[9]  scanMs        walk `L` at most this often
+  ARGV[10] rate          `limit:per:burst` of the caller's (used only if Redis has none), '' none
+  ARGV[11] rateUsed      the share the caller sends at now
+  ARGV[12] rateWants     its rate demand, whole calls per `per`
+  ARGV[13] holdMs        one command timeout: how long a cut is on its way
+  ARGV[14] setRate       '': none, else the rate becomes this
+  ARGV[15] seen          Redis ms of the caller's last answer, 0 none
+  ARGV[16] elapsed       its monotonic ms since
+  ARGV[17] down          '1': its last refresh failed
+  ARGV[18] had           '1': it had an entry (Redis answered it before)
+  ARGV[19] need          its heaviest waiting head
+  ARGV[20] tol           a reply's delay beyond this is a step (a command timeout, ≤ lease / 4)
+  ARGV[21] gapMs         a gap after failed refreshes longer than this is an outage
+                         (refresh + command timeout, ≤ lease / 2)
+  ARGV[22] closing       '1': a clean close, the entry goes
+  ARGV[23]               closing: its rate sends of the last window, space-separated, by age
+                         (8 buckets: eighths of the window)
+  ARGV[24] selfcut       '1': the caller cuts its own rate share to a lower target
+
+  An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
+  wants> <need>"` (includes/leasedEntry.lua).
+
+  Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
+  of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}.
+]]
+local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lease, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+local proc, held, wants, valid = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
+local setcap, scan = tonumber(ARGV[8]), tonumber(ARGV[9])
+local rateArg, rused, rwants = ARGV[10] or '', tonumber(ARGV[11] or 0), tonumber(ARGV[12] or 0)
+local holdMs, setRate = tonumber(ARGV[13] or 0), ARGV[14] or ''
+local seen, elapsed = tonumber(ARGV[15] or 0), tonumber(ARGV[16] or 0)
+local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0)
+local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
+local selfcut = ARGV[24] == '1'
+local RATED = rateArg ~= ''
+local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
+local META_TTL = 2592000000
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr')
+if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
+  return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
+end
+if not meta[1] and meta[2] then
+  return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cap, ends, walked = tonumber(meta[2]), tonumber(meta[3] or 0), tonumber(meta[5] or 0)
+local lastRun = tonumber(meta[14] or 0)
+--- @include "includes/leasedEntry"
+--- @include "includes/leasedGap"
+if not cap then
+  cap = tonumber(ARGV[1])
+  -- A first use or a loss: a process that had an entry knows it was a loss (a lease), else one
+  -- refresh of the processes that had one (window: they stretch it to a lease).
+  ends = now + ((valid or had) and lease or window)
+  walked = 0
+  meta[11] = nil -- a lost meta hash lost the rate with it: this process's is stored
+  redis.call('HSET', M, 'v', LAYOUT, 'c', cap, 'r', ends, 'x', now)
+  redis.call('PEXPIRE', M, META_TTL)
+elseif now - tonumber(meta[4] or 0) > 86400000 then
+  -- The TTL only reaps an abandoned gate: renewed once a day, not at every refresh.
+  redis.call('HSET', M, 'x', now)
+  redis.call('PEXPIRE', M, META_TTL)
+end
+redis.call('HSET', M, 'lr', now)
+if RATED and meta[1] == '{{LEASED_LAYOUT}}' then
+  -- A rated process adopts a gate kept without a rate; from now on the others are refused.
+  redis.call('HSET', M, 'v', LAYOUT)
+end
+if setcap > 0 then
+  cap = setcap
+  redis.call('HSET', M, 'c', cap)
+end
+local rateStr, rlimit, rper, rburst = '', 0, 0, 0
+if RATED then
+  rateStr = setRate ~= '' and setRate or (meta[11] or rateArg)
+  if rateStr ~= meta[11] then redis.call('HSET', M, 'rt', rateStr) end
+  local rl, rp, rb = string.match(rateStr, '^([^:]+):([^:]+):([^:]+)$')
+  rlimit, rper, rburst = tonumber(rl), tonumber(rp), tonumber(rb)
+end
+--- @include "includes/leasedCounted"
+local cur = redis.call('HMGET', L, proc, '_s', '_r')
+local mine = cur[1] ~= false
+if had and not mine and cur[2] == false and ends < now + lease then
+  -- This process had an entry and the blocks hash is gone (evicted, or lost with a restart
+  -- while the meta hash came back): nobody's permits are counted. Learn for a lease.
+  learn = true
+end
+if learn and ends < now + lease then
+  ends = now + lease
+  redis.call('HSET', M, 'r', ends)
+end
+local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
+local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
+local ownShare, ownCounted, ownUntil, rbefore, ownRateWants = 0, 0, 0, 0, 0
+if mine then
+  local _, b, h, w, rs, rk, ru, rw = parse(cur[1])
+  ownBlock, ownHeld, ownWants, ownRateWants = b, h, w, rw
+  before = math.max(ownBlock, ownHeld)
+  ownShare, ownCounted, ownUntil = rs, rk, ru
+  rbefore = countedOf(rs, rk, ru)
+end
+-- FIFO keys beside ours: checked when a process registers (once per process and lease), not
+-- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
+if not mine and redis.call('EXISTS', H, Q) > 0 then
+  return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
+end
+--- @include "includes/leasedFair"
+local level, top = tonumber(meta[6] or -1), meta[7] or ''
+local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
+local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
+local others_live = nil
+--- @include "includes/leasedWalk"
+if valid and not mine and ends < now + lease then
+  -- Our block was valid and Redis has no trace of it: its state was lost under us.
+  ends = now + lease
+  redis.call('HSET', M, 'r', ends)
+end
+local recovering = ends > now
+local target
+if recovering then
+  -- Learning: nobody grows; a process keeps what it holds, and the block Redis still counts.
+  target = math.max(held, math.min(wants, ownBlock))
+elseif level < 0 then
+  target = wants
+else
+  target = math.min(wants, math.max(math.min(need, wants), level + ((top ~= '' and proc <= top) and 1 or 0)))
+end
+if closing then target = 0 end
+local others = sum - before
+local block = math.max(0, math.min(target, cap - others))
+local after = math.max(block, held)
+sum = others + after
+local rate = ' 0 0 0 0'
+local share, rtarget = 0, 0
+--- @include "includes/leasedShare"
+--- @include "includes/leasedClose"
+local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
+if RATED then
+  redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
+else
+  redis.call('HSET', L, proc, entry, '_s', sum)
+end
+-- The hash lives while some process refreshes it (idle ones every half lease): a gate nobody
+-- uses any more leaves no key behind (issue 32, item 8).
+redis.call('PEXPIRE', L, 3 * lease)
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum, rateStr, now}

@@ -1,0 +1,112 @@
+/**
+ * A leased gate's block of the cap as Redis last answered it, what a refresh reports as held,
+ * and when to ask again: on the timer, or early when demand moved past what the block and the
+ * fleet allow (at most every `askMs`).
+ */
+import type { RateShare } from './leased-rate-share.js';
+import type { BlockAnswer } from './leased-refresh.js';
+import type { ResolvedLeasedOptions } from './leased-share.js';
+
+/** What the timer weighs besides the block: this process's use and demand now. */
+export interface Demands {
+  /** Permits held here. */
+  held: number;
+  /** Demand of the cap (held + queued, smoothed). */
+  wants: number;
+  /** Demand of the rate (0 without one). */
+  rateWants: number;
+  rate: RateShare | undefined;
+}
+
+export class BlockLease {
+  block = 0;
+  /** The block (and the rate share) is used until then: the refresh's departure + leaseMs. */
+  validUntil = Number.NEGATIVE_INFINITY;
+  target = 0;
+  free = 0;
+  processes = 1;
+  blocks = 0;
+  clusterHeld = 0;
+  answeredAt = Number.NEGATIVE_INFINITY;
+  recovering = false;
+  /** When the recovery window Redis last reported ends (this process's clock): ask then. */
+  recoveredAt = 0;
+  /** The units held when the last refresh left (what Redis counts for us until it answers). */
+  heldAtSend = 0;
+  lastSent = Number.NEGATIVE_INFINITY;
+  /** The last refresh failed (Redis unreachable, slow, or erroring). */
+  down = false;
+
+  constructor(readonly o: ResolvedLeasedOptions) {}
+
+  /**
+   * A refresh leaves at `sentAt`: whether the block is still valid, and what Redis is to count
+   * for us until the answer: held, plus a little of a valid block that demand still wants, kept
+   * in use while the answer is on its way (so a refresh does not stall the next grant). An idle
+   * process reserves nothing.
+   */
+  sending(sentAt: number, held: number, wants: number): { valid: boolean; held: number } {
+    this.lastSent = sentAt;
+    const valid = sentAt < this.validUntil;
+    const slack = Math.max(1, Math.ceil(held / 10));
+    this.heldAtSend =
+      valid && wants > held ? Math.max(held, Math.min(this.block, wants, held + slack)) : held;
+    return { valid, held: this.heldAtSend };
+  }
+
+  /** The block's part of the answer to a refresh that left at `sentAt`. */
+  answered(answer: BlockAnswer, sentAt: number): void {
+    this.recovering = answer.recoveringMs > 0;
+    this.recoveredAt = sentAt + answer.recoveringMs;
+    this.block = answer.block;
+    this.validUntil = sentAt + answer.leaseMs;
+    this.processes = Math.max(1, answer.processes);
+    this.blocks = answer.blocks;
+    this.clusterHeld = answer.held;
+    this.free = answer.free;
+    this.target = answer.target;
+    this.answeredAt = performance.now();
+    this.down = false;
+  }
+
+  /** A refresh failed (not a refusal). */
+  failed(): void {
+    this.down = true;
+    // Redis may still run it (a timeout is not a refusal) and shrink the block, counting
+    // max(new block, held at send) for us and giving the rest away: grow past nothing more.
+    this.block = Math.min(this.block, this.heldAtSend);
+  }
+
+  /** The timer, no refresh on its way: whether to refresh now. */
+  due(now: number, { held, wants, rateWants, rate }: Demands): boolean {
+    const o = this.o;
+    const since = now - this.lastSent;
+    const block = this.block;
+    const share = rate?.share ?? 0;
+    const idle = wants === 0 && held === 0 && block === 0 && rateWants === 0 && share === 0;
+    // A busy process refreshes one timer step early: within an interval of its last refresh
+    // its entry is renewed (what a first use's window counts on after a loss).
+    if (since >= (idle && !this.down ? o.leaseMs / 2 : o.refreshMs - o.askMs)) return true;
+    if (since < o.askMs) return false;
+    // More than the block, and Redis last said there is some (free permits, or a fair share
+    // above this block that others give back), or that answer is old: ask now.
+    // An old answer, or a recovery window that has ended since: ask now.
+    const stale =
+      now - this.answeredAt >= o.refreshMs || (this.recovering && now >= this.recoveredAt);
+    const more =
+      wants > block && (stale || (!this.recovering && (this.free > 0 || block < this.target)));
+    // A block twice what is wanted: give the unused part back now, for processes that need it.
+    const less = block > held && wants <= Math.floor(block / 2);
+    // The same for the rate's share (its free part: the rate's limit less every counted share).
+    const rateFree = rate === undefined ? 0 : rate.rate.limit - rate.counted;
+    const moreRate =
+      rateWants > share &&
+      (stale || (!this.recovering && (rateFree > 0 || share < (rate?.target ?? 0))));
+    const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
+    // Redis shrank the block below what was held (another process's heavier head, a fairer
+    // share): it counts what was held at the refresh until the next one says less. Say it as
+    // soon as some of it is released, so the other process's head is not held up a whole interval.
+    const drained = this.heldAtSend > block && held < this.heldAtSend;
+    return more || less || moreRate || lessRate || drained;
+  }
+}

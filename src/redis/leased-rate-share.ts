@@ -1,0 +1,204 @@
+/**
+ * A leased gate's share of its rate, this process's side: the share Redis granted (REFRESH's
+ * answer), the demand and the arguments each refresh sends for it, and the share the gate's
+ * GCRA paces at now, from that answer, the block's lease and the store's policy.
+ */
+import type { RateOptions, ResolvedRate } from '../gate/rate.js';
+import { leasedRate, RateUse, rateShareOf } from './leased-rate.js';
+import type { LeasedRateView } from './leased-stats.js';
+import type { ResolvedStoreOptions } from './options.js';
+import { rateArg } from './shared-rate.js';
+
+/** What the rate's share reads of its gate's block lease, when it applies a share. */
+export interface LeaseNow {
+  /** The block and the share are used until then (this process's clock). */
+  readonly validUntil: number;
+  /** Refused (another layout) or closed: no share any more. */
+  readonly stopped: boolean;
+  /** A refresh on its way: when it left (undefined: none). */
+  readonly sentAt: number | undefined;
+  /** The last refresh failed. */
+  readonly down: boolean;
+  /** Processes with a live entry, as Redis last said. */
+  readonly processes: number;
+}
+
+/** What the rate's share uses of its gate (a `LeasedSemaphore`). */
+export interface RateShareGate {
+  readonly name: string | undefined;
+  readonly options: ResolvedStoreOptions;
+  /** The gate's GCRA: paces at `share` when given one; returns the rate's use so far. */
+  shareRate(share?: { rate: ResolvedRate; limit: number; burst: number; until: number }): {
+    taken: number;
+    backlog: number;
+    throttled: number;
+  };
+  lease(): LeaseNow;
+  /** A refresh now, unless one is on its way (or the gate is closed). */
+  refreshSoon(): void;
+}
+
+/**
+ * This process's lease of a leased gate's rate: whole calls per `per`, a max-min fair share of
+ * the fleet's rate that Redis grants at each refresh (REFRESH, includes/leasedShare.lua).
+ */
+export class RateShare {
+  /** The fleet's rate as Redis holds it. */
+  rate: ResolvedRate;
+  /** The rate this process asks for (`limit:per:burst`): its own, or the one it set. */
+  arg: string;
+  /** The share Redis granted, its target, Σ counted, and the demand last sent. */
+  share = 0;
+  target = 0;
+  counted = 0;
+  wants = 0;
+  /** The share this process sends at now, and its burst. */
+  applied = 0;
+  #burst = 0;
+  /** A refresh that cuts the share to its target was sent at once after the last answer. */
+  #cutting = false;
+  #warned: string | undefined = undefined;
+  /** The rate the applied share is of (a new one from Redis is applied even at the same share). */
+  #appliedOf: ResolvedRate | undefined = undefined;
+  #until = 0;
+  /** A refresh failed: Redis may have shrunk the share it was sent for; none until an answer. */
+  #unsure = false;
+  readonly #use: RateUse;
+  readonly #gate: RateShareGate;
+
+  constructor(rate: RateOptions, refreshMs: number, gate: RateShareGate) {
+    this.rate = leasedRate(rate);
+    this.arg = rateArg(this.rate);
+    this.#use = new RateUse(this.rate.per, refreshMs);
+    this.#gate = gate;
+    gate.shareRate({ rate: this.rate, limit: 0, burst: 0, until: Number.POSITIVE_INFINITY });
+  }
+
+  /** `setSharedRate`: the rate this process asks Redis to hold from now on. */
+  ask(rate: RateOptions): string {
+    this.arg = rateArg(leasedRate(rate));
+    return this.arg;
+  }
+
+  /** The rate demand: cost units taken in the last `per` ms plus those queued, smoothed. */
+  demand(now: number): number {
+    const limit = this.rate.limit;
+    const split = Math.ceil(limit / this.#gate.lease().processes);
+    return this.#use.wants(this.#gate.shareRate(), this.applied, now, limit, split);
+  }
+
+  /**
+   * A refresh leaves at `sentAt`: the demand it sends. A share above the rate's demand, or
+   * above the fair target Redis last answered, is cut here, before asking: Redis then counts
+   * the cut from this refresh on (one call more for a window), not from when an answer that cut
+   * it arrives. Redis does not cut a share this process still sends at (`selfcut`); it answers
+   * the target, and a refresh leaves at once.
+   */
+  sending(sentAt: number): void {
+    this.wants = this.demand(sentAt);
+    const keep = this.share > this.target ? Math.min(this.wants, this.target) : this.wants;
+    if (keep < this.share) {
+      this.share = keep;
+      this.apply(sentAt);
+    }
+  }
+
+  /** The REFRESH script's rate arguments. */
+  args(wants: number, setRate: string): (string | number)[] {
+    return [this.arg, this.applied, wants, this.#gate.options.commandTimeoutMs, setRate];
+  }
+
+  /**
+   * A clean close's rate arguments: what was sent in the last window, which stays counted until
+   * it is a window old (issue 32, item 6: a clean close gives its share back at once), and those
+   * sends by age.
+   */
+  closing(now: number): { args: (string | number)[]; sent: string } {
+    const tail = this.#use.sentByAge(this.#gate.shareRate().taken, now);
+    const args = this.args(0, '');
+    args[1] = Math.min(this.rate.limit, Math.ceil(tail.reduce((a, b) => a + b, 0)));
+    return { args, sent: tail.map((units) => Math.ceil(units)).join(' ') };
+  }
+
+  /** The rate's part of an answer: this process's share, and the rate Redis holds (adopted, warned once). */
+  answer(reply: unknown[]): void {
+    this.share = Number(reply[9]);
+    this.target = Number(reply[10]);
+    // A share above its target: cut it now, in a refresh that says so (once per answer that
+    // asks; a cut answered with a share above the target again waits for the timer).
+    if (this.share > this.target && !this.#cutting) {
+      this.#cutting = true;
+      setImmediate(() => this.#gate.refreshSoon()).unref?.();
+    } else this.#cutting = false;
+    this.counted = Number(reply[11]);
+    this.#unsure = false;
+    const held = String(reply[12] ?? '');
+    if (held === '' || held === rateArg(this.rate)) return;
+    const [limit, per, burst] = held.split(':').map(Number) as [number, number, number];
+    if (!(limit >= 1) || !(per > 0) || !(burst >= 0)) return;
+    this.rate = { limit, per, burst };
+    if (held !== this.arg && this.#warned !== held) {
+      this.#warned = held;
+      const mine = this.arg.split(':');
+      process.emitWarning(
+        `shared gate ${JSON.stringify(this.#gate.name ?? '')}: Redis holds rate ${limit} per ${per} ms (burst ${burst}) for it, this process asked for ${mine[0]} per ${mine[1]} ms (burst ${mine[2]}); gating by Redis's (change it for every process with setSharedRate(rate))`,
+        { code: 'HOSTGATE_SHARED_RATE_MISMATCH' },
+      );
+    }
+  }
+
+  /**
+   * A refresh failed: Redis may have run it and shrunk this process's share, counting the old
+   * one only a command timeout and a window past it: send on no share until an answer says.
+   */
+  failed(): void {
+    this.#unsure = true;
+  }
+
+  /** Sets the share this process sends at, from Redis's answer, its lease and the store policy. */
+  apply(now: number): void {
+    const rate = this.rate;
+    const lease = this.#gate.lease();
+    const options = this.#gate.options;
+    let share: number;
+    // A share from Redis is sent at until the lease ends, and while a refresh is on its way
+    // until a command timeout after it left: Redis holds what it reports only that long.
+    let until = lease.validUntil;
+    if (lease.stopped) share = 0;
+    else if (now < lease.validUntil) {
+      share = this.#unsure ? 0 : this.share;
+      if (lease.sentAt !== undefined)
+        until = Math.min(until, lease.sentAt + options.commandTimeoutMs);
+    } else {
+      share = lease.down && options.onStoreError === 'local' ? this.#fallback(lease) : 0;
+      until = Number.POSITIVE_INFINITY;
+    }
+    const burst = rateShareOf(rate, share);
+    const same = share === this.applied && burst === this.#burst;
+    if (same && rate === this.#appliedOf && until === this.#until) return;
+    this.#appliedOf = rate;
+    this.applied = share;
+    this.#burst = burst;
+    this.#until = until;
+    this.#gate.shareRate({ rate, limit: share, burst, until });
+  }
+
+  /**
+   * Redis unreachable past the lease, under `onStoreError: 'local'`: a share of the rate as the
+   * FIFO mode's, `limit / processes` (at least one call), so with every process cut off the
+   * shares add up to the rate.
+   */
+  #fallback(lease: LeaseNow): number {
+    return Math.max(1, Math.floor(this.rate.limit / lease.processes));
+  }
+
+  view(): LeasedRateView {
+    return {
+      share: this.applied,
+      burst: this.#burst,
+      target: this.target,
+      demand: this.wants,
+      counted: this.counted,
+    };
+  }
+}

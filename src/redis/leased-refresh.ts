@@ -1,0 +1,186 @@
+/**
+ * A leased gate's REFRESH (commands/leasedRefresh-4.lua), the process's side of the call: what
+ * the gate uses of its store, the script's arguments for a refresh and for a clean close, and
+ * what the gate keeps of each answer to tell Redis, on the next, of time that passed unobserved
+ * (issue 32).
+ */
+import type { SharedLayoutError } from '../common/errors.js';
+import { coreEntry } from '../gate/counting-gate.js';
+import type { Semaphore } from '../gate/semaphore.js';
+import type { ResolvedLeasedOptions } from './leased-share.js';
+import type { ResolvedStoreOptions } from './options.js';
+
+/**
+ * What a leased gate uses of its store (a `RedisStore`), declared here so that store.ts can
+ * build the gates without an import circle.
+ */
+export interface LeasedGateStore {
+  readonly options: ResolvedStoreOptions;
+  readonly processId: string;
+  readonly closed: boolean;
+  /** One REFRESH script; rejects on an error or a timeout ({@link SharedLayoutError} for a layout). */
+  refreshLeased(
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    gate: string,
+    layout: string,
+  ): Promise<unknown[]>;
+}
+
+/** The rate arguments of a gate without a rate (RateShare.args for one with a rate). */
+export const NO_RATE: readonly (string | number)[] = ['', 0, 0, 0, ''];
+
+/** What a refresh tells Redis of this process. */
+export interface Report {
+  /** The cap this process asked for (Redis's, if it has one, wins). */
+  requested: number;
+  /** Units Redis is to count for this process until the next refresh. */
+  held: number;
+  wants: number;
+  /** The block of the last answer is still valid. */
+  valid: boolean;
+  /** > 0: the cap becomes this, for every process. */
+  setCap: number;
+  rate: readonly (string | number)[];
+  /** The heaviest head waiting. */
+  need: number;
+  /** The last refresh failed. */
+  down: boolean;
+}
+
+/** REFRESH's answer, the block's part (the rate's: RateShare.answer). */
+export interface BlockAnswer {
+  block: number;
+  leaseMs: number;
+  cap: number;
+  processes: number;
+  blocks: number;
+  held: number;
+  free: number;
+  target: number;
+  /** Ms left of a recovery window, 0: none. */
+  recoveringMs: number;
+}
+
+/** One gate's REFRESH calls: arguments built, sent through the store, answers read. */
+export class RefreshCalls {
+  /**
+   * Redis's time in the last answer and this process's monotonic clock when it came: the script
+   * holds the two against each other to see a step of Redis's clock (issue 32).
+   */
+  #seen = 0;
+  #seenAt = 0;
+  /** Redis answered this gate once: a missing state is then a loss, not a first use. */
+  #had = false;
+
+  constructor(
+    readonly store: LeasedGateStore,
+    readonly keys: readonly string[],
+    readonly name: string,
+    readonly o: ResolvedLeasedOptions,
+  ) {}
+
+  /** Runs REFRESH with `args`; `layout` is this process's (named by a layout refusal). */
+  call(args: readonly (string | number)[], layout: string): Promise<unknown[]> {
+    return this.store.refreshLeased(this.keys, args, this.name, layout);
+  }
+
+  /** A refresh's arguments, the refresh leaving at `sentAt` (this process's clock). */
+  args(report: Report, sentAt: number): (string | number)[] {
+    return [
+      report.requested,
+      this.o.leaseMs,
+      // A first use, or a loss found by a process that never had an entry: no block beyond
+      // what is held until a busy process that had one could have refreshed (one interval: a
+      // busy process refreshes a timer step early, so its reply has that step to arrive); that
+      // process makes it a lease. A command timeout more would leave a fresh fleet idle that
+      // long (issue 32, item 7).
+      this.o.refreshMs,
+      this.store.processId,
+      report.held,
+      report.wants,
+      report.valid ? 1 : 0,
+      report.setCap,
+      // How often some refresh walks the fleet's entries: twice per interval per gate.
+      Math.max(1, Math.floor(this.o.refreshMs / 2)),
+      ...report.rate,
+      ...this.#faultArgs(sentAt, report.need, report.down, false),
+      '',
+      1, // it cuts its own share to a lower target (issue 32, item 6)
+    ];
+  }
+
+  /**
+   * A clean close's arguments: the entry goes (held and demand 0); with a rate, `rate` says what
+   * was sent in the last window and `sent` those sends by age.
+   */
+  closeArgs(
+    requested: number,
+    rate: readonly (string | number)[],
+    sent: string,
+    down: boolean,
+    now: number,
+  ): (string | number)[] {
+    return [
+      requested,
+      this.o.leaseMs,
+      1,
+      this.store.processId,
+      0,
+      0,
+      0,
+      0,
+      this.o.refreshMs,
+      ...rate,
+      ...this.#faultArgs(now, 0, down, true),
+      sent,
+      1,
+    ];
+  }
+
+  /** An answer came: Redis's time in it is kept for the next refresh; its block part. */
+  answered(reply: unknown[]): BlockAnswer {
+    this.#seen = Number(reply[13]) || 0;
+    this.#seenAt = performance.now();
+    this.#had = true;
+    const [block, leaseMs, cap, processes, blocks, held, free, target, recoveringMs] = reply.map(
+      Number,
+    ) as [number, number, number, number, number, number, number, number, number];
+    return { block, leaseMs, cap, processes, blocks, held, free, target, recoveringMs };
+  }
+
+  /**
+   * The script's arguments that let it tell time that passed unobserved (issue 32): Redis's time
+   * last seen and the monotonic ms since, whether the last refresh failed and whether this
+   * process had an entry; the heaviest waiting head; the tolerance of a reply's delay (a command
+   * timeout) and the longest gap between refreshes of a healthy fleet; a clean close.
+   */
+  #faultArgs(sentAt: number, need: number, down: boolean, closing: boolean): (string | number)[] {
+    const timeout = this.store.options.commandTimeoutMs;
+    return [
+      this.#seen,
+      this.#seen > 0 ? Math.max(0, Math.floor(sentAt - this.#seenAt)) : 0,
+      down ? 1 : 0,
+      this.#had ? 1 : 0,
+      need,
+      // A reply's delay beyond this is taken for a step (a false one only holds time still
+      // for the gap since the last run): within a quarter lease, so a step too small to see
+      // cannot expire an entry renewed within the last interval (refreshMs ≤ leaseMs / 2).
+      Math.min(timeout, Math.floor(this.o.leaseMs / 4)),
+      // A gap longer than this after failed refreshes is an outage: no live entry expires
+      // within half a lease of its last renewal.
+      Math.min(this.o.refreshMs + timeout, Math.floor(this.o.leaseMs / 2)),
+      closing ? 1 : 0,
+    ];
+  }
+}
+
+/** The heaviest head waiting in any priority class of `gate`: a unit the block must fit at once. */
+export function heaviestHead(gate: Semaphore): number {
+  let need = 0;
+  for (const cls of coreEntry.parts(gate).queue.classes) {
+    const head = cls.head;
+    if (head !== undefined && head.weight > need) need = head.weight;
+  }
+  return need;
+}

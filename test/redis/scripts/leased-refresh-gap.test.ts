@@ -1,0 +1,144 @@
+/**
+ * Time that passed unobserved, in a leased gate's REFRESH alone
+ * (src/redis/commands/includes/leasedGap.lua): a gap since the last run `M.lr` seen by a caller
+ * whose refreshes failed, by a caller's own clock, or a step back of Redis's clock. Every stored
+ * Redis-time timestamp moves by the gap (`lr` after the run less `lr` before: exactly what the
+ * script shifted by), so nothing expires on it; without evidence nothing moves.
+ */
+import { expect, it } from 'vitest';
+import { describeRedis } from '../../helpers/redis-server.js';
+import {
+  ARGS,
+  expectAhead,
+  expectBlocksWithinCap,
+  inUse,
+  type LeasedState,
+  useLeasedLab,
+} from './leased-lab.js';
+
+const GAP = 60_000;
+/** A walk a moment ago that found the level at 1: the next refresh does not walk. */
+const WALKED = { b: 1, e: '', n: 3, k: 2, u: 2 };
+
+describeRedis('leased REFRESH alone: a gap or a clock step', () => {
+  const lab = useLeasedLab();
+
+  /** The shift the script applied: the new last run less the crafted one. */
+  const shiftOf = (state: LeasedState, at: number, lastRun: number) =>
+    Number(state.m.lr) - (at + lastRun);
+
+  it('Redis away (a caller whose refreshes failed, a gap past gapMs): entry expiries, hold ends, tails, M.r and M.t all move by the gap', async () => {
+    const at = await lab.craft({
+      m: inUse(4, { ...WALKED, lr: -GAP, t: -GAP - 200, r: -GAP + 20_000 + ARGS.leaseMs }),
+      l: {
+        pb: { expiry: 2_000, block: 1, held: 1, wants: 1, share: 0, counted: 0, until: 5_000 },
+        // 30 s left at the last run: it expired during the gap, unobserved.
+        pc: { expiry: -30_000, block: 1, held: 1, wants: 1 },
+        'px~0': { expiry: -50_000, counted: 1, until: -40_000 },
+      },
+      s: 2,
+    });
+    const ran = await lab.refresh({ down: 1, wants: 1 });
+    const state = await lab.state();
+    const shift = shiftOf(state, at, -GAP);
+    expect(shift).toBeGreaterThanOrEqual(GAP);
+    expect(shift).toBeLessThan(GAP + 1_000);
+    expect(state.l.get('pb')).toMatchObject({
+      expiry: at + 2_000 + shift,
+      until: at + 5_000 + shift,
+    });
+    expect(state.l.get('pc')!.expiry).toBe(at - 30_000 + shift);
+    expect(state.l.get('px~0')).toMatchObject({
+      expiry: at - 50_000 + shift,
+      until: at - 40_000 + shift,
+    });
+    expect(Number(state.m.t)).toBe(at - GAP - 200 + shift);
+    expect(Number(state.m.r)).toBe(at - GAP + 20_000 + ARGS.leaseMs + shift);
+    // No walk (it walked 200 ms before the gap): pc and pb counted, pa gets what is left.
+    expect(ran.answer.recoveringMs).toBeGreaterThan(20_000);
+    expect(state.s).toBe(2 + state.l.get('pa')!.block);
+  });
+
+  it('back from an outage: a recovery window of a lease (a restart may have brought back older data)', async () => {
+    await lab.craft({
+      m: inUse(4, { lr: -GAP }),
+      l: { pb: { block: 3, held: 3, wants: 3 } },
+      s: 3,
+    });
+    const ran = await lab.refresh({ down: 1, held: 1, wants: 4 });
+    expect(ran.answer).toMatchObject({ block: 1, target: 1 });
+    expectAhead((await lab.state()).m.r, ran, ARGS.leaseMs);
+  });
+
+  it('a step back of the clock (the last run ahead of now): every stored time moves back with it; an entry that moves into the past is reaped', async () => {
+    const at = await lab.craft({
+      m: inUse(4, { lr: GAP }),
+      l: {
+        pb: { expiry: GAP + 10_000, block: 1, held: 1, wants: 1, until: GAP + 5_000 },
+        pc: { expiry: 30_000, block: 2, held: 2, wants: 2 },
+      },
+      s: 3,
+    });
+    const ran = await lab.refresh({ wants: 4 });
+    const state = await lab.state();
+    const shift = shiftOf(state, at, GAP);
+    expect(shift).toBeLessThanOrEqual(-GAP + 1_000);
+    expect(shift).toBeGreaterThan(-GAP);
+    expect(state.l.get('pb')).toMatchObject({
+      expiry: at + GAP + 10_000 + shift,
+      until: at + GAP + 5_000 + shift,
+    });
+    expect(state.l.has('pc')).toBe(false);
+    expect(ran.answer.block).toBe(3);
+    expectBlocksWithinCap(state);
+  });
+
+  for (const [what, seen, elapsed] of [
+    ['its monotonic clock saw less time pass than Redis did (a forward step)', -GAP, 100],
+    ['it saw a Redis time later than the last run (the state was moved back)', 0, 0],
+  ] as const) {
+    it(`a caller that ${what}: the gap is shifted out`, async () => {
+      const at = await lab.craft({
+        m: inUse(4, { ...WALKED, lr: -GAP, t: -GAP - 200 }),
+        l: { pb: { expiry: 2_000, block: 1, held: 1, wants: 1 } },
+        s: 1,
+      });
+      await lab.refresh({ seen: at + seen, elapsed, wants: 1 });
+      const state = await lab.state();
+      expect(state.l.get('pb')!.expiry).toBe(at + 2_000 + shiftOf(state, at, -GAP));
+      expect(shiftOf(state, at, -GAP)).toBeGreaterThanOrEqual(GAP);
+    });
+  }
+
+  for (const [what, lastRun, args] of [
+    ['a gap nobody has evidence of (no failed refresh, no answer seen)', -GAP, {}],
+    ['a caller whose refreshes failed, but a gap within gapMs', -2_000, { down: 1 as const }],
+    ['a gap within tol, whatever the caller saw', -500, { seen: -GAP, elapsed: 0 }],
+  ] as const) {
+    it(`${what}: nothing moves`, async () => {
+      const at = await lab.craft({
+        m: inUse(4, { ...WALKED, lr: lastRun, t: lastRun - 200 }),
+        l: { pb: { expiry: 2_000, block: 1, held: 1, wants: 1, until: 3_000 } },
+        s: 1,
+      });
+      const seen = 'seen' in args ? { seen: at + args.seen, elapsed: args.elapsed } : {};
+      // No walk either (it would write M.t): the stored times are as crafted.
+      await lab.refresh({ ...args, ...seen, wants: 1, scanMs: 10 * GAP });
+      const state = await lab.state();
+      expect(state.l.get('pb')).toMatchObject({ expiry: at + 2_000, until: at + 3_000 });
+      expect(Number(state.m.t)).toBe(at + lastRun - 200);
+      expect(state.m.r).toBe('0');
+    });
+  }
+
+  it('a gap nobody has evidence of: an entry that expired meanwhile is reaped by the walk', async () => {
+    await lab.craft({
+      m: inUse(4, { lr: -GAP }),
+      l: { pc: { expiry: -30_000, block: 2, held: 2, wants: 2 } },
+      s: 2,
+    });
+    const ran = await lab.refresh({ wants: 4 });
+    expect(ran.answer.block).toBe(4);
+    expect((await lab.state()).l.has('pc')).toBe(false);
+  });
+});

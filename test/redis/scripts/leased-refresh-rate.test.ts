@@ -1,0 +1,214 @@
+/**
+ * A leased gate's rate, in REFRESH alone (src/redis/commands/leasedRefresh-4.lua and its parts
+ * includes/leasedCounted.lua, leasedShare.lua, leasedClose.lua): how a share is counted while a
+ * hold is on (countedOf), a cut and a process that cuts itself, slow start, a clean close's
+ * tail, and lapsed entries. `_r` is checked against the rule written out in leased-lab.ts.
+ *
+ * The rate is 10 calls per 10 s with a burst of 4: a share's burst is floor(0.4 × share).
+ */
+import { expect, it } from 'vitest';
+import { describeRedis } from '../../helpers/redis-server.js';
+import {
+  expectAhead,
+  expectBlocksWithinCap,
+  expectRateCounted,
+  inUse,
+  L,
+  M,
+  type RefreshArgs,
+  ratedInUse,
+  useLeasedLab,
+} from './leased-lab.js';
+
+const RATE = '10:10000:4';
+const PER = 10_000;
+/** A process of a gate with a rate, as the gate sends it (holdMs: a command timeout). */
+const RATED: Partial<RefreshArgs> = { rate: RATE, holdMs: 500 };
+
+describeRedis('leased REFRESH alone: the rate', () => {
+  const lab = useLeasedLab();
+
+  for (const [phase, until, counted] of [
+    ['before until - per: the hold in full', 15_000, 8],
+    ['between until - per and until: the share, one call and the lost burst (3 - 0)', 5_000, 6],
+    ['after until: the share alone', -5_000, 2],
+  ] as const) {
+    it(`a share of 2 with a hold of 8 is counted ${counted} ${phase}`, async () => {
+      await lab.craft({
+        m: ratedInUse(RATE),
+        l: { pb: { share: 2, counted: 8, until, rateWants: 2 } },
+        r: 8,
+      });
+      const ran = await lab.refresh(RATED);
+      expect(ran.answer.counted).toBe(counted);
+      expectRateCounted(await lab.state(), RATE, ran.answer.now);
+    });
+  }
+
+  it('a cut: the share goes to the fair target, the old one is counted in full until it reaches the process (holdMs), then one call more and the lost burst for a window', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 6, rateWants: 10 }, pb: { share: 4, rateWants: 10 } },
+      r: 10,
+    });
+    const ran = await lab.refresh({ ...RATED, rateUsed: 6, rateWants: 10, selfcut: 0 });
+    expect(ran.answer).toMatchObject({ share: 5, rateTarget: 5, counted: 10 });
+    const state = await lab.state();
+    const pa = state.l.get('pa')!;
+    expect(pa).toMatchObject({ share: 5, counted: 6, rateWants: 10 });
+    expectAhead(pa.until, ran, 500 + PER);
+    expectRateCounted(state, RATE, ran.answer.now);
+  });
+
+  it('a process that cuts itself (selfcut) and reports sending above its new fair share keeps that share: it is answered its target and cuts itself at once', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 6, rateWants: 10 }, pb: { share: 4, rateWants: 10 } },
+      r: 10,
+    });
+    const ran = await lab.refresh({ ...RATED, rateUsed: 6, rateWants: 10, selfcut: 1 });
+    expect(ran.answer).toMatchObject({ share: 6, rateTarget: 5, counted: 10 });
+    let state = await lab.state();
+    expect(state.l.get('pa')).toMatchObject({ share: 6, counted: 0, until: 0 });
+    expectRateCounted(state, RATE, ran.answer.now);
+    // Its refresh right after, at the cut: counted at the cut from now (one call more and the
+    // lost burst for a window), not a command timeout later.
+    const cut = await lab.refresh({ ...RATED, rateUsed: 5, rateWants: 10, selfcut: 1 });
+    expect(cut.answer).toMatchObject({ share: 5, rateTarget: 5, counted: 10 });
+    state = await lab.state();
+    const pa = state.l.get('pa')!;
+    expect(pa).toMatchObject({ share: 5, counted: 6 });
+    expectAhead(pa.until, cut, PER);
+    expectRateCounted(state, RATE, cut.answer.now);
+  });
+
+  it('a self-cut process is not kept above the share it had (rused > its share is cut as any)', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 5, rateWants: 10 }, pb: { share: 4, rateWants: 10 } },
+      r: 9,
+    });
+    const ran = await lab.refresh({ ...RATED, rateUsed: 6, rateWants: 10, selfcut: 1 });
+    expect(ran.answer.share).toBe(5);
+    expect((await lab.state()).l.get('pa')).toMatchObject({ share: 5, counted: 6 });
+  });
+
+  it('an earlier hold keeps its own end when the share stays', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 3, counted: 6, until: 15_000, rateWants: 3 } },
+      r: 6,
+    });
+    const at = await lab.now();
+    const ran = await lab.refresh({ ...RATED, rateUsed: 3, rateWants: 3 });
+    expect(ran.answer).toMatchObject({ share: 3, counted: 6 });
+    const pa = (await lab.state()).l.get('pa')!;
+    expect(pa).toMatchObject({ share: 3, counted: 6 });
+    expect(Math.abs(pa.until - (at + 15_000))).toBeLessThan(50);
+  });
+
+  it('slow start: a share grows to the equal split at once, past it at most twofold a refresh', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 1, rateWants: 1 }, pb: {} },
+      r: 1,
+    });
+    const first = await lab.refresh({ ...RATED, rateUsed: 1, rateWants: 10 });
+    expect(first.answer).toMatchObject({ share: 5, rateTarget: 10 });
+    const second = await lab.refresh({ ...RATED, rateUsed: 5, rateWants: 10 });
+    expect(second.answer).toMatchObject({ share: 10, rateTarget: 10, counted: 10 });
+    expectRateCounted(await lab.state(), RATE, second.answer.now);
+  });
+
+  for (const [sent, units] of [
+    ['1 0 0 0 0 0 0 0', 1],
+    ['5 4 0 0 0 0 0 0', 3],
+    ['', 3],
+  ] as const) {
+    it(`a clean close with a rate, sending at 6 and ${sent === '' ? 'no sends reported' : `${sent} sent by age`}: a tail <id>~0 of ${units} (min(sent, burstOf(6) + 1)) counted for a window`, async () => {
+      await lab.craft({
+        m: ratedInUse(RATE),
+        l: { pa: { block: 1, held: 1, share: 6, rateWants: 6 }, pb: { share: 3, rateWants: 3 } },
+        r: 9,
+        s: 1,
+      });
+      const ran = await lab.refresh({ ...RATED, closing: 1, rateUsed: 6, sent });
+      expect(ran.answer).toMatchObject({ block: 0, counted: 3 + units });
+      const state = await lab.state();
+      expect([...state.l.keys()].sort()).toEqual(['pa~0', 'pb']);
+      const tail = state.l.get('pa~0')!;
+      expect(tail).toMatchObject({ block: 0, held: 0, share: 0, counted: units });
+      expectAhead(tail.expiry, ran, 0);
+      expectAhead(tail.until, ran, 2 * PER);
+      expect(state.r).toBe(3 + units);
+      expectRateCounted(state, RATE, ran.answer.now);
+      expectBlocksWithinCap(state);
+    });
+  }
+
+  it('the last process closing with a rate leaves its tail and L for a window only', async () => {
+    await lab.craft({ m: ratedInUse(RATE), l: { pa: { share: 4, rateWants: 4 } }, r: 4 });
+    await lab.refresh({ ...RATED, closing: 1, rateUsed: 4, sent: '2 0 0 0 0 0 0 0' });
+    const state = await lab.state();
+    expect([...state.l.keys()]).toEqual(['pa~0']);
+    expect(state.ttl.l).toBeGreaterThan(PER - 1_000);
+    expect(state.ttl.l).toBeLessThanOrEqual(PER + 1);
+  });
+
+  it("a closed process's tail is counted by the walks until a window after its close, then reaped", async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: {
+        'py~0': { expiry: -PER - 1, counted: 2, until: PER - 1 },
+        'pz~0': { expiry: -1_000, counted: 3, until: 2 * PER - 1_000 },
+      },
+      r: 5,
+    });
+    const ran = await lab.refresh(RATED);
+    expect(ran.answer.counted).toBe(3);
+    const state = await lab.state();
+    expect([...state.l.keys()].sort()).toEqual(['pa', 'pz~0']);
+    expectRateCounted(state, RATE, ran.answer.now);
+  });
+
+  it("a lapsed entry's permits go at the walk, its share stays counted until per after its lease", async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: {
+        pb: { expiry: -1_000, block: 2, held: 1, wants: 2, share: 3, rateWants: 3 },
+        pc: { expiry: -PER - 1_000, block: 1, held: 1, share: 2, rateWants: 2 },
+      },
+      s: 3,
+      r: 5,
+    });
+    const at = await lab.now();
+    const ran = await lab.refresh({ ...RATED, wants: 4 });
+    expect(ran.answer).toMatchObject({ block: 4, counted: 3 });
+    const state = await lab.state();
+    expect(state.l.has('pc')).toBe(false);
+    const pb = state.l.get('pb')!;
+    expect(pb).toMatchObject({ block: 0, held: 0, wants: 0, share: 3 });
+    expect(Math.abs(pb.expiry - (at - 1_000))).toBeLessThan(50);
+    expectBlocksWithinCap(state);
+    expectRateCounted(state, RATE, ran.answer.now);
+  });
+
+  it('a process with a rate adopts a gate kept without one (its layout and rate written); one without a rate is then refused', async () => {
+    await lab.craft({ m: inUse(), l: { pb: { block: 1, held: 1, wants: 1 } }, s: 1 });
+    const ran = await lab.refresh({ ...RATED, rateWants: 2 });
+    expect(ran.answer).toMatchObject({ share: 2, rate: RATE });
+    expect(await lab.command('HMGET', M, 'v', 'rt')).toEqual(['leased/1+rate', RATE]);
+    await expect(lab.refresh({ processId: 'pb', wants: 1, held: 1 })).rejects.toThrow(
+      'HOSTGATE_LAYOUT leased/1+rate',
+    );
+    expect(await lab.command('HEXISTS', L, 'pa')).toBe(1);
+  });
+
+  it("the rate lives in Redis: a process asking for another gets Redis's, setRate changes it", async () => {
+    await lab.craft({ m: ratedInUse(RATE) });
+    expect((await lab.refresh({ ...RATED, rate: '20:1000:0' })).answer.rate).toBe(RATE);
+    const set = await lab.refresh({ ...RATED, setRate: '20:1000:0', rateWants: 20 });
+    expect(set.answer.rate).toBe('20:1000:0');
+    expect(await lab.command('HGET', M, 'rt')).toBe('20:1000:0');
+  });
+});

@@ -1,0 +1,227 @@
+/**
+ * A leased gate's REFRESH (src/redis/commands/leasedRefresh-4.lua) alone on crafted state: the
+ * blocks of the cap (max-min fair by demand, never past what the others leave), the walk of `L`
+ * (includes/leasedWalk.lua), a clean close (includes/leasedClose.lua), the keys' TTLs, a lost
+ * state's recovery window, and the layouts it refuses. Redis's state is read back after each run.
+ */
+import { expect, it } from 'vitest';
+import { describeRedis } from '../../helpers/redis-server.js';
+import {
+  ARGS,
+  expectAhead,
+  expectBlocksWithinCap,
+  inUse,
+  L,
+  M,
+  parseEntry,
+  useLeasedLab,
+} from './leased-lab.js';
+
+describeRedis('leased REFRESH alone: the cap', () => {
+  const lab = useLeasedLab();
+
+  it('a first use: the meta hash created with the caller cap, a recovery window of windowMs, no block beyond what is held; L lives three leases', async () => {
+    const ran = await lab.refresh({ held: 1, wants: 3 });
+    expect(ran.answer).toMatchObject({ block: 1, cap: 4, target: 1, processes: 1 });
+    expect(ran.answer.recoveringMs).toBeGreaterThan(ARGS.windowMs - 50);
+    expect(ran.answer.recoveringMs).toBeLessThanOrEqual(ARGS.windowMs);
+    const state = await lab.state();
+    expect(state.m).toMatchObject({ v: 'leased/1', c: '4' });
+    expectAhead(state.m.r, ran, ARGS.windowMs);
+    expectAhead(state.m.lr, ran, 0);
+    expect(state.ttl.m).toBeGreaterThan(30 * 86_400_000 - 60_000);
+    expect(state.ttl.l).toBeGreaterThan(3 * ARGS.leaseMs - 1_000);
+    expect(state.ttl.l).toBeLessThanOrEqual(3 * ARGS.leaseMs);
+    const entry = state.l.get('pa')!;
+    expectAhead(entry.expiry, ran, ARGS.leaseMs);
+    expect(entry).toMatchObject({ block: 1, held: 1, wants: 3 });
+    expectBlocksWithinCap(state);
+  });
+
+  it('a process that had an entry and finds no meta hash knows it was a loss: the window is a whole lease', async () => {
+    const ran = await lab.refresh({ held: 2, wants: 2, had: 1 });
+    expect(ran.answer.block).toBe(2);
+    expectAhead((await lab.state()).m.r, ran, ARGS.leaseMs);
+  });
+
+  it('every demand fits: each gets what it wants; L._s is Σ max(block, held) and stays so', async () => {
+    await lab.craft({ m: inUse(), l: { pb: { block: 1, held: 1, wants: 1 } }, s: 1 });
+    const ran = await lab.refresh({ wants: 3 });
+    expect(ran.answer).toMatchObject({ block: 3, target: 3, processes: 2, free: 0 });
+    const state = await lab.state();
+    expect(state.m.b).toBe('-1');
+    expectBlocksWithinCap(state);
+  });
+
+  it('max-min fair by demand: two busy processes split the cap; a block never takes what the other still holds', async () => {
+    // pb holds 3 of 4 on a block of 3; pa wants 4: its fair share is 2, but only 1 is left.
+    await lab.craft({ m: inUse(), l: { pb: { block: 3, held: 3, wants: 4 } }, s: 3 });
+    const first = await lab.refresh({ wants: 4 });
+    expect(first.answer).toMatchObject({ block: 1, target: 2, free: 0 });
+    expectBlocksWithinCap(await lab.state());
+    // pb releases down to its share: pa gets its own at its next refresh.
+    const pb = await lab.refresh({ processId: 'pb', held: 2, wants: 4 });
+    expect(pb.answer).toMatchObject({ block: 2, target: 2 });
+    expect((await lab.refresh({ wants: 4 })).answer).toMatchObject({ block: 2, target: 2 });
+    const state = await lab.state();
+    expect(state.s).toBe(4);
+    expectBlocksWithinCap(state);
+  });
+
+  it('units left over at the level go one each to the lowest ids (M.e the highest that gets one)', async () => {
+    await lab.craft({
+      m: inUse(5),
+      l: { pb: { wants: 5 }, pc: { wants: 5 } },
+      s: 0,
+    });
+    const ran = await lab.refresh({ wants: 5, cap: 5 });
+    expect(ran.answer).toMatchObject({ target: 2, block: 2 });
+    const state = await lab.state();
+    expect(state.m).toMatchObject({ b: '1', e: 'pb', n: '3' });
+    expect((await lab.refresh({ processId: 'pb', wants: 5 })).answer.target).toBe(2);
+    expect((await lab.refresh({ processId: 'pc', wants: 5 })).answer.target).toBe(1);
+    expectBlocksWithinCap(await lab.state());
+  });
+
+  it("a process's heaviest waiting head is met whole before the level (its floor), while it fits", async () => {
+    // cap 4, both want 3: the level is 2 each, but pa's head weighs 3.
+    await lab.craft({ m: inUse(), l: { pb: { wants: 3, need: 1 } }, s: 0 });
+    const ran = await lab.refresh({ wants: 3, need: 3 });
+    expect(ran.answer).toMatchObject({ target: 3, block: 3 });
+    expect((await lab.refresh({ processId: 'pb', wants: 3, need: 1 })).answer).toMatchObject({
+      target: 1,
+      block: 1,
+    });
+    expectBlocksWithinCap(await lab.state());
+  });
+
+  it('the walk drops expired entries (until then they stay counted) and sums L._s again', async () => {
+    await lab.craft({
+      m: inUse(),
+      l: {
+        pb: { block: 2, held: 2, wants: 2 },
+        pc: { block: 2, held: 1, wants: 2, expiry: -1_000 },
+      },
+      s: 99, // wrong on purpose: the walk sums it again
+    });
+    const ran = await lab.refresh({ wants: 4 });
+    expect(ran.answer).toMatchObject({ block: 2, processes: 2 });
+    const state = await lab.state();
+    expect(state.l.has('pc')).toBe(false);
+    expect(state.m.t).toBe(String(ran.answer.now));
+    expectBlocksWithinCap(state);
+  });
+
+  it('between walks L._s moves by each refresh difference, and an expired entry is still counted', async () => {
+    await lab.craft({
+      m: inUse(4, { t: -1, b: -1, n: 3, k: 4, u: 3 }),
+      l: {
+        pa: { block: 2, held: 1, wants: 2 },
+        pc: { block: 2, held: 2, wants: 2, expiry: -1_000 },
+      },
+      s: 4,
+    });
+    const ran = await lab.refresh({ wants: 4, held: 1 });
+    // Every demand fit at the last walk, and this one grew: it walks now (a fresh fleet).
+    expect(ran.answer.block).toBe(4);
+    await lab.craft({
+      m: inUse(4, { t: -1, b: 3, e: '', n: 2, k: 4, u: 3 }),
+      l: {
+        pa: { block: 2, held: 1, wants: 4 },
+        pc: { block: 2, held: 2, wants: 2, expiry: -1_000 },
+      },
+      s: 4,
+    });
+    const between = await lab.refresh({ wants: 4, held: 1 });
+    // No walk: pc still counts 2, so pa gets 2 of its target of 3.
+    expect(between.answer).toMatchObject({ block: 2, target: 3, processes: 2 });
+    const state = await lab.state();
+    expect(state.l.has('pc')).toBe(true);
+    expect(state.m.t).not.toBe(String(between.answer.now));
+    expect(state.s).toBe(4);
+  });
+
+  it('setCap changes the cap for everyone; a lower cap takes nothing held back', async () => {
+    await lab.craft({ m: inUse(), l: { pb: { block: 3, held: 3, wants: 3 } }, s: 3 });
+    const ran = await lab.refresh({ setCap: 2, wants: 2 });
+    expect(ran.answer).toMatchObject({ cap: 2, block: 0 });
+    const state = await lab.state();
+    expect(state.m.c).toBe('2');
+    // pb holds 3 of a cap of 2: over, until it releases; nothing more is granted meanwhile.
+    expect(state.s).toBe(3);
+  });
+
+  it('a clean close deletes the entry at once and keeps L for the others, with _s without it', async () => {
+    await lab.craft({
+      m: inUse(),
+      l: { pa: { block: 2, held: 2, wants: 2 }, pb: { block: 2, held: 1, wants: 2 } },
+      s: 4,
+    });
+    const ran = await lab.refresh({ closing: 1, windowMs: 1, held: 0, wants: 0 });
+    expect(ran.answer).toMatchObject({ block: 0, free: 2, processes: 1 });
+    const state = await lab.state();
+    expect([...state.l.keys()]).toEqual(['pb']);
+    expect(state.s).toBe(2);
+  });
+
+  it('a clean close of the last live entry deletes the hash (an expired one is reaped with it)', async () => {
+    await lab.craft({
+      m: inUse(),
+      l: { pa: { block: 2, held: 2, wants: 2 }, pb: { block: 1, expiry: -500 } },
+      s: 3,
+    });
+    await lab.refresh({ closing: 1 });
+    expect(await lab.command('EXISTS', L)).toBe(0);
+    expect(await lab.command('EXISTS', M)).toBe(1);
+  });
+
+  it('every refresh renews L to three leases (a gate nobody uses leaves no key)', async () => {
+    await lab.craft({ m: inUse(), l: { pb: { block: 1, held: 1, wants: 1 } }, s: 1 });
+    await lab.command('PEXPIRE', L, 500);
+    await lab.refresh({ wants: 1, leaseMs: 4_000 });
+    const ttl = Number(await lab.command('PTTL', L));
+    expect(ttl).toBeGreaterThan(12_000 - 1_000);
+    expect(ttl).toBeLessThanOrEqual(12_000);
+  });
+
+  it('a lost blocks hash found by a process that had an entry: nobody grows for a lease', async () => {
+    await lab.craft({ m: inUse() });
+    const ran = await lab.refresh({ had: 1, held: 1, wants: 3 });
+    expect(ran.answer).toMatchObject({ block: 1, target: 1 });
+    expect(ran.answer.recoveringMs).toBeGreaterThan(ARGS.leaseMs - 100);
+    expectAhead((await lab.state()).m.r, ran, ARGS.leaseMs);
+  });
+
+  it('a valid block whose entry is gone: its state was lost under it, a lease of recovery', async () => {
+    await lab.craft({ m: inUse(), l: { pb: { block: 1, held: 1, wants: 1 } }, s: 1 });
+    const ran = await lab.refresh({ valid: 1, held: 2, wants: 3 });
+    expect(ran.answer).toMatchObject({ block: 2, target: 2 });
+    expectAhead((await lab.state()).m.r, ran, ARGS.leaseMs);
+  });
+
+  it('another layout is refused before anything is written; so is a FIFO gate of the release before versions', async () => {
+    await lab.craft({ m: { v: 'fifo/1', c: 3 } });
+    await expect(lab.refresh({ wants: 1 })).rejects.toThrow('HOSTGATE_LAYOUT fifo/1');
+    await lab.command('HDEL', M, 'v');
+    await expect(lab.refresh({ wants: 1 })).rejects.toThrow('HOSTGATE_LAYOUT fifo/0');
+    expect(await lab.command('HGETALL', M)).toEqual(['c', '3']);
+    expect(await lab.command('EXISTS', L)).toBe(0);
+  });
+
+  it("a process new to a gate whose FIFO keys are in use is refused (once per process: a registered one isn't asked again)", async () => {
+    await lab.craft({ m: inUse(), fifo: true });
+    await expect(lab.refresh({ wants: 1 })).rejects.toThrow('HOSTGATE_LAYOUT fifo/0');
+    expect(await lab.command('EXISTS', L)).toBe(0);
+    await lab.craft({ l: { pa: { block: 1, held: 1, wants: 1 } }, s: 1 });
+    expect((await lab.refresh({ wants: 1, held: 1 })).answer.block).toBe(1);
+  });
+
+  it('entries of an older writer (no need field) are read with need 0', async () => {
+    await lab.craft({ m: inUse() });
+    const at = await lab.now();
+    await lab.command('HSET', L, 'pb', `${at + 10_000} 2 2 2 0 0 0 0`, '_s', 2);
+    const ran = await lab.refresh({ wants: 4 });
+    expect(ran.answer).toMatchObject({ block: 2, processes: 2 });
+    expect(parseEntry(String(await lab.command('HGET', L, 'pb'))).need).toBe(0);
+  });
+});
