@@ -66,6 +66,7 @@ const counted = (
   return entries.reduce((sum, e) => {
     if (e.until <= now) return sum + e.share;
     if (e.until - rate.per > now) return sum + Math.max(e.share, e.counted);
+    if (e.counted <= e.share) return sum + e.share;
     return sum + e.share + 1 + Math.max(0, burstOf(e.counted) - burstOf(e.share));
   }, 0);
 };

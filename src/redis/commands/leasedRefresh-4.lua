@@ -91,6 +91,12 @@ end
 if not meta[1] and meta[2] then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
+-- No meta hash, but a FIFO gate's leases or tickets (its meta hash evicted or flushed): refused
+-- before any write, or the meta hash written below would lock the FIFO processes out of their
+-- own gate (they refuse `leased/1`).
+if not meta[1] and redis.call('EXISTS', H, Q) > 0 then
+  return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cap, ends, walked = tonumber(meta[2]), tonumber(meta[3] or 0), tonumber(meta[5] or 0)

@@ -328,13 +328,15 @@ export function expectBlocksWithinCap(state: LeasedState): void {
 /**
  * A share as the script counts it at `now` (countedOf in leasedCounted.lua, written out again
  * as its comment states the rule): the hold `counted` in full until `until - per`, then the
- * share, one call and the burst the cut lost until `until`, then the share alone.
+ * share, one call and the burst the cut lost until `until` (unless the share has grown past the
+ * hold), then the share alone.
  */
 export function countedAt(entry: Entry, now: number, rate: string): number {
   const [limit, per, burst] = rate.split(':').map(Number) as [number, number, number];
   const burstOf = (units: number) => Math.floor((burst * units) / limit);
   if (entry.until <= now) return entry.share;
   if (entry.until - per > now) return Math.max(entry.share, entry.counted);
+  if (entry.counted <= entry.share) return entry.share; // a hold the share grew past: no edge
   return entry.share + 1 + Math.max(0, burstOf(entry.counted) - burstOf(entry.share));
 }
 

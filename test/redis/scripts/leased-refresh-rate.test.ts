@@ -45,6 +45,22 @@ describeRedis('leased REFRESH alone: the rate', () => {
     });
   }
 
+  it('a hold the share has since grown past counts no edge: Σ counted stays within the limit at the next walk', async () => {
+    // pb: share 5 with an older hold of 4 in its edge phase (its share went up since); pc: 5.
+    // An edge counted here would make the walk's Σ 11 at a limit of 10 (the unit pc took).
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: {
+        pb: { share: 5, counted: 4, until: 5_000, rateWants: 5 },
+        pc: { share: 5, rateWants: 5 },
+      },
+      r: 10,
+    });
+    const ran = await lab.refresh({ ...RATED, scanMs: 0 });
+    expect(ran.answer.counted).toBeLessThanOrEqual(10);
+    expectRateCounted(await lab.state(), RATE, ran.answer.now);
+  });
+
   it('a cut: the share goes to the fair target, the old one is counted in full until it reaches the process (holdMs), then one call more and the lost burst for a window', async () => {
     await lab.craft({
       m: ratedInUse(RATE),

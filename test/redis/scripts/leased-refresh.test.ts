@@ -216,6 +216,13 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expect((await lab.refresh({ wants: 1, held: 1 })).answer.block).toBe(1);
   });
 
+  it('a FIFO gate whose meta hash is gone (evicted, flushed) is refused before anything is written: the FIFO processes keep their gate', async () => {
+    await lab.craft({ fifo: true });
+    await expect(lab.refresh({ wants: 1 })).rejects.toThrow('HOSTGATE_LAYOUT fifo/0');
+    expect(await lab.command('EXISTS', M)).toBe(0);
+    expect(await lab.command('EXISTS', L)).toBe(0);
+  });
+
   it('entries of an older writer (no need field) are read with need 0', async () => {
     await lab.craft({ m: inUse() });
     const at = await lab.now();

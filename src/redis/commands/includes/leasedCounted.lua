@@ -17,5 +17,7 @@ end
 local function countedOf(rs, rk, ru)
   if ru <= now then return rs end
   if ru - rper > now then return math.max(rs, rk) end
+  -- A hold the share has since grown past (rk <= rs): no edge, its pace went up.
+  if rk <= rs then return rs end
   return rs + 1 + math.max(0, burstOf(rk) - burstOf(rs))
 end
