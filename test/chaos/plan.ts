@@ -237,8 +237,14 @@ function drawStep(r: Random, kind: FaultKind, at: number, config: FleetConfig): 
       return { at, kind, slot: r() < 0.3 ? -1 : slot, callers: int(r, 0, 10) };
     case 'set-limit':
       return { at, kind, slot, value: int(r, 1, 12) };
-    case 'set-rate':
-      return { at, kind, slot, rate: drawRate(r) };
+    case 'set-rate': {
+      // A new rate whose burst still lets the fleet's costliest call through (cost ≤ burst + 1),
+      // as the first one was drawn: a call that could never be granted is the caller's error
+      // (RangeError), not lost capacity (seed 10243 drew burst 0 under costs up to 3).
+      const rate = drawRate(r);
+      const burst = Math.max(rate.burst, Math.max(...config.costs) - 1);
+      return { at, kind, slot, rate: { ...rate, burst } };
+    }
   }
 }
 
