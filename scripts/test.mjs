@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 /**
  * `npm test`: lint (Biome, under a second) and the import rules (scripts/check-imports.mjs: no
- * circles, arrows only down the layers), then the typecheck (`tsc --noEmit`) and the doc-tests
- * (scripts/doc-tests.mjs: build, type-check every ts block of the docs, run the runnable ones)
- * beside the suite (`vitest run`). Much of the suite waits on sockets, timers and child
- * processes, so their ~8 s and ~10 s of one core fit into its idle time instead of running
- * before it. Their output is held back and printed after vitest's; the exit code is non-zero if
+ * circles, arrows only down the layers), then the typecheck (`tsc --noEmit`, incremental) and
+ * the doc-tests (scripts/doc-tests.mjs: build, type-check every ts block of the docs, run the
+ * runnable ones) beside the suite (`vitest run`). Much of the suite waits on sockets, timers and
+ * child processes, so their ~9 s (27 s cold) and ~35 s of one core fit into its idle time
+ * instead of running before it. Their output is held back and printed after vitest's; the exit code is non-zero if
  * any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts` (the typecheck and
  * the doc-tests run all the same).
  */
@@ -40,7 +40,20 @@ if (lint.code !== 0) process.exit(lint.code);
 const imports = await run(fileURLToPath(new URL('check-imports.mjs', import.meta.url)), [], false);
 if (imports.code !== 0) process.exit(imports.code);
 
-const typecheck = run(bin('typescript', 'bin/tsc'), ['-p', 'tsconfig.json', '--noEmit'], true);
+// Incremental: the check of an unchanged tree is read back from .typecheck.tsbuildinfo (gitignored),
+// ~9 s of CPU instead of ~27 s cold (2026-12-06); a fresh clone pays the whole check once.
+const typecheck = run(
+  bin('typescript', 'bin/tsc'),
+  [
+    '-p',
+    'tsconfig.json',
+    '--noEmit',
+    '--incremental',
+    '--tsBuildInfoFile',
+    '.typecheck.tsbuildinfo',
+  ],
+  true,
+);
 const docTests = run(fileURLToPath(new URL('doc-tests.mjs', import.meta.url)), [], true);
 const suite = await run(bin('vitest', 'vitest.mjs'), ['run', ...process.argv.slice(2)], false);
 const types = await typecheck;
