@@ -77,15 +77,20 @@ async function open(config: FleetGate): Promise<void> {
   const loop = async () => {
     while (running) {
       try {
-        await gate.run(async () => {
-          const id = `${process.pid}-${++seq}`;
-          const response = await request(`${config.origin}${config.path}${sep}id=${id}`, {
-            dispatcher,
-            signal,
-          });
-          await response.body.dump();
-          calls++;
-        });
+        // The signal leaves the queue too: a replica told to stop (a rolling restart's clean
+        // close) gives its tickets back at once instead of waiting for their grants.
+        await gate.run(
+          async () => {
+            const id = `${process.pid}-${++seq}`;
+            const response = await request(`${config.origin}${config.path}${sep}id=${id}`, {
+              dispatcher,
+              signal,
+            });
+            await response.body.dump();
+            calls++;
+          },
+          { signal },
+        );
       } catch {
         if (!running) break;
         shed++;

@@ -63,7 +63,7 @@ describeRedis('a rolling restart of a FIFO fleet', () => {
     }
   }, 20_000);
 
-  it('never exceeds the rate and does not collapse (issue 32 asks 90% in use: 72-73% quiet, open)', async () => {
+  it('never exceeds the rate and does not collapse (issue 32 asks 90% in use: 99-101% quiet)', async () => {
     const partner = await countingPartner();
     const rate = { limit: 50, per: 1000, burst: 5 };
     try {
@@ -95,8 +95,10 @@ describeRedis('a rolling restart of a FIFO fleet', () => {
         `rolling restart, rate 50/s: ${perSecond.toFixed(1)}/s (${baseline} in the second before), busiest ${rate.per - LATE_FLOOR_MS} ms ${windowed} (promise 55)`,
       );
       expect(windowed).toBeLessThanOrEqual(rate.limit + rate.burst);
-      // Issue 32 asks for 90%; measured 72-73% quiet, 60% in a full npm test (open): this
-      // floor catches a collapse, not the target.
+      // Issue 32 asks for 90%: measured 99-101% quiet (2026-12-06, load 3). The 72-73% measured
+      // before was the harness's: a stopping replica's callers stayed queued, and each grant
+      // they got spent a slot of the rate on a call already aborted (fifo-fleet-worker.ts now
+      // passes its stop signal to run()). This floor catches a collapse on a busy machine.
       expect(perSecond).toBeGreaterThanOrEqual(0.4 * Math.min(rate.limit, baseline));
     } finally {
       await partner.close();
