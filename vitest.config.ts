@@ -54,18 +54,19 @@ export default defineConfig({
       ...(undiciMajor === '8' ? ['test/helpers/undici8-require.ts'] : []),
       'test/helpers/shared-process.ts',
     ],
-    // Each file in a fresh process, as CI has passed on for many runs. Shared processes
-    // (isolate: false) cost a third less CPU, and what a file must leave behind for the next
-    // is checked after each file (test/helpers/shared-process.ts), but the hang of weights.test.ts
-    // after sharing a worker (a CI run of 474b2b4) is still not explained (docs/development.md,
-    // "Shared processes"): until it is, a CI run that lands nothing costs more than the CPU.
-    // The fast lane has no Redis file and shares its workers (no hang seen there).
-    isolate: lane !== 'fast',
+    // Test files share their worker processes: a fresh process per file paid vitest's start and
+    // the import of hostgate, undici, Express and the Redis clients again for every file, about
+    // a second of CPU each (2026-12-06, load 3-8: 279 s of CPU isolated, 173 s shared). What a file
+    // must leave behind for the next is checked after each file (test/helpers/shared-process.ts).
+    // The hang of weights.test.ts in a shared worker (a CI run of 474b2b4) was a reset module
+    // registry meeting Node 20's diagnostics_channel (docs/development.md, "Shared processes"):
+    // that check fails the file that resets it.
+    isolate: false,
     // Type tests (test/types/*.test-d.ts, expectTypeOf) are checked by `npm run typecheck`:
     // tsc covers test/ already, and vitest's typecheck mode would run it a second time (~30 s).
-    // Three workers on a 2-core machine: most files wait on sockets, timers and child
-    // processes (quiet, 2026-12-01, isolated: 92 s with two, 68 s with three).
-    maxWorkers: lane === 'fast' ? 4 : 3,
+    // Four workers on a 2-core machine: most files wait on sockets, timers and child
+    // processes (2026-12-06, load 3-8, shared: 182 s with three, 148 s with four).
+    maxWorkers: 4,
     testTimeout: 20_000,
     hookTimeout: 20_000,
   },

@@ -2,14 +2,14 @@
 /**
  * `npm test`: lint (Biome, under a second), the import rules (scripts/check-imports.mjs: no
  * circles, arrows only down the layers) and the file lengths (scripts/check-lines.mjs: no source
- * file over 450 lines but the excepted ones), then the typecheck (`tsc --noEmit`) and the
- * doc-tests (scripts/doc-tests.mjs: build, type-check every ts block of the docs, run the
- * runnable ones) beside the suite (`vitest run`). Much of the suite waits on sockets, timers
- * and child processes, so their ~8 s and ~10 s of one core fit into its idle time instead of
- * running before it. Their output is held back and printed after vitest's; the exit code is
- * non-zero if any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts` (the
- * typecheck and the doc-tests run all the same). Its last line is plain, `tests: N passed, N
- * failed, N skipped` (from vitest's JSON report), for any CI to read; a run in which no test
+ * file over 450 lines but the excepted ones), then the typecheck (`tsc --noEmit`, incremental)
+ * and the doc-tests (scripts/doc-tests.mjs: build, type-check every ts block of the docs, run
+ * the runnable ones) beside the suite (`vitest run`). Much of the suite waits on sockets, timers
+ * and child processes, so their ~9 s (27 s cold) and ~35 s of one core fit into its idle time
+ * instead of running before it. Their output is held back and printed after vitest's; the exit
+ * code is non-zero if any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts`
+ * (the typecheck and the doc-tests run all the same). Its last line is plain, `tests: N passed,
+ * N failed, N skipped` (from vitest's JSON report), for any CI to read; a run in which no test
  * passed fails.
  */
 import { spawn } from 'node:child_process';
@@ -49,7 +49,20 @@ if (imports.code !== 0) process.exit(imports.code);
 const lines = await run(fileURLToPath(new URL('check-lines.mjs', import.meta.url)), [], false);
 if (lines.code !== 0) process.exit(lines.code);
 
-const typecheck = run(bin('typescript', 'bin/tsc'), ['-p', 'tsconfig.json', '--noEmit'], true);
+// Incremental: the check of an unchanged tree is read back from .typecheck.tsbuildinfo (gitignored),
+// ~9 s of CPU instead of ~27 s cold (2026-12-06); a fresh clone pays the whole check once.
+const typecheck = run(
+  bin('typescript', 'bin/tsc'),
+  [
+    '-p',
+    'tsconfig.json',
+    '--noEmit',
+    '--incremental',
+    '--tsBuildInfoFile',
+    '.typecheck.tsbuildinfo',
+  ],
+  true,
+);
 const docTests = run(fileURLToPath(new URL('doc-tests.mjs', import.meta.url)), [], true);
 // vitest's own report, and a JSON one for the closing line below (HOSTGATE_TEST_JSON keeps it
 // where CI sums its legs).

@@ -136,8 +136,13 @@ describe('loading the module', () => {
       return [name, listener] as const;
     });
     try {
-      vi.resetModules();
-      const fresh = await import('../../src/gate/semaphore.js');
+      // A second instance of semaphore.ts alone (its URL differs by the query), beside the
+      // worker's: vi.resetModules() would reset every module of the worker for the files after
+      // this one, and on Node 20 a channel made again can lose its subscribers by name
+      // (docs/development.md, "Shared processes"; test/helpers/shared-process.ts checks it).
+      const fresh = (await import(
+        `${new URL('../../src/gate/semaphore.ts', import.meta.url).href}?load=fresh`
+      )) as typeof import('../../src/gate/semaphore.js');
       expect(fresh.Semaphore).not.toBe(Semaphore); // a new instance of the module ran
       await new Promise((resolve) => setImmediate(resolve));
       expect(seen).toEqual([]);

@@ -77,6 +77,8 @@ async function open(config: FleetGate): Promise<void> {
   const loop = async () => {
     while (running) {
       try {
+        // The signal leaves the queue too: a replica told to stop (a rolling restart's clean
+        // close) gives its tickets back at once instead of waiting for their grants.
         await gate.run(
           async () => {
             const id = `${process.pid}-${++seq}`;
