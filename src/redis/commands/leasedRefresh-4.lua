@@ -84,7 +84,7 @@ local selfcut = ARGV[24] == '1'
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -161,7 +161,7 @@ if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
 --- @include "includes/leasedFair"
-local level, top = tonumber(meta[6] or -1), meta[7] or ''
+local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
 local others_live = nil
@@ -179,7 +179,11 @@ if recovering then
 elseif level < 0 then
   target = wants
 else
-  target = math.min(wants, math.max(math.min(need, wants), level + ((top ~= '' and proc <= top) and 1 or 0)))
+  -- Its need is a minimum only if its floor was met at the walk: the floors that fit the cap
+  -- are met, and the others' partial blocks must not hold the units those need.
+  local floor = math.min(need, wants)
+  if not floorMet(floor, proc, met) then floor = 0 end
+  target = math.min(wants, math.max(floor, level + ((top ~= '' and proc <= top) and 1 or 0)))
 end
 if closing then target = 0 end
 local others = sum - before

@@ -95,6 +95,28 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
+  it('floors that do not fit are no minimum: heads of 3 in four processes at cap 4, one is met, the others get the level, so no two hold part of a head each', async () => {
+    // A rolling deploy left every process of a weighted gate holding part of its head's need
+    // (the campaign's seed 10014: cap 7, heads of 3, the fleet at 0 for 1.5-2 s). Floors are met
+    // smallest first, then by id: pa's is; pb, pc, pd's are not, and their need is no minimum.
+    await lab.craft({
+      m: inUse(),
+      l: {
+        pb: { wants: 3, need: 3 },
+        pc: { wants: 3, need: 3 },
+        pd: { wants: 3, need: 3 },
+      },
+      s: 0,
+    });
+    const ran = await lab.refresh({ wants: 3, need: 3, scanMs: 0 });
+    expect(ran.answer).toMatchObject({ target: 3, block: 3 });
+    expect((await lab.state()).m.f).toBe('3 pa');
+    const pb = await lab.refresh({ processId: 'pb', wants: 3, need: 3 });
+    expect(pb.answer.target).toBeLessThan(3);
+    expect(pb.answer.block).toBeLessThanOrEqual(1);
+    expectBlocksWithinCap(await lab.state());
+  });
+
   it('the walk drops expired entries (until then they stay counted) and sums L._s again', async () => {
     await lab.craft({
       m: inUse(),

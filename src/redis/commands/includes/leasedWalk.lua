@@ -6,7 +6,7 @@
   Uses (leasedRefresh-4.lua): L, M, proc, now, scan, walked, closing, RATED, cap, rlimit, rper,
   wants, rwants, need, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld, rbefore);
   parse, format (leasedEntry), countedOf (leasedCounted), fair (leasedFair).
-  Sets: sum, rsum, blocks, helds, n, level, top, rlevel, rtop, others_live.
+  Sets: sum, rsum, blocks, helds, n, level, top, met, rlevel, rtop, others_live.
 ]]
 -- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
 -- before its callers queue): that level would hand the first asker everything. Walk now. The
@@ -61,9 +61,9 @@ if now - walked >= scan or closing or grown then
   n = #ids
   local rids = {}
   for i = 1, n do rids[i] = ids[i] end
-  level, top = fair(ids, want, needs, cap)
+  level, top, met = fair(ids, want, needs, cap)
   rlevel, rtop = -1, ''
   if RATED then rlevel, rtop = fair(rids, rwant, {}, rlimit) end
   redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
-    'rb', rlevel, 're', rtop)
+    'rb', rlevel, 're', rtop, 'f', met)
 end
