@@ -241,6 +241,21 @@ export function judge(run: Run): Verdict {
     }
     return extra;
   };
+  // A set cap lives in the meta hash: a loss of it (a flush, an empty restart, a restart from
+  // a dump older than the set) brings back the cap of the first process to run after it, its own
+  // `limit` (docs/shared-gates.md, Eviction), until the next setSharedLimit.
+  const losses = deadlines
+    .filter(({ a }) =>
+      ['flushall', 'redis-restart-empty', 'redis-restart-data'].includes(a.step.kind),
+    )
+    .map(({ a }) => a.at);
+  const awayAt = (t: number) =>
+    deadlines.some(
+      ({ a }) =>
+        (REDIS_AWAY.has(a.step.kind) || a.step.kind.startsWith('redis-restart')) &&
+        a.at <= t &&
+        t <= a.end,
+    );
   const capAt = (t: number) => {
     // The cap in effect a grace ago, and every cap set since: a lowered cap takes back nothing.
     let cap = Math.max(
@@ -248,6 +263,17 @@ export function judge(run: Run): Verdict {
       valueAt(run.caps, t - graceMs, config.cap),
     );
     for (const [at, v] of run.caps) if (at <= t && at >= t - graceMs) cap = Math.max(cap, v);
+    const lost = losses.filter((at) => at <= t).at(-1);
+    if (lost !== undefined && !run.caps.some(([at]) => at > lost && at <= t - graceMs)) {
+      cap = Math.max(cap, config.cap);
+    }
+    // A cap set while Redis was away or down may have run, or not (recorded either way): the
+    // cap before it stays possible.
+    for (let i = 1; i < run.caps.length; i++) {
+      const [at] = run.caps[i]!;
+      if (at > t || !awayAt(at)) continue;
+      cap = Math.max(cap, run.caps[i - 1]![1]);
+    }
     return cap;
   };
 
