@@ -70,6 +70,14 @@ describeRedis('BYE alone', () => {
     expectConsistent(state);
   });
 
+  it('a gate whose meta hash is gone (flushed since): BYE writes nothing, and opens no recovery window for the next process', async () => {
+    const ran = await bye('pa');
+    expect(ran.reply).toEqual([0, 0, 0]);
+    const state = await lab.state();
+    expect(state.m).toEqual({});
+    expect(state.p.size + state.h.size + state.q.size).toBe(0);
+  });
+
   it('a stalled process still live keeps everything: the leaver is not the last live one', async () => {
     await lab.craft({
       m: inUse(2, { h: 1 }),
