@@ -15,7 +15,7 @@ if (undiciMajor !== '7' && undiciMajor !== '8') {
  * in-process files that cost the most CPU (thousands of requests or random schedules; measured
  * per file, docs/development.md). `npm run test:fast` (HOSTGATE_TEST_LANE=fast)
  * runs everything else, the contributor's inner loop (docs/development.md); `npm test` runs every
- * file, and so does CI (.ci/run).
+ * file but the fault lane below, and CI runs both (.ci/run).
  */
 const lane = process.env.HOSTGATE_TEST_LANE ?? 'all';
 if (lane !== 'all' && lane !== 'fast' && lane !== 'faults') {
