@@ -89,6 +89,8 @@ interface KnownOpen {
   note?: string;
   /** Only schedules with a rate and a call cost above 1 (the leased cost stall). */
   costly?: boolean;
+  /** Only schedules with a rate, and only a violation about the rate (not the cap). */
+  rated?: boolean;
 }
 const known: KnownOpen[] =
   values['known-open'] === undefined
@@ -100,6 +102,8 @@ const excused = (schedule: Schedule, v: Violation) =>
     (k) =>
       k.mode === schedule.config.mode &&
       (k.costly !== true || costly(schedule)) &&
+      (k.rated !== true ||
+        (schedule.config.rate !== undefined && v.detail.includes('rate units'))) &&
       k.oracle === v.oracle &&
       (k.kinds.includes('*') || v.kinds.some((kind) => k.kinds.includes(kind))),
   );
