@@ -15,12 +15,12 @@ if (undiciMajor !== '7' && undiciMajor !== '8') {
  * in-process files that cost the most CPU (thousands of requests or random schedules; measured
  * per file, docs/development.md). `npm run test:fast` (HOSTGATE_TEST_LANE=fast)
  * runs everything else, the contributor's inner loop (docs/development.md); `npm test` runs every
- * file but the fault lane below, and CI runs both (.ci/run).
+ * file but the fault lane below (HOSTGATE_TEST_LANE=suite), and CI runs both (.ci/run).
  */
 const lane = process.env.HOSTGATE_TEST_LANE ?? 'all';
-if (lane !== 'all' && lane !== 'fast' && lane !== 'faults') {
+if (lane !== 'all' && lane !== 'suite' && lane !== 'fast' && lane !== 'faults') {
   throw new TypeError(
-    `HOSTGATE_TEST_LANE must be 'fast', 'faults' or unset, got ${JSON.stringify(lane)}`,
+    `HOSTGATE_TEST_LANE must be 'suite', 'fast', 'faults' or unset, got ${JSON.stringify(lane)}`,
   );
 }
 /**
@@ -67,10 +67,12 @@ export default defineConfig({
   },
   test: {
     include: lane === 'faults' ? FAULTS : ['test/**/*.test.ts'],
+    // Unset ('all'): every file, so that `npx vitest run <file>` finds any of them. `npm test`
+    // runs the 'suite' lane (every file but the fault lane), unless it is given files.
     exclude: [
       ...configDefaults.exclude,
       ...(lane === 'fast' ? HEAVY : []),
-      ...(lane === 'faults' ? [] : FAULTS),
+      ...(lane === 'fast' || lane === 'suite' ? FAULTS : []),
     ],
     // hostgate requires undici lazily (src/http/undici.ts), past vite's alias: a resolve hook.
     setupFiles: [

@@ -23,10 +23,11 @@ const bin = (pkg, path) =>
   fileURLToPath(new URL(`../node_modules/${pkg}/${path}`, import.meta.url));
 
 /** Runs `node <script> ...args`; resolves with its exit code (and output, when captured). */
-function run(script, args, capture) {
+function run(script, args, capture, env = process.env) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [script, ...args], {
       stdio: capture ? ['ignore', 'pipe', 'pipe'] : 'inherit',
+      env,
     });
     let output = '';
     if (capture) {
@@ -68,6 +69,9 @@ const docTests = run(fileURLToPath(new URL('doc-tests.mjs', import.meta.url)), [
 // where CI sums its legs).
 const report =
   process.env.HOSTGATE_TEST_JSON || join(tmpdir(), `hostgate-vitest-${process.pid}.json`);
+// Every file but the fault lane (vitest.config.ts, `npm run test:faults`), unless files are named.
+const named = process.argv.slice(2).some((arg) => !arg.startsWith('-'));
+const lane = process.env.HOSTGATE_TEST_LANE ?? (named ? 'all' : 'suite');
 const suite = await run(
   bin('vitest', 'vitest.mjs'),
   [
@@ -78,6 +82,7 @@ const suite = await run(
     ...process.argv.slice(2),
   ],
   false,
+  { ...process.env, HOSTGATE_TEST_LANE: lane },
 );
 const types = await typecheck;
 process.stdout.write(
