@@ -109,9 +109,9 @@ export class RateShare {
   }
 
   /**
-   * A clean close's rate arguments: what was sent in the last window, which stays counted until
-   * it is a window old (issue 32, item 6: a clean close gives its share back at once), and those
-   * sends by age.
+   * A clean close's rate arguments: what was sent in the last window, and those sends by age.
+   * Redis keeps at most its burst share + 1 of them counted for a window (what it may have sent
+   * ahead of its pace) and gives the rest of the share back at once (issue 32, item 6).
    */
   closing(now: number): { args: (string | number)[]; sent: string } {
     const tail = this.#use.sentByAge(this.#gate.shareRate().taken, now);
