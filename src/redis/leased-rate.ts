@@ -61,8 +61,9 @@ export class RateUse {
   /**
    * Cost units taken in the last `per` ms, in `TAIL_BUCKETS` buckets by age: bucket k holds the
    * units taken between k and k + 1 eighths of a window ago (each counted at the young end of
-   * its bucket, and at the sample that saw it: never older than it is). A clean close leaves
-   * these counted in Redis, each until it is a window old.
+   * its bucket, and at the sample that saw it: never older than it is). A clean close sends
+   * them; Redis keeps at most the burst share + 1 of them counted, for a window (what a paced
+   * process may have sent ahead of its pace).
    */
   sentByAge(taken: number, now: number): number[] {
     const buckets = new Array<number>(TAIL_BUCKETS).fill(0);
