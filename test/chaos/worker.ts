@@ -16,12 +16,11 @@
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { onParent, toParent } from '../../bench/lib/fleet.js';
 import type { Permit } from '../../src/gate/semaphore.js';
 import { type RedisStore, redisStore } from '../../src/redis/index.js';
 import { prng } from '../helpers/prng.js';
+import { connectWorkerClient } from '../helpers/worker-client.js';
 import type { FleetConfig, Rate } from './plan.js';
 
 export interface OpenGate {
@@ -80,20 +79,6 @@ setInterval(() => {
 }, 10).unref();
 const stalledDuring = (from: number, to: number) =>
   stalls.some(([a, b]) => a < to && b > from) || performance.now() - lastTick > 150;
-
-async function connect(port: number, kind: FleetConfig['client']) {
-  const url = `redis://127.0.0.1:${port}`;
-  if (kind === 'ioredis') {
-    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    client.on('error', () => {});
-    await client.connect();
-    return { client, close: () => client.quit().catch(() => client.disconnect()) };
-  }
-  const client = createClient({ url, socket: { reconnectStrategy: () => 100 } });
-  client.on('error', () => {});
-  await client.connect();
-  return { client, close: () => client.close().catch(() => client.destroy()) };
-}
 
 function callPartner(port: number, query: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -188,7 +173,7 @@ function setCallers(c: Current, n: number): void {
 
 async function open(m: OpenGate): Promise<void> {
   const { config } = m;
-  const { client, close } = await connect(m.redisPort, config.client);
+  const { client, close } = await connectWorkerClient(m.redisPort, config.client);
   const store = redisStore({
     client,
     prefix: 'chaos:',

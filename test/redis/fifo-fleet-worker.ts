@@ -6,11 +6,10 @@
  * Commands (→ reply): `open` FleetGate → `opened` { processId }; `stop` → `stopped` { calls, shed }
  * (callers stop, the store closes); `exit` → the process exits. Sent once at start: `ready`.
  */
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { Agent, request } from 'undici';
 import { onParent, toParent } from '../../bench/lib/fleet.js';
 import { type RedisStore, redisStore } from '../../src/redis/index.js';
+import { connectWorkerClient } from '../helpers/worker-client.js';
 
 export interface FleetGate {
   redisPort: number;
@@ -38,22 +37,8 @@ let calls = 0;
 let shed = 0;
 let seq = 0;
 
-async function connect(config: FleetGate) {
-  const url = `redis://127.0.0.1:${config.redisPort}`;
-  if (config.client === 'ioredis') {
-    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    client.on('error', () => {});
-    await client.connect();
-    return { client, close: () => client.quit().catch(() => client.disconnect()) };
-  }
-  const client = createClient({ url, socket: { reconnectStrategy: () => 100 } });
-  client.on('error', () => {});
-  await client.connect();
-  return { client, close: () => client.close().catch(() => client.destroy()) };
-}
-
 async function open(config: FleetGate): Promise<void> {
-  const { client, close } = await connect(config);
+  const { client, close } = await connectWorkerClient(config.redisPort, config.client);
   closeClient = close;
   store = redisStore({
     client,

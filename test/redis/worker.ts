@@ -16,13 +16,12 @@
  * Unasked: `store-error` and `store-up` when the current store loses Redis and gets it back.
  */
 import { subscribe } from 'node:diagnostics_channel';
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { Agent, request } from 'undici';
 import { fromParent, leaveParent, onParent, toParent } from '../../bench/lib/fleet.js';
 import { HostLimiter, limitHosts } from '../../src/index.js';
 import { type RedisStore, redisStore } from '../../src/redis/index.js';
 import { prng } from '../helpers/prng.js';
+import { connectWorkerClient } from '../helpers/worker-client.js';
 
 export interface TestGate {
   redisPort: number;
@@ -61,22 +60,8 @@ const forward = (type: string) => (message: unknown) => {
 subscribe('hostgate:store-error', forward('store-error'));
 subscribe('hostgate:store-up', forward('store-up'));
 
-async function connect(config: TestGate) {
-  const url = `redis://127.0.0.1:${config.redisPort}`;
-  if (config.client === 'ioredis') {
-    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    client.on('error', () => {}); // the store reports its own errors; reconnects are automatic
-    await client.connect();
-    return { client, close: () => client.quit().catch(() => client.disconnect()) };
-  }
-  const client = createClient({ url, socket: { reconnectStrategy: () => 100 } });
-  client.on('error', () => {});
-  await client.connect();
-  return { client, close: () => client.close().catch(() => client.destroy()) };
-}
-
 async function open(config: TestGate): Promise<Scenario> {
-  const { client, close } = await connect(config);
+  const { client, close } = await connectWorkerClient(config.redisPort, config.client);
   const store = redisStore({
     client,
     prefix: config.prefix,
