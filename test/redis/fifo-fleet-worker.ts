@@ -29,6 +29,8 @@ export interface FleetGate {
 
 let running = false;
 let stopping = new AbortController();
+/** Aborts the waiters only: a stop that drains lets the calls in flight finish. */
+let leaving = new AbortController();
 let loops: Promise<void>[] = [];
 let store: RedisStore | undefined;
 let closeClient: (() => Promise<unknown>) | undefined;
@@ -57,13 +59,15 @@ async function open(config: FleetGate): Promise<void> {
   const dispatcher = agent;
   running = true;
   stopping = new AbortController();
+  leaving = new AbortController();
   const signal = stopping.signal;
+  const leave = leaving.signal;
   const sep = config.path.includes('?') ? '&' : '?';
   const loop = async () => {
     while (running) {
       try {
-        // The signal leaves the queue too: a replica told to stop (a rolling restart's clean
-        // close) gives its tickets back at once instead of waiting for their grants.
+        // `leave` takes a waiter out of the queue: a replica told to stop (a rolling restart's
+        // clean close) gives its tickets back at once instead of waiting for their grants.
         await gate.run(
           async () => {
             const id = `${process.pid}-${++seq}`;
@@ -74,7 +78,7 @@ async function open(config: FleetGate): Promise<void> {
             await response.body.dump();
             calls++;
           },
-          { signal },
+          { signal: leave },
         );
       } catch {
         if (!running) break;
@@ -91,9 +95,12 @@ onParent<{ type: 'open' } & FleetGate>('open', (m) => {
   void open(m).then(() => toParent({ type: 'opened', processId: store?.processId }));
 });
 
-onParent('stop', () => {
+onParent<{ type: 'stop'; drain?: boolean }>('stop', (m) => {
   running = false;
-  stopping.abort();
+  leaving.abort();
+  // A drain is a graceful deploy: the calls in flight finish (an aborted one's close reaches the
+  // partner a round trip after its permit is back, and the partner may count one more then).
+  if (m.drain !== true) stopping.abort();
   void (async () => {
     await Promise.all(loops);
     await store?.close();

@@ -167,10 +167,13 @@ export async function openFleet(
   return opened.map((o) => o.processId);
 }
 
-/** Stops the callers of every live replica and closes their stores (bounded). */
-export async function stopFleet(workers: readonly Worker[]): Promise<void> {
+/**
+ * Stops the callers of every live replica and closes their stores (bounded). Waiters leave at
+ * once; calls in flight are aborted, or with `drain` finish first (a graceful deploy).
+ */
+export async function stopFleet(workers: readonly Worker[], drain = false): Promise<void> {
   const live = workers.filter((w) => w.child.exitCode === null && w.child.signalCode === null);
-  for (const w of live) w.send({ type: 'stop' });
+  for (const w of live) w.send({ type: 'stop', drain });
   await Promise.all(live.map((w) => w.next('stopped', 15_000)));
 }
 

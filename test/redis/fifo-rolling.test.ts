@@ -27,7 +27,7 @@ describeRedis('a rolling restart of a FIFO fleet', () => {
     for (let i = 0; i < ROUNDS; i++) {
       await faultFor(RESTART_EVERY_MS);
       const w = workers[i % workers.length]!;
-      await stopFleet([w]);
+      await stopFleet([w], true); // a graceful deploy: calls in flight finish, waiters leave
       await openFleet([w], gate);
     }
   }
