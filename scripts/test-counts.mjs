@@ -1,19 +1,26 @@
 #!/usr/bin/env node
 /**
- * The counts of vitest JSON reports (`--reporter=json`): passed, failed and skipped tests. Run
- * with report paths, it prints their sum as one plain closing line, `tests: N passed, N failed,
- * N skipped` (CI's legs, .ci/run), and exits non-zero when a report is missing, a test failed or
- * none passed.
+ * The counts of vitest JSON reports (`--reporter=json`): test files, and passed, failed and skipped
+ * tests. Run with report paths, it prints their sum in vitest's own closing shape, plain (no
+ * colour), as the last lines of CI's legs (.ci/run):
+ *
+ *      Test Files  121 passed (121)
+ *           Tests  1285 passed | 2 skipped (1287)
+ *
+ * and exits non-zero when a report is missing, a test failed or none passed.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-/** `{ passed, failed, skipped }` of one report, or undefined when there is none. */
+/** `{ files, filesPassed, filesFailed, passed, failed, skipped }` of one report, or undefined. */
 export function readCounts(path) {
   if (!existsSync(path)) return undefined;
   try {
     const r = JSON.parse(readFileSync(path, 'utf8'));
     return {
+      files: r.numTotalTestSuites ?? 0,
+      filesPassed: r.numPassedTestSuites ?? 0,
+      filesFailed: r.numFailedTestSuites ?? 0,
       passed: r.numPassedTests ?? 0,
       failed: r.numFailedTests ?? 0,
       skipped: (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0),
@@ -23,8 +30,26 @@ export function readCounts(path) {
   }
 }
 
+/** vitest's closing summary for these counts, plain: ` Test Files  …` and `      Tests  …`. */
+export function summary(c) {
+  const part = (n, word) => (n > 0 ? [`${n} ${word}`] : []);
+  const files = [...part(c.filesFailed, 'failed'), ...part(c.filesPassed, 'passed')];
+  const skippedFiles = c.files - c.filesPassed - c.filesFailed;
+  files.push(...part(skippedFiles, 'skipped'));
+  const tests = [
+    ...part(c.failed, 'failed'),
+    ...part(c.passed, 'passed'),
+    ...part(c.skipped, 'skipped'),
+  ];
+  const total = c.passed + c.failed + c.skipped;
+  return (
+    ` Test Files  ${files.join(' | ') || '0 passed'} (${c.files})\n` +
+    `      Tests  ${tests.join(' | ') || '0 passed'} (${total})\n`
+  );
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const sum = { passed: 0, failed: 0, skipped: 0 };
+  const sum = { files: 0, filesPassed: 0, filesFailed: 0, passed: 0, failed: 0, skipped: 0 };
   let missing = 0;
   for (const path of process.argv.slice(2)) {
     const counts = readCounts(path);
@@ -33,12 +58,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       process.stderr.write(`no vitest report at ${path}\n`);
       continue;
     }
-    sum.passed += counts.passed;
-    sum.failed += counts.failed;
-    sum.skipped += counts.skipped;
+    for (const key of Object.keys(sum)) sum[key] += counts[key];
   }
-  process.stdout.write(
-    `tests: ${sum.passed} passed, ${sum.failed} failed, ${sum.skipped} skipped\n`,
-  );
+  process.stdout.write(`\n${summary(sum)}`);
   process.exit(missing > 0 || sum.failed > 0 || sum.passed === 0 ? 1 : 0);
 }

@@ -8,16 +8,16 @@
  * and child processes, so their ~9 s (27 s cold) and ~35 s of one core fit into its idle time
  * instead of running before it. Their output is held back and printed after vitest's; the exit
  * code is non-zero if any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts`
- * (the typecheck and the doc-tests run all the same). Its last line is plain, `tests: N passed,
- * N failed, N skipped` (from vitest's JSON report), for any CI to read; a run in which no test
- * passed fails.
+ * (the typecheck and the doc-tests run all the same). Its last lines are vitest's summary, plain (from its JSON
+ * report, after the typecheck's and doc-tests' output), for any CI to read; a run in which no
+ * test passed fails.
  */
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readCounts } from './test-counts.mjs';
+import { readCounts, summary } from './test-counts.mjs';
 
 const bin = (pkg, path) =>
   fileURLToPath(new URL(`../node_modules/${pkg}/${path}`, import.meta.url));
@@ -91,12 +91,9 @@ process.stdout.write(
 if (types.code !== 0) process.stdout.write(types.output);
 const docs = await docTests;
 process.stdout.write(docs.output);
-// A plain closing line that any CI can read: the tests vitest ran, passed and failed.
+// Plain closing lines that any CI can read: vitest's summary of the tests it ran.
 const counts = readCounts(report);
 if (!process.env.HOSTGATE_TEST_JSON) rmSync(report, { force: true });
-if (counts === undefined) process.stdout.write('tests: no report from vitest\n');
-else {
-  const { passed, failed, skipped } = counts;
-  process.stdout.write(`tests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
-}
+if (counts === undefined) process.stdout.write('no report from vitest\n');
+else process.stdout.write(`\n${summary(counts)}`);
 process.exit(suite.code || types.code || docs.code || (counts?.passed ? 0 : 1));
