@@ -1,7 +1,10 @@
 /**
  * A leased gate's block of the cap as Redis last answered it, what a refresh reports as held,
- * and when to ask again: on the timer, or early when demand moved past what the block and the
- * fleet allow (at most every `askMs`).
+ * and when to ask again (issue 35: on change, not every interval). While the gate's signals are
+ * heard (leased-signals.ts) a busy process refreshes when its demand moved past what its block
+ * serves, when Redis says a process waits for units it could give back or that the fair level
+ * moved, when the state was lost, and otherwise once per half lease (as an idle one). While they
+ * are not heard: every `refreshMs`, as before. Early asks come at most every `askMs`.
  */
 import type { RateShare } from './leased-rate-share.js';
 import type { BlockAnswer } from './leased-refresh.js';
@@ -16,6 +19,8 @@ export interface Demands {
   /** Demand of the rate (0 without one). */
   rateWants: number;
   rate: RateShare | undefined;
+  /** The signal subscription's epoch while the gate's channel is heard, -1 while it is not. */
+  signals: number;
 }
 
 export class BlockLease {
@@ -36,6 +41,13 @@ export class BlockLease {
   lastSent = Number.NEGATIVE_INFINITY;
   /** The last refresh failed (Redis unreachable, slow, or erroring). */
   down = false;
+  /** The demand the last refresh reported. */
+  sentWants = 0;
+  /** The signals' epoch when the last refresh left: another means a message may be lost. */
+  #epoch = -1;
+  /** Heard since the last refresh left: the fair level (`give`), the state lost (`lost`). */
+  #level: { level: number; top: string } | undefined = undefined;
+  #lost = false;
 
   constructor(readonly o: ResolvedLeasedOptions) {}
 
@@ -45,8 +57,17 @@ export class BlockLease {
    * in use while the answer is on its way (so a refresh does not stall the next grant). An idle
    * process reserves nothing.
    */
-  sending(sentAt: number, held: number, wants: number): { valid: boolean; held: number } {
+  sending(
+    sentAt: number,
+    held: number,
+    wants: number,
+    signals: number,
+  ): { valid: boolean; held: number } {
+    this.#epoch = signals;
     this.lastSent = sentAt;
+    this.sentWants = wants;
+    this.#level = undefined;
+    this.#lost = false;
     const valid = sentAt < this.validUntil;
     const slack = Math.max(1, Math.ceil(held / 10));
     this.heldAtSend =
@@ -77,36 +98,67 @@ export class BlockLease {
     this.block = Math.min(this.block, this.heldAtSend);
   }
 
-  /** The timer, no refresh on its way: whether to refresh now. */
-  due(now: number, { held, wants, rateWants, rate }: Demands): boolean {
+  /** A message on the gate's signal channel (commands/leasedRefresh-4.lua, Signals). */
+  heard(message: string): void {
+    if (message === 'lost') this.#lost = true;
+    const give = /^give (-?\d+) (.*)$/.exec(message);
+    if (give !== null) this.#level = { level: Number(give[1]), top: give[2] ?? '' };
+  }
+
+  /** This process's fair share by the level heard (floors aside), for a demand of `wants`. */
+  #fair(wants: number, id: string): number | undefined {
+    const heard = this.#level;
+    if (heard === undefined) return undefined;
+    if (heard.level < 0) return wants;
+    return Math.min(wants, heard.level + (heard.top !== '' && id <= heard.top ? 1 : 0));
+  }
+
+  /** The timer, no refresh on its way: whether to refresh now (`id`: this process's). */
+  due(now: number, { held, wants, rateWants, rate, signals }: Demands, id = ''): boolean {
     const o = this.o;
     const since = now - this.lastSent;
     const block = this.block;
     const share = rate?.share ?? 0;
     const idle = wants === 0 && held === 0 && block === 0 && rateWants === 0 && share === 0;
-    // A busy process refreshes one timer step early: within an interval of its last refresh
-    // its entry is renewed (what a first use's window counts on after a loss).
-    if (since >= (idle && !this.down ? o.leaseMs / 2 : o.refreshMs - o.askMs)) return true;
+    // Heard: the subscription was up when the last refresh left and has not been lost since.
+    const heard = signals >= 0 && signals === this.#epoch;
+    // Unheard, a busy process refreshes one timer step early: within an interval of its last
+    // refresh its entry is renewed (what a first use's window counts on after a loss). Heard,
+    // the `lost` signal asks for that refresh instead.
+    const every = (idle || heard) && !this.down ? o.leaseMs / 2 : o.refreshMs - o.askMs;
+    if (since >= every) return true;
     if (since < o.askMs) return false;
-    // More than the block, and Redis last said there is some (free permits, or a fair share
-    // above this block that others give back), or that answer is old: ask now.
-    // An old answer, or a recovery window that has ended since: ask now.
+    // The subscription came up or was lost since: a signal may be gone, ask once.
+    if (signals !== this.#epoch) return true;
+    if (this.#lost && (block > 0 || held > 0)) return true;
+    // An old answer, or a recovery window that has ended since.
     const stale =
       now - this.answeredAt >= o.refreshMs || (this.recovering && now >= this.recoveredAt);
+    // More than the block, and Redis last said there is some (free permits, or a fair share
+    // above this block that others give back): ask now. Heard, an answer that is merely old is
+    // no reason (it would be every interval); a demand that grew past what Redis last served
+    // in full is.
+    const grew = wants > this.sentWants && this.target >= this.sentWants;
+    const under = !this.recovering && (block < this.target || grew);
     const more =
-      wants > block && (stale || (!this.recovering && (this.free > 0 || block < this.target)));
+      wants > block &&
+      (heard
+        ? under || (stale && (this.free > 0 || this.recovering))
+        : stale || (!this.recovering && (this.free > 0 || block < this.target)));
+    // Redis said the fair level moved: over it, give back; under it and wanting more, take.
+    const fair = this.#fair(wants, id);
+    const level = fair !== undefined && (block > fair || (block < fair && wants > block));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
     const less = block > held && wants <= Math.floor(block / 2);
     // The same for the rate's share (its free part: the rate's limit less every counted share).
     const rateFree = rate === undefined ? 0 : rate.rate.limit - rate.counted;
-    const moreRate =
-      rateWants > share &&
-      (stale || (!this.recovering && (rateFree > 0 || share < (rate?.target ?? 0))));
+    const rateAsk = !this.recovering && (rateFree > 0 || share < (rate?.target ?? 0));
+    const moreRate = rateWants > share && (heard ? rateAsk : stale || rateAsk);
     const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
     // Redis shrank the block below what was held (another process's heavier head, a fairer
     // share): it counts what was held at the refresh until the next one says less. Say it as
     // soon as some of it is released, so the other process's head is not held up a whole interval.
     const drained = this.heldAtSend > block && held < this.heldAtSend;
-    return more || less || moreRate || lessRate || drained;
+    return more || level || less || moreRate || lessRate || drained;
   }
 }

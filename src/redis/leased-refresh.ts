@@ -18,6 +18,10 @@ export interface LeasedGateStore {
   readonly options: ResolvedStoreOptions;
   readonly processId: string;
   readonly closed: boolean;
+  /** Subscribes a leased gate's signal channel (issue 35); `heard` gets its messages. */
+  listenLeased?(channel: string, heard: (message: string) => void): void;
+  /** The signal subscription's epoch while `channel` can be heard, else -1. */
+  leasedSignals?(channel: string): number;
   /** One REFRESH script; rejects on an error or a timeout ({@link SharedLayoutError} for a layout). */
   refreshLeased(
     keys: readonly string[],
@@ -72,13 +76,20 @@ export class RefreshCalls {
   #seenAt = 0;
   /** Redis answered this gate once: a missing state is then a loss, not a first use. */
   #had = false;
+  /**
+   * The gate's signal channel (commands/leasedRefresh-4.lua, Signals): in its hash slot, beside
+   * the FIFO mode's wake-up channels (`<prefix>{<name>}:wake:…`; keys[0] is `<prefix>{<name>}:m`).
+   */
+  readonly channel: string;
 
   constructor(
     readonly store: LeasedGateStore,
     readonly keys: readonly string[],
     readonly name: string,
     readonly o: ResolvedLeasedOptions,
-  ) {}
+  ) {
+    this.channel = `${(keys[0] ?? '').slice(0, -1)}wake:give`;
+  }
 
   /** Runs REFRESH with `args`; `layout` is this process's (named by a layout refusal). */
   call(args: readonly (string | number)[], layout: string): Promise<unknown[]> {
@@ -107,6 +118,8 @@ export class RefreshCalls {
       ...this.#faultArgs(sentAt, report.need, report.down, false),
       '',
       1, // it cuts its own share to a lower target (issue 32, item 6)
+      this.channel,
+      this.o.askMs, // a caller below its share says so at most this often
     ];
   }
 
@@ -135,6 +148,8 @@ export class RefreshCalls {
       ...this.#faultArgs(now, 0, down, true),
       sent,
       1,
+      '',
+      0,
     ];
   }
 

@@ -64,6 +64,16 @@
   ARGV[23]               closing: its rate sends of the last window, space-separated, by age
                          (8 buckets: eighths of the window)
   ARGV[24] selfcut       '1': the caller cuts its own rate share to a lower target
+  ARGV[25] signal        the gate's signal channel ('' none), ARGV[26] signalMs: see Signals
+
+  Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
+  of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
+  `give <level> <top>` when a caller is below its fair share (its block under its target: it
+  waits for units others hold; at most every `signalMs`), or when a walk moved the fair level
+  (units to give back, or to take); `lost` when the state was missing (a first use or a loss):
+  the processes that hold a block refresh now and stretch the recovery window to a lease, as
+  they did within one interval when every busy process refreshed every interval. `M.g` is the
+  last `give`.
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
   wants> <need>"` (includes/leasedEntry.lua).
@@ -81,10 +91,16 @@ local seen, elapsed = tonumber(ARGV[15] or 0), tonumber(ARGV[16] or 0)
 local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0)
 local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
 local selfcut = ARGV[24] == '1'
+local signal, signalMs = ARGV[25] or '', tonumber(ARGV[26] or 0)
+local function tell(message)
+  -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then
+  -- refreshes every interval, its subscription refused as this publish is).
+  if signal ~= '' then redis.pcall('SPUBLISH', signal, message) end
+end
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'g')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -136,6 +152,8 @@ end
 --- @include "includes/leasedCounted"
 local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
+-- No state (a first use or a loss), or the blocks hash gone: whoever holds a block refreshes now.
+if not closing and (not meta[2] or cur[2] == false) then tell('lost') end
 if had and not mine and cur[2] == false and ends < now + lease then
   -- This process had an entry and the blocks hash is gone (evicted, or lost with a restart
   -- while the meta hash came back): nobody's permits are counted. Learn for a lease.
@@ -165,6 +183,7 @@ local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
 local others_live = nil
+local lastLevel, lastTop = level, top
 --- @include "includes/leasedWalk"
 if valid and not mine and ends < now + lease then
   -- Our block was valid and Redis has no trace of it: its state was lost under us.
@@ -190,6 +209,16 @@ local others = sum - before
 local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
+if not closing and not recovering then
+  -- A walk ran (others_live set) and moved the level: some blocks are over it, some under.
+  local moved = others_live ~= nil and (level ~= lastLevel or top ~= lastTop)
+    and (level >= 0 or lastLevel >= 0)
+  local short = block < target and now - tonumber(meta[16] or 0) >= signalMs
+  if moved or short then
+    if short then redis.call('HSET', M, 'g', now) end
+    tell('give ' .. level .. ' ' .. top)
+  end
+end
 local rate = ' 0 0 0 0'
 local share, rtarget = 0, 0
 --- @include "includes/leasedShare"
