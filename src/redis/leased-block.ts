@@ -153,7 +153,9 @@ export class BlockLease {
     // The same for the rate's share (its free part: the rate's limit less every counted share).
     const rateFree = rate === undefined ? 0 : rate.rate.limit - rate.counted;
     const rateAsk = !this.recovering && (rateFree > 0 || share < (rate?.target ?? 0));
-    const moreRate = rateWants > share && (heard ? rateAsk : stale || rateAsk);
+    const moreRate =
+      rateWants > share &&
+      (heard ? rateAsk || (stale && (rateFree > 0 || this.recovering)) : stale || rateAsk);
     const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
     // Redis shrank the block below what was held (another process's heavier head, a fairer
     // share): it counts what was held at the refresh until the next one says less. Say it as
