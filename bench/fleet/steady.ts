@@ -14,7 +14,8 @@
  *   npm run bench:fleet -- --steady [--processes 50 --callers 4 --cap 100 --delay-ms 30]
  *
  * Partner busy / cap is the partner's own count of requests in progress, sampled every 5 ms over
- * the window; held / cap the processes' own count; refreshes are Redis's count of script calls.
+ * the window; held / cap the processes' own count; refreshes are Redis's count of script calls
+ * (HOSTGATE_BENCH_STATS=1 prints its INFO commandstats of the window).
  */
 
 import { startPartner } from '../../test/helpers/partner.js';
@@ -131,9 +132,12 @@ async function runSteady(mode: SteadyMode, s: SteadySizes, bundle: URL): Promise
     }, 5);
     await until(from);
     partner.resetPeak();
+    if (process.env.HOSTGATE_BENCH_STATS) await redis.command('CONFIG', 'RESETSTAT');
     const c0 = scriptCalls(String(await redis.command('INFO', 'commandstats')));
     await until(to);
-    const c1 = scriptCalls(String(await redis.command('INFO', 'commandstats')));
+    const stats1 = String(await redis.command('INFO', 'commandstats'));
+    const c1 = scriptCalls(stats1);
+    if (process.env.HOSTGATE_BENCH_STATS) console.error(stats1);
     clearInterval(sampler);
     const results = await Promise.all(workers.map((w) => w.next<ReplicaResult>('done', 60_000)));
     let held = 0;

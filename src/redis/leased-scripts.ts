@@ -9,7 +9,8 @@
  *   `r` the end of a recovery window (ms, Redis time), `x` when its 30-day TTL was last set,
  *   `lr` the Redis time of the last run (issue 32: a gap or a step is told by it), and what the
  *   last walk of `L` found (`t` when, `b` `e` `n` `k` `u`: see commands/leasedRefresh-4.lua;
- *   `rt` `rb` `re` a rate's).
+ *   `rt` `rb` `re` a rate's), `g` when a caller under its fair share last said so on the gate's
+ *   signal channel (`<prefix>{<name>}:wake:give`, issue 35).
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
  *   <counted until ms> <rate wants> <need>"` (`need`: the heaviest head waiting; entries of an
  *   older writer end after `wants` or `rate wants`), `<id>~<k>` a closed process's sends of its
