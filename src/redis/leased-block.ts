@@ -16,6 +16,8 @@ export interface Demands {
   /** Demand of the rate (0 without one). */
   rateWants: number;
   rate: RateShare | undefined;
+  /** The heaviest head waiting (0: none). */
+  need: number;
 }
 
 export class BlockLease {
@@ -78,7 +80,7 @@ export class BlockLease {
   }
 
   /** The timer, no refresh on its way: whether to refresh now. */
-  due(now: number, { held, wants, rateWants, rate }: Demands): boolean {
+  due(now: number, { held, wants, rateWants, rate, need }: Demands): boolean {
     const o = this.o;
     const since = now - this.lastSent;
     const block = this.block;
@@ -107,6 +109,11 @@ export class BlockLease {
     // share): it counts what was held at the refresh until the next one says less. Say it as
     // soon as some of it is released, so the other process's head is not held up a whole interval.
     const drained = this.heldAtSend > block && held < this.heldAtSend;
-    return more || less || moreRate || lessRate || drained;
+    // A head the block cannot serve, with none free and no target above the block: its floor
+    // waits for a walk (at most every refreshMs / 2, oldest heads first), and the answer that
+    // meets it is this process's next refresh. Ask once per walk, not once per interval (issue
+    // 32: heavy heads waited a timer step to learn they were met, twice, and timed out).
+    const headWaits = need > block && since >= o.refreshMs / 2;
+    return more || less || moreRate || lessRate || drained || headWaits;
   }
 }

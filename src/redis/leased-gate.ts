@@ -247,7 +247,8 @@ export class LeasedSemaphore extends Semaphore {
     const wants = this.#demand.wants(units, now, this.#cap);
     const rateWants = this.#rate?.demand(now) ?? 0;
     if (this.#inflight !== undefined || this.#refused !== undefined) return;
-    const demands = { held: this.held, wants, rateWants, rate: this.#rate };
+    const need = heaviestHead(this)?.weight ?? 0;
+    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need };
     if (this.#lease.due(now, demands)) this.#refresh();
   }
 
@@ -266,7 +267,7 @@ export class LeasedSemaphore extends Semaphore {
         valid,
         setCap,
         rate,
-        need: heaviestHead(this),
+        head: heaviestHead(this),
         down: this.#lease.down,
       },
       sentAt,

@@ -64,9 +64,12 @@
   ARGV[23]               closing: its rate sends of the last window, space-separated, by age
                          (8 buckets: eighths of the window)
   ARGV[24] selfcut       '1': the caller cuts its own rate share to a lower target
+  ARGV[25] head          its token for its heaviest waiting head (0: none): a new token is a new
+                         head, and the heads' floors are met oldest first (since Redis first
+                         heard of each)
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
-  wants> <need>"` (includes/leasedEntry.lua).
+  wants> <need> <since> <head>"` (includes/leasedEntry.lua).
 
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}.
@@ -81,6 +84,7 @@ local seen, elapsed = tonumber(ARGV[15] or 0), tonumber(ARGV[16] or 0)
 local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0)
 local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
 local selfcut = ARGV[24] == '1'
+local head = tonumber(ARGV[25] or 0) or 0
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
@@ -148,9 +152,12 @@ end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore, ownRateWants = 0, 0, 0, 0, 0
+-- Since when Redis knows of this process's heaviest head: kept while the head is the same.
+local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw = parse(cur[1])
+  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk = parse(cur[1])
   ownBlock, ownHeld, ownWants, ownRateWants = b, h, w, rw
+  if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
   rbefore = countedOf(rs, rk, ru)
@@ -182,11 +189,20 @@ else
   -- Its need is a minimum only if its floor was met at the walk: the floors that fit the cap
   -- are met, and the others' partial blocks must not hold the units those need.
   local floor = math.min(need, wants)
-  if not floorMet(floor, proc, met) then floor = 0 end
+  if not floorMet(floor, since, proc, met) then floor = 0 end
   target = math.min(wants, math.max(floor, level + ((top ~= '' and proc <= top) and 1 or 0)))
 end
-if closing then target = 0 end
 local others = sum - before
+if not recovering and level >= 0 and need > 0 and target < math.min(wants, held + need) then
+  -- Its head, whole, from units nobody counts: the level is as of the last walk, and the floors
+  -- met then were granted at once and their heads moved on, so a weighted fleet sat with the
+  -- cap free and every target 0 until the next walk (issue 32: heavy heads timed out, 4 of 150
+  -- weighted schedules). Only a whole head: a part of one is no use to it and would hold units
+  -- others' heads need (the seed 10014 deadlock); the floors met at the walk gather theirs.
+  local grab = math.min(wants, held + need)
+  if grab <= cap - others then target = grab end
+end
+if closing then target = 0 end
 local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
@@ -195,6 +211,7 @@ local share, rtarget = 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
 local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
+  .. ' ' .. since .. ' ' .. (need > 0 and head or 0)
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

@@ -1,16 +1,21 @@
 --[[
-  An entry of a leased gate's blocks hash `L`, read and written: nine numbers, space-separated
+  An entry of a leased gate's blocks hash `L`, read and written: eleven numbers, space-separated
   (the layout: src/redis/leased-scripts.ts). Functions only: uses nothing of the script.
 ]]
 -- An entry: expiry, block, held, wants, share, counted, until, rate wants, need (the heaviest
--- head waiting: a unit that cannot be split). Entries written before 'need' end at 'rate wants'.
+-- head waiting: a unit that cannot be split), since (Redis ms when this head was first reported,
+-- 0: none) and its token (the process's name for that head). Entries written before 'need' end
+-- at 'rate wants', before 'since' at 'need'.
 local function parse(entry)
   local e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
   local rs, rk, ru, rw, tail = string.match(rest, '^ (%d+) (%d+) (%d+) (%d+)(.*)$')
-  local nd = tail and string.match(tail, '^ (%d+)$')
+  local nd, more = string.match(tail or '', '^ (%d+)(.*)$')
+  local sn, tk = string.match(more or '', '^ (%d+) (%d+)$')
   return tonumber(e), tonumber(b), tonumber(h), tonumber(w),
-    tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0), tonumber(nd or 0)
+    tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0), tonumber(nd or 0),
+    tonumber(sn or 0), tonumber(tk or 0)
 end
-local function format(e, b, h, w, rs, rk, ru, rw, nd)
-  return e .. ' ' .. b .. ' ' .. h .. ' ' .. w .. ' ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' ' .. rw .. ' ' .. nd
+local function format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk)
+  return e .. ' ' .. b .. ' ' .. h .. ' ' .. w .. ' ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' ' .. rw
+    .. ' ' .. nd .. ' ' .. (sn or 0) .. ' ' .. (tk or 0)
 end
