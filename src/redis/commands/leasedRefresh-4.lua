@@ -69,7 +69,7 @@
                          heard of each)
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
-  wants> <need> <since> <head>"` (includes/leasedEntry.lua).
+  wants> <need> <since> <head> <owed>"` (includes/leasedEntry.lua).
 
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}.
@@ -88,7 +88,7 @@ local head = tonumber(ARGV[25] or 0) or 0
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'o')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -151,12 +151,12 @@ if learn and ends < now + lease then
 end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
-local ownShare, ownCounted, ownUntil, rbefore, ownRateWants = 0, 0, 0, 0, 0
+local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk = parse(cur[1])
-  ownBlock, ownHeld, ownWants, ownRateWants = b, h, w, rw
+  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow = parse(cur[1])
+  ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
@@ -171,6 +171,9 @@ end
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
+-- Σ owed: units the floors met at the last walk still lack (entries' owed, this one's before).
+local osum = math.max(0, tonumber(meta[16] or 0))
+local osumWas = osum
 local others_live = nil
 --- @include "includes/leasedWalk"
 if valid and not mine and ends < now + lease then
@@ -180,6 +183,8 @@ if valid and not mine and ends < now + lease then
 end
 local recovering = ends > now
 local target
+-- Its floor, if it was met at the walk: the units it lacks are owed to it (M.o).
+local metFloor = 0
 if recovering then
   -- Learning: nobody grows; a process keeps what it holds, and the block Redis still counts.
   target = math.max(held, math.min(wants, ownBlock))
@@ -190,6 +195,7 @@ else
   -- are met, and the others' partial blocks must not hold the units those need.
   local floor = math.min(need, wants)
   if not floorMet(floor, since, proc, met) then floor = 0 end
+  metFloor = floor
   target = math.min(wants, math.max(floor, level + ((top ~= '' and proc <= top) and 1 or 0)))
 end
 local others = sum - before
@@ -199,8 +205,11 @@ if not recovering and level >= 0 and need > 0 and target < math.min(wants, held 
   -- cap free and every target 0 until the next walk (issue 32: heavy heads timed out, 4 of 150
   -- weighted schedules). Only a whole head: a part of one is no use to it and would hold units
   -- others' heads need (the seed 10014 deadlock); the floors met at the walk gather theirs.
+  -- Not the units owed to the floors met at the walk (M.o): those heads are older, and they
+  -- gather their units one refresh at a time; a younger head that took them as they came free
+  -- would pass them for good (a busy process's releases are its own next refresh).
   local grab = math.min(wants, held + need)
-  if grab <= cap - others then target = grab end
+  if grab <= cap - others - (osum - ownOwed) then target = grab end
 end
 if closing then target = 0 end
 local block = math.max(0, math.min(target, cap - others))
@@ -210,8 +219,11 @@ local rate = ' 0 0 0 0'
 local share, rtarget = 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
+local owed = math.max(0, metFloor - block)
+osum = math.max(0, osum - ownOwed + owed)
+if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
 local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
-  .. ' ' .. since .. ' ' .. (need > 0 and head or 0)
+  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

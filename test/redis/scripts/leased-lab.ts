@@ -130,6 +130,8 @@ export interface Entry {
   since: number;
   /** That head's token. */
   head: number;
+  /** Units its met floor still lacks (Σ in M.o). */
+  owed: number;
 }
 
 const FIELDS: (keyof Entry)[] = [
@@ -144,6 +146,7 @@ const FIELDS: (keyof Entry)[] = [
   'need',
   'since',
   'head',
+  'owed',
 ];
 
 /** REFRESH's reply, named. */

@@ -4,9 +4,10 @@
   for a window), `_s` and `_r` summed again, and the fair-share levels stored in `M` for the
   refreshes until the next walk.
   Uses (leasedRefresh-4.lua): L, M, proc, now, scan, walked, closing, RATED, cap, rlimit, rper,
-  wants, rwants, need, since, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld, rbefore);
+  wants, rwants, need, since, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld, rbefore,
+  ownOwed);
   parse, format (leasedEntry), countedOf (leasedCounted), fair (leasedFair).
-  Sets: sum, rsum, blocks, helds, n, level, top, met, rlevel, rtop, others_live.
+  Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, others_live.
 ]]
 -- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
 -- before its callers queue): that level would hand the first asker everything. Walk now. The
@@ -17,12 +18,12 @@ if now - walked >= scan or closing or grown then
   local all = redis.call('HGETALL', L)
   local ids, want, rwant, needs, sinces, dead, tails = {}, {}, {}, {}, {}, {}, {}
   -- Sums over every entry, ours as it stood before this refresh (what stats report).
-  sum, blocks, helds, rsum = before, ownBlock, ownHeld, rbefore
+  sum, blocks, helds, rsum, osum = before, ownBlock, ownHeld, rbefore, ownOwed
   others_live = 0
   for i = 1, #all, 2 do
     local id = all[i]
     if id ~= '_s' and id ~= '_r' and id ~= proc then
-      local e, b, h, w, rs, rk, ru, rw, nd, sn = parse(all[i + 1])
+      local e, b, h, w, rs, rk, ru, rw, nd, sn, _, ow = parse(all[i + 1])
       -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
       -- The owner reads its entry the same way, so Σ never counts it less than its owner does.
       local rc = countedOf(rs, rk, ru)
@@ -41,6 +42,7 @@ if now - walked >= scan or closing or grown then
       else
         others_live = others_live + 1
         sum = sum + math.max(b, h)
+        osum = osum + ow
         rsum = rsum + rc
         blocks, helds = blocks + b, helds + h
         ids[#ids + 1] = id
