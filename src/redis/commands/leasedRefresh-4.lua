@@ -67,9 +67,12 @@
   ARGV[25] head          its token for its heaviest waiting head (0: none): a new token is a new
                          head, and the heads' floors are met oldest first (since Redis first
                          heard of each)
+  ARGV[26] rateNeed      the rate share its costliest waiting head needs (whole calls per `per`,
+                         at most its rate wants): a floor of its rate share, met as the cap's
+                         floors are (oldest head first, while they fit)
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
-  wants> <need> <since> <head> <owed>"` (includes/leasedEntry.lua).
+  wants> <need> <since> <head> <owed> <rate need>"` (includes/leasedEntry.lua).
 
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}.
@@ -85,10 +88,11 @@ local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0
 local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
 local selfcut = ARGV[24] == '1'
 local head = tonumber(ARGV[25] or 0) or 0
+local rneed = tonumber(ARGV[26] or 0) or 0
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'o')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'o', 'rf')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -169,7 +173,7 @@ if not mine and redis.call('EXISTS', H, Q) > 0 then
 end
 --- @include "includes/leasedFair"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
-local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
+local rlevel, rtop, rmet = tonumber(meta[12] or -1), meta[13] or '', meta[17] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
 -- Σ owed: units the floors met at the last walk still lack (entries' owed, this one's before).
 local osum = math.max(0, tonumber(meta[16] or 0))
@@ -223,7 +227,7 @@ local owed = math.max(0, metFloor - block)
 osum = math.max(0, osum - ownOwed + owed)
 if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
 local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
-  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed
+  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed .. ' ' .. (RATED and rneed or 0)
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

@@ -55,6 +55,8 @@ export interface RefreshArgs {
   selfcut: 0 | 1;
   /** The token of its heaviest waiting head (0: none). */
   head: number;
+  /** The rate share its costliest waiting head needs (0: none). */
+  rateNeed: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -84,6 +86,7 @@ export const ARGS: RefreshArgs = {
   sent: '',
   selfcut: 1,
   head: 0,
+  rateNeed: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -112,6 +115,7 @@ const ORDER: (keyof RefreshArgs)[] = [
   'sent',
   'selfcut',
   'head',
+  'rateNeed',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */
@@ -132,6 +136,8 @@ export interface Entry {
   head: number;
   /** Units its met floor still lacks (Σ in M.o). */
   owed: number;
+  /** The rate share its costliest head needs. */
+  rateNeed: number;
 }
 
 const FIELDS: (keyof Entry)[] = [
@@ -147,6 +153,7 @@ const FIELDS: (keyof Entry)[] = [
   'since',
   'head',
   'owed',
+  'rateNeed',
 ];
 
 /** REFRESH's reply, named. */
