@@ -21,6 +21,8 @@ export interface Demands {
   rate: RateShare | undefined;
   /** The signal subscription's epoch while the gate's channel is heard, -1 while it is not. */
   signals: number;
+  /** The heaviest head waiting (0: none). */
+  need: number;
 }
 
 export class BlockLease {
@@ -114,7 +116,7 @@ export class BlockLease {
   }
 
   /** The timer, no refresh on its way: whether to refresh now (`id`: this process's). */
-  due(now: number, { held, wants, rateWants, rate, signals }: Demands, id = ''): boolean {
+  due(now: number, { held, wants, rateWants, rate, signals, need }: Demands, id = ''): boolean {
     const o = this.o;
     const since = now - this.lastSent;
     const block = this.block;
@@ -161,6 +163,11 @@ export class BlockLease {
     // share): it counts what was held at the refresh until the next one says less. Say it as
     // soon as some of it is released, so the other process's head is not held up a whole interval.
     const drained = this.heldAtSend > block && held < this.heldAtSend;
-    return more || level || less || moreRate || lessRate || drained;
+    // A head the block cannot serve, with none free and no target above the block: its floor
+    // waits for a walk (at most every refreshMs / 2, oldest heads first), and the answer that
+    // meets it is this process's next refresh. Ask once per walk, not once per interval (issue
+    // 32: heavy heads waited a timer step to learn they were met, twice, and timed out).
+    const headWaits = need > block && since >= o.refreshMs / 2;
+    return more || level || less || moreRate || lessRate || drained || headWaits;
   }
 }

@@ -14,7 +14,13 @@ import {
 } from '../gate/semaphore.js';
 import { BlockLease } from './leased-block.js';
 import { RateShare } from './leased-rate-share.js';
-import { heaviestHead, type LeasedGateStore, NO_RATE, RefreshCalls } from './leased-refresh.js';
+import {
+  costliestHead,
+  heaviestHead,
+  type LeasedGateStore,
+  NO_RATE,
+  RefreshCalls,
+} from './leased-refresh.js';
 import { LEASED_LAYOUT, LEASED_RATE_LAYOUT } from './leased-scripts.js';
 import {
   Demand,
@@ -251,7 +257,9 @@ export class LeasedSemaphore extends Semaphore {
     const wants = this.#demand.wants(units, now, this.#cap);
     const rateWants = this.#rate?.demand(now) ?? 0;
     if (this.#inflight !== undefined || this.#refused !== undefined) return;
-    const demands = { held: this.held, wants, rateWants, rate: this.#rate, signals: this.#signals };
+    const need = heaviestHead(this)?.weight ?? 0;
+    const signals = this.#signals;
+    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need, signals };
     if (this.#lease.due(now, demands, this.#store.processId)) this.#refresh();
   }
 
@@ -270,7 +278,8 @@ export class LeasedSemaphore extends Semaphore {
         valid,
         setCap,
         rate,
-        need: heaviestHead(this),
+        head: heaviestHead(this),
+        rateNeed: this.#closed ? 0 : (this.#rate?.need ?? 0),
         down: this.#lease.down,
       },
       sentAt,
@@ -320,6 +329,7 @@ export class LeasedSemaphore extends Semaphore {
       refreshSoon: () => {
         if (!this.#closed && this.#inflight === undefined) this.#refresh();
       },
+      costliest: () => costliestHead(this),
     });
   }
 

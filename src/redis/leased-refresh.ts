@@ -46,8 +46,10 @@ export interface Report {
   /** > 0: the cap becomes this, for every process. */
   setCap: number;
   rate: readonly (string | number)[];
-  /** The heaviest head waiting. */
-  need: number;
+  /** The heaviest head waiting (its weight), undefined: none. */
+  head: { readonly weight: number } | undefined;
+  /** The rate share the costliest waiting head needs (RateShare.need), 0: none. */
+  rateNeed: number;
   /** The last refresh failed. */
   down: boolean;
 }
@@ -76,6 +78,12 @@ export class RefreshCalls {
   #seenAt = 0;
   /** Redis answered this gate once: a missing state is then a loss, not a first use. */
   #had = false;
+  /**
+   * The heaviest head last reported, and its token: a new head, a new token. Redis orders the
+   * fleet's heads by when it first heard of each (its token), so the oldest is met first.
+   */
+  #head: object | undefined = undefined;
+  #headToken = 0;
   /**
    * The gate's signal channel (commands/leasedRefresh-4.lua, Signals): in its hash slot, beside
    * the FIFO mode's wake-up channels (`<prefix>{<name>}:wake:…`; keys[0] is `<prefix>{<name>}:m`).
@@ -115,9 +123,11 @@ export class RefreshCalls {
       // How often some refresh walks the fleet's entries: twice per interval per gate.
       Math.max(1, Math.floor(this.o.refreshMs / 2)),
       ...report.rate,
-      ...this.#faultArgs(sentAt, report.need, report.down, false),
+      ...this.#faultArgs(sentAt, report.head?.weight ?? 0, report.down, false),
       '',
       1, // it cuts its own share to a lower target (issue 32, item 6)
+      this.#token(report.head),
+      report.rateNeed,
       this.channel,
       this.o.askMs, // a caller below its share says so at most this often
     ];
@@ -148,9 +158,21 @@ export class RefreshCalls {
       ...this.#faultArgs(now, 0, down, true),
       sent,
       1,
+      0,
+      0,
       '',
       0,
     ];
+  }
+
+  /** The token of the heaviest waiting head: the same head, the same token (0: none). */
+  #token(head: object | undefined): number {
+    if (head === undefined) return 0;
+    if (head !== this.#head) {
+      this.#head = head;
+      this.#headToken = (this.#headToken % 1_000_000_000) + 1;
+    }
+    return this.#headToken;
   }
 
   /** An answer came: Redis's time in it is kept for the next refresh; its block part. */
@@ -190,12 +212,25 @@ export class RefreshCalls {
   }
 }
 
-/** The heaviest head waiting in any priority class of `gate`: a unit the block must fit at once. */
-export function heaviestHead(gate: Semaphore): number {
-  let need = 0;
+/**
+ * The heaviest head waiting in any priority class of `gate` (a unit the block must fit at once),
+ * undefined when nobody waits.
+ */
+export function heaviestHead(gate: Semaphore): { readonly weight: number } | undefined {
+  let heaviest: { readonly weight: number } | undefined;
   for (const cls of coreEntry.parts(gate).queue.classes) {
     const head = cls.head;
-    if (head !== undefined && head.weight > need) need = head.weight;
+    if (head !== undefined && head.weight > (heaviest?.weight ?? 0)) heaviest = head;
   }
-  return need;
+  return heaviest;
+}
+
+/** The highest rate cost of a head waiting in any priority class of `gate` (0: nobody waits). */
+export function costliestHead(gate: Semaphore): number {
+  let cost = 0;
+  for (const cls of coreEntry.parts(gate).queue.classes) {
+    const head = cls.head;
+    if (head !== undefined && head.cost > cost) cost = head.cost;
+  }
+  return cost;
 }

@@ -64,7 +64,13 @@
   ARGV[23]               closing: its rate sends of the last window, space-separated, by age
                          (8 buckets: eighths of the window)
   ARGV[24] selfcut       '1': the caller cuts its own rate share to a lower target
-  ARGV[25] signal        the gate's signal channel ('' none), ARGV[26] signalMs: see Signals
+  ARGV[25] head          its token for its heaviest waiting head (0: none): a new token is a new
+                         head, and the heads' floors are met oldest first (since Redis first
+                         heard of each)
+  ARGV[26] rateNeed      the rate share its costliest waiting head needs (whole calls per `per`,
+                         at most its rate wants): a floor of its rate share, met as the cap's
+                         floors are (oldest head first, while they fit)
+  ARGV[27] signal        the gate's signal channel ('' none), ARGV[28] signalMs: see Signals
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -76,7 +82,7 @@
   last `give`.
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
-  wants> <need>"` (includes/leasedEntry.lua).
+  wants> <need> <since> <head> <owed> <rate need>"` (includes/leasedEntry.lua).
 
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}.
@@ -91,7 +97,9 @@ local seen, elapsed = tonumber(ARGV[15] or 0), tonumber(ARGV[16] or 0)
 local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0)
 local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
 local selfcut = ARGV[24] == '1'
-local signal, signalMs = ARGV[25] or '', tonumber(ARGV[26] or 0)
+local head = tonumber(ARGV[25] or 0) or 0
+local rneed = tonumber(ARGV[26] or 0) or 0
+local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
 local function tell(message)
   -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then
   -- refreshes every interval, its subscription refused as this publish is).
@@ -100,7 +108,7 @@ end
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'g')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'o', 'rf', 'g')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -165,10 +173,13 @@ if learn and ends < now + lease then
 end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
-local ownShare, ownCounted, ownUntil, rbefore, ownRateWants = 0, 0, 0, 0, 0
+local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
+-- Since when Redis knows of this process's heaviest head: kept while the head is the same.
+local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw = parse(cur[1])
-  ownBlock, ownHeld, ownWants, ownRateWants = b, h, w, rw
+  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow = parse(cur[1])
+  ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
+  if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
   rbefore = countedOf(rs, rk, ru)
@@ -180,8 +191,11 @@ if not mine and redis.call('EXISTS', H, Q) > 0 then
 end
 --- @include "includes/leasedFair"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
-local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
+local rlevel, rtop, rmet = tonumber(meta[12] or -1), meta[13] or '', meta[17] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
+-- Σ owed: units the floors met at the last walk still lack (entries' owed, this one's before).
+local osum = math.max(0, tonumber(meta[16] or 0))
+local osumWas = osum
 local others_live = nil
 local lastLevel, lastTop = level, top
 --- @include "includes/leasedWalk"
@@ -192,6 +206,8 @@ if valid and not mine and ends < now + lease then
 end
 local recovering = ends > now
 local target
+-- Its floor, if it was met at the walk: the units it lacks are owed to it (M.o).
+local metFloor = 0
 if recovering then
   -- Learning: nobody grows; a process keeps what it holds, and the block Redis still counts.
   target = math.max(held, math.min(wants, ownBlock))
@@ -201,11 +217,31 @@ else
   -- Its need is a minimum only if its floor was met at the walk: the floors that fit the cap
   -- are met, and the others' partial blocks must not hold the units those need.
   local floor = math.min(need, wants)
-  if not floorMet(floor, proc, met) then floor = 0 end
+  if not floorMet(floor, since, proc, met) then floor = 0 end
+  metFloor = floor
   target = math.min(wants, math.max(floor, level + ((top ~= '' and proc <= top) and 1 or 0)))
 end
-if closing then target = 0 end
 local others = sum - before
+if not recovering and level >= 0 and need > 0 and target < math.min(need, wants) then
+  -- A share below its head's need serves nothing: nothing passes the head in its process, so
+  -- the units would sit idle in its block while other heads wait for them (issue 32, seed 20099:
+  -- a weighted fleet's blocks of 1 beside heads of 2 and 3, the cap counted and 40% of the rate
+  -- sent). None, then: the head is met as a floor, or taken whole below.
+  target = 0
+end
+if not recovering and level >= 0 and need > 0 and target < math.min(wants, held + need) then
+  -- Its head, whole, from units nobody counts: the level is as of the last walk, and the floors
+  -- met then were granted at once and their heads moved on, so a weighted fleet sat with the
+  -- cap free and every target 0 until the next walk (issue 32: heavy heads timed out, 4 of 150
+  -- weighted schedules). Only a whole head: a part of one is no use to it and would hold units
+  -- others' heads need (the seed 10014 deadlock); the floors met at the walk gather theirs.
+  -- Not the units owed to the floors met at the walk (M.o): those heads are older, and they
+  -- gather their units one refresh at a time; a younger head that took them as they came free
+  -- would pass them for good (a busy process's releases are its own next refresh).
+  local grab = math.min(wants, held + need)
+  if grab <= cap - others - (osum - ownOwed) then target = grab end
+end
+if closing then target = 0 end
 local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
@@ -213,7 +249,7 @@ if not closing and not recovering then
   -- A walk ran (others_live set) and moved the level: some blocks are over it, some under.
   local moved = others_live ~= nil and (level ~= lastLevel or top ~= lastTop)
     and (level >= 0 or lastLevel >= 0)
-  local short = block < target and now - tonumber(meta[16] or 0) >= signalMs
+  local short = block < target and now - tonumber(meta[18] or 0) >= signalMs
   if moved or short then
     if short then redis.call('HSET', M, 'g', now) end
     tell('give ' .. level .. ' ' .. top)
@@ -223,7 +259,11 @@ local rate = ' 0 0 0 0'
 local share, rtarget = 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
+local owed = math.max(0, metFloor - block)
+osum = math.max(0, osum - ownOwed + owed)
+if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
 local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
+  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed .. ' ' .. (RATED and rneed or 0)
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

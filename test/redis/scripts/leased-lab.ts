@@ -53,6 +53,10 @@ export interface RefreshArgs {
   /** A closing process's sends of the last window by age, space-separated. */
   sent: string;
   selfcut: 0 | 1;
+  /** The token of its heaviest waiting head (0: none). */
+  head: number;
+  /** The rate share its costliest waiting head needs (0: none). */
+  rateNeed: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -81,6 +85,8 @@ export const ARGS: RefreshArgs = {
   closing: 0,
   sent: '',
   selfcut: 1,
+  head: 0,
+  rateNeed: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -108,6 +114,8 @@ const ORDER: (keyof RefreshArgs)[] = [
   'closing',
   'sent',
   'selfcut',
+  'head',
+  'rateNeed',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */
@@ -122,6 +130,14 @@ export interface Entry {
   until: number;
   rateWants: number;
   need: number;
+  /** When Redis first heard of its heaviest head, 0: none. */
+  since: number;
+  /** That head's token. */
+  head: number;
+  /** Units its met floor still lacks (Σ in M.o). */
+  owed: number;
+  /** The rate share its costliest head needs. */
+  rateNeed: number;
 }
 
 const FIELDS: (keyof Entry)[] = [
@@ -134,6 +150,10 @@ const FIELDS: (keyof Entry)[] = [
   'until',
   'rateWants',
   'need',
+  'since',
+  'head',
+  'owed',
+  'rateNeed',
 ];
 
 /** REFRESH's reply, named. */
@@ -172,7 +192,10 @@ const ANSWER: (keyof Answer)[] = [
   'now',
 ];
 
-/** What a test sets up. Entry times and `r` `t` `lr` `x` are ms from now; 0 stays 0. */
+/**
+ * What a test sets up. Entry times (expiry, until, since) and `r` `t` `lr` `x` are ms from now;
+ * 0 stays 0.
+ */
 export interface Crafted {
   /** Meta fields; a gate in use by default: see {@link inUse}. */
   m?: Record<string, string | number>;
@@ -256,6 +279,7 @@ export function useLeasedLab(): LeasedLab {
         const full: Entry = { ...parseEntry(''), expiry: ARGS.leaseMs, ...entry };
         full.expiry += at;
         if (full.until !== 0) full.until += at;
+        if (full.since !== 0) full.since += at;
         return [id, formatEntry(full)];
       });
       if (state.s !== undefined) entries.push('_s', String(state.s));

@@ -95,26 +95,123 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
-  it('floors that do not fit are no minimum: heads of 3 in four processes at cap 4, one is met, the others get the level, so no two hold part of a head each', async () => {
+  it('floors that do not fit are no minimum: heads of 3 in four processes at cap 4, one is met, the others get the level or a whole head of units nobody counts, so no two hold part of a head each', async () => {
     // A rolling deploy left every process of a weighted gate holding part of its head's need
     // (the campaign's seed 10014: cap 7, heads of 3, the fleet at 0 for 1.5-2 s). Floors are met
-    // smallest first, then by id: pa's is; pb, pc, pd's are not, and their need is no minimum.
-    await lab.craft({
+    // oldest head first: pb's is; pc, pd and pa's (newest) are not, and their need is no minimum.
+    const at = await lab.craft({
       m: inUse(),
       l: {
-        pb: { wants: 3, need: 3 },
-        pc: { wants: 3, need: 3 },
-        pd: { wants: 3, need: 3 },
+        pb: { wants: 3, need: 3, since: -300 },
+        pc: { wants: 3, need: 3, since: -200 },
+        pd: { wants: 3, need: 3, since: -100 },
       },
       s: 0,
     });
-    const ran = await lab.refresh({ wants: 3, need: 3, scanMs: 0 });
+    // Nobody counts a unit yet: pa's whole head fits in them, and it takes it.
+    const ran = await lab.refresh({ wants: 3, need: 3, head: 1, scanMs: 0 });
     expect(ran.answer).toMatchObject({ target: 3, block: 3 });
-    expect((await lab.state()).m.f).toBe('3 pa');
+    expect((await lab.state()).m.f).toBe(`${at - 300} pb`);
+    // pb's floor was met: it gathers its head from what is left, one unit now.
     const pb = await lab.refresh({ processId: 'pb', wants: 3, need: 3 });
-    expect(pb.answer.target).toBeLessThan(3);
-    expect(pb.answer.block).toBeLessThanOrEqual(1);
+    expect(pb.answer).toMatchObject({ target: 3, block: 1 });
+    // pc's was not, and no whole head is free: nothing, rather than part of a head.
+    const pc = await lab.refresh({ processId: 'pc', wants: 3, need: 3 });
+    expect(pc.answer.block).toBe(0);
     expectBlocksWithinCap(await lab.state());
+  });
+
+  it('heavy head starved behind lighter ones: the head waiting longest is met first, though lighter heads that came after it would fill the cap (smallest first met four heads of 1 and never the 3)', async () => {
+    // The campaign's seeds 20025, 20038, 20048, 20109: weighted gates whose heavy waiters timed
+    // out while lighter heads of other processes took every unit, walk after walk.
+    await lab.craft({ m: inUse(4, { t: -1 }), s: 0 });
+    await lab.refresh({ wants: 3, need: 3, head: 5 });
+    for (const id of ['pb', 'pc', 'pd', 'pe']) {
+      await lab.refresh({ processId: id, wants: 1, need: 1, head: 1 });
+    }
+    const pa = await lab.refresh({ wants: 3, need: 3, head: 5, scanMs: 0 });
+    expect(pa.answer.target).toBe(3);
+    const state = await lab.state();
+    expect(state.m.f).toBe(`${state.l.get('pb')!.since} pb`);
+    expect((await lab.refresh({ processId: 'pc', wants: 1, need: 1, head: 1 })).answer.target).toBe(
+      0,
+    );
+    expectBlocksWithinCap(await lab.state());
+  });
+
+  it('the cap free and every target 0 between walks: units nobody counts go to a head that fits whole, a slice each, never part of a head', async () => {
+    // The trace of seed 20025: the walk met the oldest floors (level 0); their heads were granted
+    // at once and moved on, and until the next walk every process had target 0 with the whole
+    // cap free (free 9 of 9, queues of 11 and 15).
+    await lab.craft({
+      m: inUse(4, { t: -1, b: 0, e: '', n: 4, f: '' }),
+      l: { pb: { wants: 3, need: 1 }, pc: { wants: 3, need: 1 }, pd: { block: 1, held: 1 } },
+      s: 1,
+    });
+    // 3 units nobody counts, 4 processes: a slice of 1, or the head's 2 whole.
+    const pa = await lab.refresh({ wants: 3, need: 2, head: 1 });
+    expect(pa.answer).toMatchObject({ target: 2, block: 2 });
+    expect((await lab.refresh({ processId: 'pb', wants: 3, need: 1 })).answer.block).toBe(1);
+    // None left: a head of 2 gets nothing rather than part of itself.
+    const pc = await lab.refresh({ processId: 'pc', wants: 3, need: 2 });
+    expect(pc.answer.block).toBe(0);
+    expectBlocksWithinCap(await lab.state());
+  });
+
+  it('a younger head does not take the units owed to an older met floor (M.o), which gathers them and is owed nothing once whole', async () => {
+    // The item 5 test after heads were taken from spare units: process b's releases were its own
+    // next refresh, so b took every unit a's met weight-3 head was gathering, and a waited 9 s.
+    const at = await lab.craft({
+      m: inUse(4, { t: -1, b: 0, e: '', n: 2, o: 2 }),
+      l: {
+        pa: { block: 1, held: 0, wants: 3, need: 3, since: -500, head: 5, owed: 2 },
+        pd: { expiry: -1_000, block: 0, owed: 7 },
+      },
+      s: 1,
+    });
+    await lab.command('HSET', M, 'f', `${at - 500} pa`); // pa's floor met at the walk
+    // 3 units nobody counts, 2 owed to pa: pb's head of 2 does not fit in the one left.
+    const pb = await lab.refresh({ processId: 'pb', wants: 2, need: 2, head: 1 });
+    expect(pb.answer.block).toBe(0);
+    expect((await lab.state()).l.get('pb')!.owed).toBe(0);
+    const pa = await lab.refresh({ wants: 3, need: 3, head: 5 });
+    expect(pa.answer).toMatchObject({ target: 3, block: 3 });
+    expect((await lab.state()).m.o).toBe('0');
+    // A walk sums M.o again over live entries only (pd lapsed with 7 owed).
+    await lab.command('HSET', M, 'o', 9);
+    await lab.refresh({ wants: 3, need: 3, head: 5, scanMs: 0 });
+    expect((await lab.state()).m.o).toBe('0');
+    expectBlocksWithinCap(await lab.state());
+  });
+
+  it("a share below its head's need serves nothing: none, so the unit is not held idle in its block (a level of 1 beside a head of 2)", async () => {
+    // The campaign's seed 20099: blocks of 1 beside heads of 2 and 3 all over a weighted fleet,
+    // the cap counted and the partner at 40% of the rate.
+    await lab.craft({
+      m: inUse(4, { t: -1, b: 1, e: '', n: 4, f: '' }),
+      l: { pb: { block: 3, held: 3, wants: 3 } },
+      s: 3,
+    });
+    const pa = await lab.refresh({ wants: 3, need: 2, head: 1 });
+    expect(pa.answer).toMatchObject({ target: 0, block: 0 });
+    // With no head waiting, the level's unit is its share as before.
+    expect((await lab.refresh({ processId: 'pc', wants: 3 })).answer.block).toBe(1);
+    expectBlocksWithinCap(await lab.state());
+  });
+
+  it('a head keeps its place while it waits: the same token keeps when Redis first heard of it, a new token (the next head) goes to the back', async () => {
+    await lab.craft({ m: inUse(4, { t: -1 }), s: 0 });
+    await lab.refresh({ wants: 3, need: 2, head: 7 });
+    const first = (await lab.state()).l.get('pa')!;
+    expect(first).toMatchObject({ need: 2, head: 7 });
+    // Redis's clock past the head's first report, so a new since would differ.
+    while ((await lab.now()) <= first.since) await lab.command('PING');
+    await lab.refresh({ wants: 3, need: 2, head: 7 });
+    expect((await lab.state()).l.get('pa')!.since).toBe(first.since);
+    await lab.refresh({ wants: 3, need: 2, head: 8 });
+    expect((await lab.state()).l.get('pa')!.since).toBeGreaterThan(first.since);
+    await lab.refresh({ wants: 3, need: 0, head: 0 });
+    expect((await lab.state()).l.get('pa')).toMatchObject({ need: 0, since: 0, head: 0 });
   });
 
   it('the walk drops expired entries (until then they stay counted) and sums L._s again', async () => {

@@ -3,36 +3,42 @@
   the rate alike. A function only: uses nothing of the script.
 ]]
 -- Max-min fair share by demand, with floors: each process's heaviest waiting head (need, at
--- most its demand) is a unit that cannot be split, so it is met first (smallest first, while
--- they fit) and nothing below it is a share that can serve it; the rest is filled to a level
--- L: target = min(want, max(floor, L)), L the highest with Σ ≤ total; the units left over go
--- one each to the lowest ids at the level. Returns L (-1: every demand fits), the highest id
--- that gets one unit over it (''), and the last floor met, `<floor> <id>` in the order floors
--- are met ('': none met): a process whose floor comes after it in that order is not met, and
--- its need is no minimum of its share (issue 32: a rolling deploy left every process of a
--- weighted gate holding part of its head's need, and none could grant: the fleet at 0).
-local function floorKey(f, id)
-  return f .. ' ' .. id
+-- most its demand) is a unit that cannot be split, so it is met first and nothing below it is a
+-- share that can serve it; the rest is filled to a level L: target = min(want, max(floor, L)), L
+-- the highest with Σ ≤ total; the units left over go one each to the lowest ids at the level.
+-- Floors are met oldest head first (`sinces`: when Redis first heard of each head; ties by id)
+-- while they fit, and none after the first that does not: across the fleet as on a local gate,
+-- the head is served as soon as it fits and nothing passes it (Go's semaphore.Weighted). Met
+-- smallest first, a heavy head waited behind every lighter one for good (issue 32: 4 of 150
+-- weighted schedules starved). Returns L (-1: every demand fits), the highest id that gets one
+-- unit over it (''), and the last floor met, `<since> <id>` in that order ('': none met): a
+-- process whose head comes after it is not met, and its need is no minimum of its share (issue
+-- 32: a rolling deploy left every process of a weighted gate holding part of its head's need,
+-- and none could grant: the fleet at 0).
+local function metKey(since, id)
+  return since .. ' ' .. id
 end
-local function fair(ids, want, needs, total)
+local function fair(ids, want, needs, sinces, total)
   local n, all = #ids, 0
   for _, id in ipairs(ids) do all = all + want[id] end
   if all <= total then return -1, '', '' end
   local floor, order = {}, {}
-  for i, id in ipairs(ids) do
-    order[i] = id
+  for _, id in ipairs(ids) do
     floor[id] = math.min(needs[id] or 0, want[id])
+    if floor[id] > 0 then order[#order + 1] = id end
   end
   table.sort(order, function(a, b)
-    if floor[a] ~= floor[b] then return floor[a] < floor[b] end
+    local sa, sb = sinces[a] or 0, sinces[b] or 0
+    if sa ~= sb then return sa < sb end
     return a < b
   end)
-  local used, met = 0, ''
+  local used, met, full = 0, '', false
   for _, id in ipairs(order) do
-    if used + floor[id] <= total then
+    if not full and used + floor[id] <= total then
       used = used + floor[id]
-      met = floorKey(floor[id], id)
+      met = metKey(sinces[id] or 0, id)
     else
+      full = true
       floor[id] = 0
     end
   end
@@ -55,12 +61,12 @@ local function fair(ids, want, needs, total)
   table.sort(at)
   return lo, at[math.min(extra, #at)] or '', met
 end
--- Whether a process's floor (`f`, its need within its demand) was met at the last walk (`met`
--- as fair() returned it): floors are met in order of (floor, id) while they fit.
-local function floorMet(f, id, met)
+-- Whether a process's floor (`f`, its need within its demand; its head known since `since`) was
+-- met at the last walk (`met` as fair() returned it): floors are met oldest head first.
+local function floorMet(f, since, id, met)
   if f <= 0 then return true end
-  local mf, mid = string.match(met or '', '^(%d+) (.+)$')
-  if not mf then return false end
-  mf = tonumber(mf)
-  return f < mf or (f == mf and id <= mid)
+  local ms, mid = string.match(met or '', '^(%d+) (.+)$')
+  if not ms then return false end
+  ms = tonumber(ms)
+  return since < ms or (since == ms and id <= mid)
 end

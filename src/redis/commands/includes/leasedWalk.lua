@@ -4,9 +4,10 @@
   for a window), `_s` and `_r` summed again, and the fair-share levels stored in `M` for the
   refreshes until the next walk.
   Uses (leasedRefresh-4.lua): L, M, proc, now, scan, walked, closing, RATED, cap, rlimit, rper,
-  wants, rwants, need, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld, rbefore);
+  wants, rwants, need, rneed, since, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld, rbefore,
+  ownOwed);
   parse, format (leasedEntry), countedOf (leasedCounted), fair (leasedFair).
-  Sets: sum, rsum, blocks, helds, n, level, top, met, rlevel, rtop, others_live.
+  Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, rmet, others_live.
 ]]
 -- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
 -- before its callers queue): that level would hand the first asker everything. Walk now. The
@@ -15,14 +16,14 @@
 local grown = (level < 0 and wants > ownWants) or (RATED and rlevel < 0 and rwants > ownRateWants)
 if now - walked >= scan or closing or grown then
   local all = redis.call('HGETALL', L)
-  local ids, want, rwant, needs, dead, tails = {}, {}, {}, {}, {}, {}
+  local ids, want, rwant, needs, rneeds, sinces, dead, tails = {}, {}, {}, {}, {}, {}, {}, {}
   -- Sums over every entry, ours as it stood before this refresh (what stats report).
-  sum, blocks, helds, rsum = before, ownBlock, ownHeld, rbefore
+  sum, blocks, helds, rsum, osum = before, ownBlock, ownHeld, rbefore, ownOwed
   others_live = 0
   for i = 1, #all, 2 do
     local id = all[i]
     if id ~= '_s' and id ~= '_r' and id ~= proc then
-      local e, b, h, w, rs, rk, ru, rw, nd = parse(all[i + 1])
+      local e, b, h, w, rs, rk, ru, rw, nd, sn, _, ow, rn = parse(all[i + 1])
       -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
       -- The owner reads its entry the same way, so Σ never counts it less than its owner does.
       local rc = countedOf(rs, rk, ru)
@@ -41,10 +42,11 @@ if now - walked >= scan or closing or grown then
       else
         others_live = others_live + 1
         sum = sum + math.max(b, h)
+        osum = osum + ow
         rsum = rsum + rc
         blocks, helds = blocks + b, helds + h
         ids[#ids + 1] = id
-        want[id], rwant[id], needs[id] = w, rw, nd
+        want[id], rwant[id], needs[id], rneeds[id], sinces[id] = w, rw, nd, rn, sn
       end
     end
   end
@@ -56,14 +58,14 @@ if now - walked >= scan or closing or grown then
   end
   if not closing then
     ids[#ids + 1] = proc
-    want[proc], rwant[proc], needs[proc] = wants, rwants, need
+    want[proc], rwant[proc], needs[proc], rneeds[proc], sinces[proc] = wants, rwants, need, rneed, since
   end
   n = #ids
   local rids = {}
   for i = 1, n do rids[i] = ids[i] end
-  level, top, met = fair(ids, want, needs, cap)
-  rlevel, rtop = -1, ''
-  if RATED then rlevel, rtop = fair(rids, rwant, {}, rlimit) end
+  level, top, met = fair(ids, want, needs, sinces, cap)
+  rlevel, rtop, rmet = -1, '', ''
+  if RATED then rlevel, rtop, rmet = fair(rids, rwant, rneeds, sinces, rlimit) end
   redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
-    'rb', rlevel, 're', rtop, 'f', met)
+    'rb', rlevel, 're', rtop, 'f', met, 'rf', rmet)
 end
