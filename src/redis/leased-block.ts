@@ -137,19 +137,21 @@ export class BlockLease {
     const stale =
       now - this.answeredAt >= o.refreshMs || (this.recovering && now >= this.recoveredAt);
     // More than the block, and Redis last said there is some (free permits, or a fair share
-    // above this block that others give back): ask now. Heard, an answer that is merely old is
-    // no reason (it would be every interval); a demand that grew past what Redis last served
-    // in full is.
+    // above this block that others give back), or a demand that grew past what Redis last
+    // served in full: ask now. Heard, an answer that is merely old is no reason (it would be
+    // every interval).
     const grew = wants > this.sentWants && this.target >= this.sentWants;
-    const under = !this.recovering && (block < this.target || grew);
-    const more =
-      wants > block &&
-      (heard
-        ? under || (stale && (this.free > 0 || this.recovering))
-        : stale || (!this.recovering && (this.free > 0 || block < this.target)));
-    // Redis said the fair level moved: over it, give back; under it and wanting more, take.
+    // Free units (a head may take one whole, leasedRefresh-4.lua) are worth an ask at once too.
+    const under = !this.recovering && (block < this.target || grew || this.free > 0);
+    const more = wants > block && (heard ? under || (stale && this.recovering) : stale || under);
+    // Redis said a process waits or the fair level moved: under it and wanting more, take; over
+    // it, give back at once what is idle, and what is in use no more often than every interval
+    // (as before, when every refresh gave it back): a unit in use moves only after its call, so
+    // moving it sooner only churns (a fresh fleet of 7 at cap 4 held 2 of 4, campaign seed 20000).
     const fair = this.#fair(wants, id);
-    const level = fair !== undefined && (block > fair || (block < fair && wants > block));
+    const over = block > held || since >= o.refreshMs - o.askMs;
+    const level =
+      fair !== undefined && ((block > fair && over) || (block < fair && wants > block));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
     const less = block > held && wants <= Math.floor(block / 2);
     // The same for the rate's share (its free part: the rate's limit less every counted share).

@@ -238,13 +238,17 @@ if not recovering and level >= 0 and need > 0 and target < math.min(wants, held 
   -- Not the units owed to the floors met at the walk (M.o): those heads are older, and they
   -- gather their units one refresh at a time; a younger head that took them as they came free
   -- would pass them for good (a busy process's releases are its own next refresh).
-  -- Nor units a process under its fair share waits for (it said so within a few `signalMs`,
-  -- M.g): taken by whichever head refreshed first, they kept a fleet of weight-1 callers at its
-  -- level churning (a unit grabbed, a process short, a give-back, a unit grabbed again: 4-6
-  -- refreshes per process per second and 0.93-0.985 of the cap held in bench:fleet --steady).
+  -- Nor, for a process that has a share already, units a process under its fair share waits
+  -- for (it said so within a few `signalMs`, M.g): taken by whichever head refreshed first, they
+  -- kept a fleet of weight-1 callers at its level churning (a unit grabbed, a process short, a
+  -- give-back, a unit grabbed again: 4-6 refreshes per process per second and 0.93-0.985 of the
+  -- cap held in bench:fleet --steady). A process with no share (more processes than the cap, a
+  -- head its share cannot serve) still takes them: it has nothing else.
   local grab = math.min(wants, held + need)
   local shortLately = now - tonumber(meta[18] or 0) < 3 * math.max(1, signalMs)
-  if grab <= cap - others - (osum - ownOwed) and not shortLately then target = grab end
+  if grab <= cap - others - (osum - ownOwed) and not (shortLately and target > 0) then
+    target = grab
+  end
 end
 if closing then target = 0 end
 local block = math.max(0, math.min(target, cap - others))
