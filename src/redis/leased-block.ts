@@ -150,8 +150,7 @@ export class BlockLease {
     // moving it sooner only churns (a fresh fleet of 7 at cap 4 held 2 of 4, campaign seed 20000).
     const fair = this.#fair(wants, id);
     const over = block > held || since >= o.refreshMs - o.askMs;
-    const level =
-      fair !== undefined && ((block > fair && over) || (block < fair && wants > block));
+    const level = fair !== undefined && ((block > fair && over) || (block < fair && wants > block));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
     const less = block > held && wants <= Math.floor(block / 2);
     // The same for the rate's share (its free part: the rate's limit less every counted share).
