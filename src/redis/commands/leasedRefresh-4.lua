@@ -88,7 +88,7 @@ local head = tonumber(ARGV[25] or 0) or 0
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'wc')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -155,12 +155,13 @@ local ownShare, ownCounted, ownUntil, rbefore, ownRateWants = 0, 0, 0, 0, 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk = parse(cur[1])
+  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, rc = parse(cur[1])
   ownBlock, ownHeld, ownWants, ownRateWants = b, h, w, rw
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
-  rbefore = countedOf(rs, rk, ru)
+  -- What `_r` holds for it (an entry of an older writer: as counted now).
+  rbefore = rc or countedOf(rs, rk, ru)
 end
 -- FIFO keys beside ours: checked when a process registers (once per process and lease), not
 -- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
@@ -168,6 +169,7 @@ if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
 --- @include "includes/leasedFair"
+--- @include "includes/leasedLevel"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
@@ -207,11 +209,11 @@ local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
 local rate = ' 0 0 0 0'
-local share, rtarget = 0, 0
+local share, rtarget, rcOwn = 0, 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
 local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
-  .. ' ' .. since .. ' ' .. (need > 0 and head or 0)
+  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. rcOwn
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

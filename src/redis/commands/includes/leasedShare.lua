@@ -4,7 +4,7 @@
   keeps counted (countedOf), and room left for its edge.
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
   holdMs, rlimit, rper, rlevel, rtop, rsum, rbefore, ownShare, ownCounted, ownUntil;
-  burstOf, countedOf (leasedCounted). Sets: share, rtarget, rsum, rate (the entry's rate part).
+  burstOf, countedOf (leasedCounted). Sets: share, rtarget, rsum, rcOwn, rate (the entry's rate part).
 ]]
 if RATED then
   if recovering then
@@ -55,6 +55,7 @@ if RATED then
     share = 0
   end
   local counted, untl = hk, hu
-  rsum = rothers + countedOf(share, hk, hu)
+  rcOwn = countedOf(share, hk, hu)
+  rsum = rothers + rcOwn
   rate = ' ' .. share .. ' ' .. counted .. ' ' .. untl .. ' ' .. rwants
 end

@@ -1,0 +1,94 @@
+--[[
+  A walk split over refreshes (a hash of more than WALK_FULL entries, includes/leasedWalk.lua):
+  each refresh while one is under way walks one slice of `L` (HSCAN, its cursor in `M.wc`) and
+  keeps what the fair share needs in `M` (leasedLevel.lua: `wa` processes, blocks, held; `wh`
+  `wr` histograms of demands and rate demands; `wf` the oldest heads; `wl` `wq` the lowest ids
+  with a demand and a rate demand); the slice that ends the cursor stores the levels as a whole
+  walk does. A slice reaps what it finds expired and puts `_s` and `_r` right by each entry's
+  difference: `_s` is kept Σ max(block, held) over the entries by every write, and `_r` Σ rc
+  (each entry's counted share as of its last write or slice, leasedEntry.lua), so no sum over
+  the hash is needed at once. An entry written after its slice was walked counts at the next
+  walk: the levels are as of a walk, as they always were.
+  Uses (leasedWalk.lua and the script): as leasedWalk.lua; leasedLevel.lua.
+]]
+local CHUNK = 100
+local st
+if passing then
+  st = redis.call('HMGET', M, 'wa', 'wh', 'wr', 'wf', 'wl', 'wq')
+else
+  st = {}
+  walked = now
+  redis.call('HSET', M, 't', now)
+end
+local cnt, kb, ku = string.match(st[1] or '0 0 0', '^(%d+) (%d+) (%d+)$')
+cnt, kb, ku = tonumber(cnt), tonumber(kb), tonumber(ku)
+local hist, rhist = readHist(st[2]), readHist(st[3])
+local heads, low, rlow = readKept(st[4]), readKept(st[5]), readKept(st[6])
+local nheads, nlow, nrlow = {}, {}, {}
+local function count(id, w, nd, sn, rw, b, h)
+  cnt, kb, ku = cnt + 1, kb + b, ku + h
+  hist[w] = (hist[w] or 0) + 1
+  local f = math.min(nd, w)
+  if w > 0 then nlow[#nlow + 1] = { w = w, f = f, since = sn, id = id } end
+  if f > 0 then nheads[#nheads + 1] = { w = w, f = f, since = sn, id = id } end
+  if RATED then
+    rhist[rw] = (rhist[rw] or 0) + 1
+    if rw > 0 then nrlow[#nrlow + 1] = { w = rw, f = 0, since = 0, id = id } end
+  end
+end
+local scanned = redis.call('HSCAN', L, meta[16] or '0', 'COUNT', CHUNK)
+local cursor, kv, dead, moved = scanned[1], scanned[2], {}, {}
+for i = 1, #kv, 2 do
+  local id = kv[i]
+  if id == proc then
+    if not closing then count(id, wants, need, since, rwants, ownBlock, ownHeld) end
+  elseif id ~= '_s' and id ~= '_r' then
+    local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, rc = parse(kv[i + 1])
+    local c = countedOf(rs, rk, ru)
+    -- An entry of an older writer: `_r` taken to hold it as counted now.
+    rc = rc or c
+    if e <= now then
+      -- Its permits go (they stayed in `_s` until now); a lapsed rate as in leasedWalk.lua.
+      sum = sum - math.max(b, h)
+      if RATED and e + rper > now and c > 0 then
+        rsum = rsum + c - rc
+        if b > 0 or h > 0 or rc ~= c then
+          moved[#moved + 1] = id
+          moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, c)
+        end
+      else
+        rsum = rsum - rc
+        dead[#dead + 1] = id
+      end
+    else
+      count(id, w, nd, sn, rw, b, h)
+      if rc ~= c then
+        rsum = rsum + c - rc
+        moved[#moved + 1] = id
+        moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, c)
+      end
+    end
+  end
+end
+if #dead > 0 then redis.call('HDEL', L, unpack(dead)) end
+if #moved > 0 then redis.call('HSET', L, unpack(moved)) end
+local keepCap, keepRate = math.min(cap, KEEP), math.min(rlimit, KEEP)
+local wf, wl = keep(heads, nheads, bySince, keepCap), keep(low, nlow, byId, keepCap)
+local wq = RATED and keep(rlow, nrlow, byId, keepRate) or ''
+if cursor == '0' then
+  n, blocks, helds = cnt, kb, ku
+  level, top, met = fairOf(hist, readKept(wf), readKept(wl), cap)
+  rlevel, rtop = -1, ''
+  if RATED then rlevel, rtop = fairOf(rhist, {}, readKept(wq), rlimit) end
+  redis.call('HSET', M, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
+    'rb', rlevel, 're', rtop, 'f', met)
+  redis.call('HDEL', M, 'wc', 'wa', 'wh', 'wr', 'wf', 'wl', 'wq')
+else
+  redis.call('HSET', M, 'wc', cursor, 'wa', cnt .. ' ' .. kb .. ' ' .. ku, 'wh', writeHist(hist),
+    'wr', writeHist(rhist), 'wf', wf, 'wl', wl, 'wq', wq)
+  if grown and level < 0 then
+    -- Every demand fit at the last walk and ours grew: until this walk ends, an equal split.
+    level, top, met = math.floor(cap / size), '', ''
+  end
+  if RATED and grown and rlevel < 0 then rlevel, rtop = math.floor(rlimit / size), '' end
+end
