@@ -54,7 +54,7 @@ export async function scriptCost(
       for (let i = 0; i < n; i += 500) {
         const args: (string | number)[] = [];
         for (let j = i; j < Math.min(n, i + 500); j++) {
-          args.push(`p${j.toString(16).padStart(16, '0')}`, `${far} 2 2 3`);
+          args.push(`p${j.toString(16).padStart(16, '0')}`, `${far} 2 2 3 0 0 0 0 0 0 0 0`);
         }
         await conn.command('HSET', keys[1]!, ...args);
       }
@@ -67,45 +67,48 @@ export async function scriptCost(
           ...keys,
           ...[100, 3000, 2000, 'probe0000000000', 2, 3, 1, 0, scanMs],
         );
-      const run = async (scanMs: number) => {
-        await once(scanMs);
-        await conn.command('CONFIG', 'RESETSTAT');
-        await conn.command('SLOWLOG', 'RESET');
-        const bytes0 = await netBytes(conn);
-        for (let i = 0; i < calls; i++) await once(scanMs);
-        const bytes = (await netBytes(conn)) - bytes0;
+      const stats = async () => {
         const info = String(await conn.command('INFO', 'commandstats'));
-        const usec = Number(
-          /cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(info)?.[1],
-        );
-        const slow = (await conn.command('SLOWLOG', 'GET', calls + 10)) as unknown[][];
-        const max = Math.max(0, ...slow.map((e) => Number(e[2])));
-        return { usec, bytes, max };
+        const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info);
+        return { calls: Number(m?.[1] ?? 0), usec: Number(m?.[2] ?? 0) };
       };
       await conn.command('CONFIG', 'SET', 'slowlog-log-slower-than', 0);
-      await conn.command('CONFIG', 'SET', 'slowlog-max-len', calls + 10);
-      // One whole walk from its start: calls until the cursor is back at 0.
-      await conn.command('HDEL', keys[0]!, 'wc');
-      let callsPerPass = 0;
-      do {
-        await once(0);
-        callsPerPass++;
-      } while ((await conn.command('HEXISTS', keys[0]!, 'wc')) === 1 && callsPerPass < 10_000);
-      const walk = await run(0);
-      // The walk under way ends before the refreshes are measured (each call walks a slice).
-      while ((await conn.command('HEXISTS', keys[0]!, 'wc')) === 1) await once(3_600_000);
-      const refresh = await run(3_600_000);
+      await conn.command('CONFIG', 'SET', 'slowlog-max-len', 10_000);
+      // Whole walks, each from its start (M.t 0: due), a call per slice until the cursor is back.
+      const passes = Math.max(1, Math.ceil(calls / 50));
+      await conn.command('CONFIG', 'RESETSTAT');
+      await conn.command('SLOWLOG', 'RESET');
+      for (let p = 0; p < passes; p++) {
+        await conn.command('HSET', keys[0]!, 't', 0);
+        do await once(0);
+        while ((await conn.command('HEXISTS', keys[0]!, 'wc')) === 1);
+      }
+      const walk = await stats();
+      const slow = (await conn.command('SLOWLOG', 'GET', 10_000)) as unknown[][];
+      const walkMax = Math.max(
+        0,
+        ...slow
+          .filter((e) => String((e[3] as unknown[])[0]).toUpperCase() === 'EVALSHA')
+          .map((e) => Number(e[2])),
+      );
+      await conn.command('CONFIG', 'RESETSTAT');
+      const bytes0 = await netBytes(conn);
+      for (let i = 0; i < calls; i++) await once(3_600_000);
+      const wire = (await netBytes(conn)) - bytes0;
+      const refresh = await stats();
+      const usecPerRefresh = refresh.usec / refresh.calls;
+      const callsPerPass = walk.calls / passes;
       const hashBytes = Number(await conn.command('MEMORY', 'USAGE', keys[1]!, 'SAMPLES', 0));
       out.push({
         processes: n + 1,
-        usecPerRefresh: refresh.usec,
-        usecPerWalk: walk.usec,
-        usecPerWalkMax: walk.max,
+        usecPerRefresh,
+        usecPerWalk: walk.usec / walk.calls,
+        usecPerWalkMax: walkMax,
         callsPerPass,
-        usecPerPass: callsPerPass * (walk.usec - refresh.usec),
+        usecPerPass: walk.usec / passes - callsPerPass * usecPerRefresh,
         hashBytes,
         // One INFO's request rides along: a few dozen bytes over `calls`.
-        wireBytes: refresh.bytes / calls,
+        wireBytes: wire / calls,
       });
     }
   } finally {

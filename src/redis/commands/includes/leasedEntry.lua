@@ -9,7 +9,15 @@
 -- over many refreshes corrects it entry by entry). Entries written before 'need' end at 'rate
 -- wants', before 'since' at 'need', before 'rc' at the token (rc nil: read as counted now).
 local function parse(entry)
-  local e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
+  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, rc = string.match(entry,
+    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if e then
+    -- The current layout in one match (a walk reads thousands).
+    return tonumber(e), tonumber(b), tonumber(h), tonumber(w), tonumber(rs), tonumber(rk),
+      tonumber(ru), tonumber(rw), tonumber(nd), tonumber(sn), tonumber(tk), tonumber(rc)
+  end
+  local rest
+  e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
   local rs, rk, ru, rw, tail = string.match(rest, '^ (%d+) (%d+) (%d+) (%d+)(.*)$')
   local nd, more = string.match(tail or '', '^ (%d+)(.*)$')
   local sn, tk, rc = string.match(more or '', '^ (%d+) (%d+) ?(%d*)$')

@@ -18,22 +18,36 @@ local function bySince(a, b)
   if a.since ~= b.since then return a.since < b.since end
   return a.id < b.id
 end
--- Kept records as stored in M: one a line, `<w> <f> <since> <id>` (an id may hold spaces).
+-- Kept records as stored in M: one a line, `<w> <f> <since> <id>` (an id may hold spaces), the
+-- last in order first (what a slice compares with, read without the rest); in order here.
 local function readKept(text)
   local out = {}
   for w, f, sn, id in string.gmatch(text or '', '(%d+) (%d+) (%d+) ([^\n]*)\n') do
-    out[#out + 1] = { w = tonumber(w), f = tonumber(f), since = tonumber(sn), id = id }
+    table.insert(out, 1, { w = tonumber(w), f = tonumber(f), since = tonumber(sn), id = id })
   end
   return out
 end
--- `kept` and the slice's records merged, the first `limit` in `order`, as stored.
-local function keep(kept, more, order, limit)
+-- Kept records as a slice sees them: how many, and the last (a record after it and no room
+-- left is not kept: most of a large fleet's, read without parsing the list).
+local function keptEdge(text)
+  text = text or ''
+  local n = select(2, string.gsub(text, '\n', '\n'))
+  local last = readKept(string.match(text, '^[^\n]*\n'))[1]
+  return { n = n, last = last, text = text }
+end
+local function fits(edge, r, order, limit)
+  return edge.n < limit or order(r, edge.last)
+end
+-- The kept records and the slice's merged, the first `limit` in `order`, as stored.
+local function keep(edge, more, order, limit)
+  if #more == 0 and edge.n <= limit then return edge.text end
+  local kept = readKept(edge.text)
   for _, r in ipairs(more) do kept[#kept + 1] = r end
   table.sort(kept, order)
   local parts = {}
-  for i = 1, math.min(#kept, limit) do
+  for i = math.min(#kept, limit), 1, -1 do
     local r = kept[i]
-    parts[i] = r.w .. ' ' .. r.f .. ' ' .. r.since .. ' ' .. r.id .. '\n'
+    parts[#parts + 1] = r.w .. ' ' .. r.f .. ' ' .. r.since .. ' ' .. r.id .. '\n'
   end
   return table.concat(parts)
 end

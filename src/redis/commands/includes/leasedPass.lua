@@ -23,17 +23,26 @@ end
 local cnt, kb, ku = string.match(st[1] or '0 0 0', '^(%d+) (%d+) (%d+)$')
 cnt, kb, ku = tonumber(cnt), tonumber(kb), tonumber(ku)
 local hist, rhist = readHist(st[2]), readHist(st[3])
-local heads, low, rlow = readKept(st[4]), readKept(st[5]), readKept(st[6])
+local heads, low, rlow = keptEdge(st[4]), keptEdge(st[5]), keptEdge(st[6])
 local nheads, nlow, nrlow = {}, {}, {}
+local keepCap, keepRate = math.min(cap, KEEP), math.min(rlimit, KEEP)
 local function count(id, w, nd, sn, rw, b, h)
   cnt, kb, ku = cnt + 1, kb + b, ku + h
   hist[w] = (hist[w] or 0) + 1
   local f = math.min(nd, w)
-  if w > 0 then nlow[#nlow + 1] = { w = w, f = f, since = sn, id = id } end
-  if f > 0 then nheads[#nheads + 1] = { w = w, f = f, since = sn, id = id } end
+  -- A record only for what may be kept (most of a large fleet's ids are past the kept ones).
+  if w > 0 and (low.n < keepCap or id < low.last.id) then
+    nlow[#nlow + 1] = { w = w, f = f, since = sn, id = id }
+  end
+  if f > 0 then
+    local r = { w = w, f = f, since = sn, id = id }
+    if fits(heads, r, bySince, keepCap) then nheads[#nheads + 1] = r end
+  end
   if RATED then
     rhist[rw] = (rhist[rw] or 0) + 1
-    if rw > 0 then nrlow[#nrlow + 1] = { w = rw, f = 0, since = 0, id = id } end
+    if rw > 0 and (rlow.n < keepRate or id < rlow.last.id) then
+      nrlow[#nrlow + 1] = { w = rw, f = 0, since = 0, id = id }
+    end
   end
 end
 local scanned = redis.call('HSCAN', L, meta[16] or '0', 'COUNT', CHUNK)
@@ -72,8 +81,8 @@ for i = 1, #kv, 2 do
 end
 if #dead > 0 then redis.call('HDEL', L, unpack(dead)) end
 if #moved > 0 then redis.call('HSET', L, unpack(moved)) end
-local keepCap, keepRate = math.min(cap, KEEP), math.min(rlimit, KEEP)
-local wf, wl = keep(heads, nheads, bySince, keepCap), keep(low, nlow, byId, keepCap)
+local wf = keep(heads, nheads, bySince, keepCap)
+local wl = keep(low, nlow, byId, keepCap)
 local wq = RATED and keep(rlow, nrlow, byId, keepRate) or ''
 if cursor == '0' then
   n, blocks, helds = cnt, kb, ku
