@@ -11,7 +11,7 @@
   walk: the levels are as of a walk, as they always were.
   Uses (leasedWalk.lua and the script): as leasedWalk.lua; leasedLevel.lua.
 ]]
-local CHUNK = 100
+local CHUNK = 64
 local st
 if passing then
   st = redis.call('HMGET', M, 'wa', 'wh', 'wr', 'wf', 'wl', 'wq')
