@@ -14,7 +14,13 @@ import {
 } from '../gate/semaphore.js';
 import { BlockLease } from './leased-block.js';
 import { RateShare } from './leased-rate-share.js';
-import { heaviestHead, type LeasedGateStore, NO_RATE, RefreshCalls } from './leased-refresh.js';
+import {
+  costliestHead,
+  heaviestHead,
+  type LeasedGateStore,
+  NO_RATE,
+  RefreshCalls,
+} from './leased-refresh.js';
 import { LEASED_LAYOUT, LEASED_RATE_LAYOUT } from './leased-scripts.js';
 import {
   Demand,
@@ -268,6 +274,7 @@ export class LeasedSemaphore extends Semaphore {
         setCap,
         rate,
         head: heaviestHead(this),
+        rateNeed: this.#closed ? 0 : (this.#rate?.need ?? 0),
         down: this.#lease.down,
       },
       sentAt,
@@ -317,6 +324,7 @@ export class LeasedSemaphore extends Semaphore {
       refreshSoon: () => {
         if (!this.#closed && this.#inflight === undefined) this.#refresh();
       },
+      costliest: () => costliestHead(this),
     });
   }
 

@@ -4,7 +4,7 @@
  * GCRA paces at now, from that answer, the block's lease and the store's policy.
  */
 import type { RateOptions, ResolvedRate } from '../gate/rate.js';
-import { leasedRate, RateUse, rateShareOf } from './leased-rate.js';
+import { leasedRate, RateUse, rateNeedOf, rateShareOf } from './leased-rate.js';
 import type { LeasedRateView } from './leased-stats.js';
 import type { ResolvedStoreOptions } from './options.js';
 import { rateArg } from './shared-rate.js';
@@ -36,6 +36,8 @@ export interface RateShareGate {
   lease(): LeaseNow;
   /** A refresh now, unless one is on its way (or the gate is closed). */
   refreshSoon(): void;
+  /** The highest cost of a head waiting (0: nobody waits). */
+  costliest(): number;
 }
 
 /**
@@ -52,6 +54,8 @@ export class RateShare {
   target = 0;
   counted = 0;
   wants = 0;
+  /** The share its costliest waiting head needs (rateNeedOf), as of the last demand. */
+  need = 0;
   /** The share this process sends at now, and its burst. */
   applied = 0;
   #burst = 0;
@@ -80,11 +84,18 @@ export class RateShare {
     return this.arg;
   }
 
-  /** The rate demand: cost units taken in the last `per` ms plus those queued, smoothed. */
+  /**
+   * The rate demand: cost units taken in the last `per` ms plus those queued, smoothed; at least
+   * the share its costliest waiting head needs to be sent at all.
+   */
   demand(now: number): number {
     const limit = this.rate.limit;
     const split = Math.ceil(limit / this.#gate.lease().processes);
-    return this.#use.wants(this.#gate.shareRate(), this.applied, now, limit, split);
+    this.need = rateNeedOf(this.rate, this.#gate.costliest());
+    return Math.max(
+      this.need,
+      this.#use.wants(this.#gate.shareRate(), this.applied, now, limit, split),
+    );
   }
 
   /**

@@ -31,6 +31,18 @@ export function rateShareOf(rate: ResolvedRate, share: number): number {
   return share <= 0 ? 0 : Math.floor((rate.burst * share) / rate.limit);
 }
 
+/**
+ * The least share whose burst share (`rateShareOf`) sends a call of `cost` at once: its GCRA
+ * conforms only with a burst of `ceil(cost) - 1` or more (0 for a cost of 1 or less; at most
+ * `limit`). A floor of the process's rate share while such a call waits at its head: below it
+ * the call could never be sent (issue 32: the cost stall).
+ */
+export function rateNeedOf(rate: ResolvedRate, cost: number): number {
+  const burst = Math.ceil(cost) - 1;
+  if (!(burst > 0) || rate.burst <= 0) return 0;
+  return Math.min(rate.limit, Math.ceil((burst * rate.limit) / rate.burst));
+}
+
 /** A clean close's sends of the last window, in this many buckets by age. */
 export const TAIL_BUCKETS = 8;
 

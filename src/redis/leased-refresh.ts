@@ -44,6 +44,8 @@ export interface Report {
   rate: readonly (string | number)[];
   /** The heaviest head waiting (its weight), undefined: none. */
   head: { readonly weight: number } | undefined;
+  /** The rate share the costliest waiting head needs (RateShare.need), 0: none. */
+  rateNeed: number;
   /** The last refresh failed. */
   down: boolean;
 }
@@ -114,6 +116,7 @@ export class RefreshCalls {
       '',
       1, // it cuts its own share to a lower target (issue 32, item 6)
       this.#token(report.head),
+      report.rateNeed,
     ];
   }
 
@@ -142,6 +145,7 @@ export class RefreshCalls {
       ...this.#faultArgs(now, 0, down, true),
       sent,
       1,
+      0,
       0,
     ];
   }
@@ -204,4 +208,14 @@ export function heaviestHead(gate: Semaphore): { readonly weight: number } | und
     if (head !== undefined && head.weight > (heaviest?.weight ?? 0)) heaviest = head;
   }
   return heaviest;
+}
+
+/** The highest rate cost of a head waiting in any priority class of `gate` (0: nobody waits). */
+export function costliestHead(gate: Semaphore): number {
+  let cost = 0;
+  for (const cls of coreEntry.parts(gate).queue.classes) {
+    const head = cls.head;
+    if (head !== undefined && head.cost > cost) cost = head.cost;
+  }
+  return cost;
 }

@@ -67,9 +67,12 @@
   ARGV[25] head          its token for its heaviest waiting head (0: none): a new token is a new
                          head, and the heads' floors are met oldest first (since Redis first
                          heard of each)
+  ARGV[26] rateNeed      the rate share its costliest waiting head needs (whole calls per `per`,
+                         at most its rate wants): a floor of its rate share, met as the cap's
+                         floors are (oldest head first, while they fit)
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
-  wants> <need> <since> <head>"` (includes/leasedEntry.lua).
+  wants> <need> <since> <head> <owed> <rate need> <rc>"` (includes/leasedEntry.lua).
 
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}.
@@ -85,10 +88,13 @@ local down, had, need = ARGV[17] == '1', ARGV[18] == '1', tonumber(ARGV[19] or 0
 local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), ARGV[22] == '1'
 local selfcut = ARGV[24] == '1'
 local head = tonumber(ARGV[25] or 0) or 0
+local rneed = tonumber(ARGV[26] or 0) or 0
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'wc')
+-- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
+  're', 'lr', 'f', 'o', 'rf', 'wc')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -151,12 +157,12 @@ if learn and ends < now + lease then
 end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
-local ownShare, ownCounted, ownUntil, rbefore, ownRateWants = 0, 0, 0, 0, 0
+local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, rc = parse(cur[1])
-  ownBlock, ownHeld, ownWants, ownRateWants = b, h, w, rw
+  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
+  ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
@@ -171,9 +177,14 @@ end
 --- @include "includes/leasedFair"
 --- @include "includes/leasedLevel"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
-local rlevel, rtop = tonumber(meta[12] or -1), meta[13] or ''
+local rlevel, rtop, rmet = tonumber(meta[12] or -1), meta[13] or '', meta[17] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
+-- Σ owed: units the floors met at the last walk still lack (entries' owed, this one's before).
+local osum = math.max(0, tonumber(meta[16] or 0))
+local osumWas = osum
 local others_live = nil
+-- A walk split over refreshes goes on after this one's slice: a rise of its owed counts in it.
+local opass = false
 --- @include "includes/leasedWalk"
 if valid and not mine and ends < now + lease then
   -- Our block was valid and Redis has no trace of it: its state was lost under us.
@@ -182,6 +193,8 @@ if valid and not mine and ends < now + lease then
 end
 local recovering = ends > now
 local target
+-- Its floor, if it was met at the walk: the units it lacks are owed to it (M.o).
+local metFloor = 0
 if recovering then
   -- Learning: nobody grows; a process keeps what it holds, and the block Redis still counts.
   target = math.max(held, math.min(wants, ownBlock))
@@ -192,6 +205,7 @@ else
   -- are met, and the others' partial blocks must not hold the units those need.
   local floor = math.min(need, wants)
   if not floorMet(floor, since, proc, met) then floor = 0 end
+  metFloor = floor
   target = math.min(wants, math.max(floor, level + ((top ~= '' and proc <= top) and 1 or 0)))
 end
 local others = sum - before
@@ -201,8 +215,11 @@ if not recovering and level >= 0 and need > 0 and target < math.min(wants, held 
   -- cap free and every target 0 until the next walk (issue 32: heavy heads timed out, 4 of 150
   -- weighted schedules). Only a whole head: a part of one is no use to it and would hold units
   -- others' heads need (the seed 10014 deadlock); the floors met at the walk gather theirs.
+  -- Not the units owed to the floors met at the walk (M.o): those heads are older, and they
+  -- gather their units one refresh at a time; a younger head that took them as they came free
+  -- would pass them for good (a busy process's releases are its own next refresh).
   local grab = math.min(wants, held + need)
-  if grab <= cap - others then target = grab end
+  if grab <= cap - others - (osum - ownOwed) then target = grab end
 end
 if closing then target = 0 end
 local block = math.max(0, math.min(target, cap - others))
@@ -212,8 +229,13 @@ local rate = ' 0 0 0 0'
 local share, rtarget, rcOwn = 0, 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
+local owed = math.max(0, metFloor - block)
+osum = math.max(0, osum - ownOwed + owed)
+if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
+if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) end
 local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
-  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. rcOwn
+  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed .. ' ' .. (RATED and rneed or 0)
+  .. ' ' .. rcOwn
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

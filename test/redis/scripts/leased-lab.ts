@@ -55,6 +55,8 @@ export interface RefreshArgs {
   selfcut: 0 | 1;
   /** The token of its heaviest waiting head (0: none). */
   head: number;
+  /** The rate share its costliest waiting head needs (0: none). */
+  rateNeed: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -84,6 +86,7 @@ export const ARGS: RefreshArgs = {
   sent: '',
   selfcut: 1,
   head: 0,
+  rateNeed: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -112,6 +115,7 @@ const ORDER: (keyof RefreshArgs)[] = [
   'sent',
   'selfcut',
   'head',
+  'rateNeed',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */
@@ -130,6 +134,15 @@ export interface Entry {
   since: number;
   /** That head's token. */
   head: number;
+  /** Units its met floor still lacks (Σ in M.o). */
+  owed: number;
+  /** The rate share its costliest head needs. */
+  rateNeed: number;
+  /**
+   * What it adds to `L._r` (its counted share as of its last write or walk); left out, the
+   * entry is written without it, as an older writer's (the script reads it as counted now).
+   */
+  rc?: number;
 }
 
 const FIELDS: (keyof Entry)[] = [
@@ -144,6 +157,9 @@ const FIELDS: (keyof Entry)[] = [
   'need',
   'since',
   'head',
+  'owed',
+  'rateNeed',
+  'rc',
 ];
 
 /** REFRESH's reply, named. */
@@ -241,12 +257,18 @@ export function ratedInUse(
 const TIMES = new Set(['r', 't', 'lr', 'x']);
 
 export function formatEntry(entry: Entry): string {
-  return FIELDS.map((field) => entry[field]).join(' ');
+  return FIELDS.filter((field) => entry[field] !== undefined)
+    .map((field) => entry[field])
+    .join(' ');
 }
 
 export function parseEntry(text: string): Entry {
   const numbers = text.split(' ').map(Number);
-  return Object.fromEntries(FIELDS.map((field, i) => [field, numbers[i] ?? 0])) as unknown as Entry;
+  const entry = Object.fromEntries(
+    FIELDS.map((field, i) => [field, numbers[i] ?? (field === 'rc' ? undefined : 0)]),
+  ) as unknown as Entry;
+  if (entry.rc === undefined) delete entry.rc;
+  return entry;
 }
 
 /** Starts one redis-server for the file, empties it before each test. */

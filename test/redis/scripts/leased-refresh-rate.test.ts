@@ -136,6 +136,69 @@ describeRedis('leased REFRESH alone: the rate', () => {
     expectRateCounted(await lab.state(), RATE, second.answer.now);
   });
 
+  it('the cost stall: a head of cost 3 needs a share of 5 (its burst share floor(0.4 x 5) = 2 = cost - 1); met as a floor oldest first, it gets 5 where the level gave 3, and the others share the rest', async () => {
+    // The campaign's seeds 2017, 2019, 5023: a process whose burst share + 1 is below its head's
+    // cost granted nothing until its share grew, and in a busy fleet it never did.
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: {
+        pb: { rateWants: 10, need: 1, since: -500 },
+        pc: { rateWants: 10, need: 1, since: -400 },
+      },
+    });
+    const pa = await lab.refresh({
+      ...RATED,
+      rateWants: 5,
+      rateNeed: 5,
+      need: 1,
+      head: 3,
+      scanMs: 0,
+    });
+    expect(pa.answer).toMatchObject({ share: 5, rateTarget: 5 });
+    const state = await lab.state();
+    expect(state.m.rf).toBe(`${state.l.get('pa')!.since} pa`);
+    expect(state.l.get('pa')!.rateNeed).toBe(5);
+    const pb = await lab.refresh({ ...RATED, processId: 'pb', rateWants: 10, need: 1 });
+    expect(pb.answer.rateTarget).toBeLessThanOrEqual(3);
+    expectRateCounted(await lab.state(), RATE, pb.answer.now);
+  });
+
+  it('rate floors are met oldest head first while they fit, and one that does not fit is no minimum: three heads of cost 3 (floors of 5) in a rate of 10', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: {
+        pb: { rateWants: 5, rateNeed: 5, need: 1, since: -500, head: 1 },
+        pd: { rateWants: 10, need: 1, since: -300 },
+      },
+    });
+    // pb's floor (oldest) and pa's fit (5 + 5): both met.
+    const pa = await lab.refresh({
+      ...RATED,
+      rateWants: 5,
+      rateNeed: 5,
+      need: 1,
+      head: 3,
+      scanMs: 0,
+    });
+    expect(pa.answer.rateTarget).toBe(5);
+    const paSince = (await lab.state()).l.get('pa')!.since;
+    expect((await lab.state()).m.rf).toBe(`${paSince} pa`);
+    // pc's head, newer than pa's, does not fit: no minimum, it gets the level (0 here).
+    await lab.refresh({ ...RATED, processId: 'pc', rateWants: 10, rateNeed: 5, need: 1, head: 9 });
+    const pc = await lab.refresh({
+      ...RATED,
+      processId: 'pc',
+      rateWants: 10,
+      rateNeed: 5,
+      need: 1,
+      head: 9,
+      scanMs: 0,
+    });
+    expect(pc.answer.rateTarget).toBeLessThan(5);
+    expect((await lab.state()).m.rf).toBe(`${paSince} pa`);
+    expectRateCounted(await lab.state(), RATE, pc.answer.now);
+  });
+
   for (const [sent, units] of [
     ['1 0 0 0 0 0 0 0', 1],
     ['5 4 0 0 0 0 0 0', 3],

@@ -158,6 +158,32 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
+  it('a younger head does not take the units owed to an older met floor (M.o), which gathers them and is owed nothing once whole', async () => {
+    // The item 5 test after heads were taken from spare units: process b's releases were its own
+    // next refresh, so b took every unit a's met weight-3 head was gathering, and a waited 9 s.
+    const at = await lab.craft({
+      m: inUse(4, { t: -1, b: 0, e: '', n: 2, o: 2 }),
+      l: {
+        pa: { block: 1, held: 0, wants: 3, need: 3, since: -500, head: 5, owed: 2 },
+        pd: { expiry: -1_000, block: 0, owed: 7 },
+      },
+      s: 1,
+    });
+    await lab.command('HSET', M, 'f', `${at - 500} pa`); // pa's floor met at the walk
+    // 3 units nobody counts, 2 owed to pa: pb's head of 2 does not fit in the one left.
+    const pb = await lab.refresh({ processId: 'pb', wants: 2, need: 2, head: 1 });
+    expect(pb.answer.block).toBe(0);
+    expect((await lab.state()).l.get('pb')!.owed).toBe(0);
+    const pa = await lab.refresh({ wants: 3, need: 3, head: 5 });
+    expect(pa.answer).toMatchObject({ target: 3, block: 3 });
+    expect((await lab.state()).m.o).toBe('0');
+    // A walk sums M.o again over live entries only (pd lapsed with 7 owed).
+    await lab.command('HSET', M, 'o', 9);
+    await lab.refresh({ wants: 3, need: 3, head: 5, scanMs: 0 });
+    expect((await lab.state()).m.o).toBe('0');
+    expectBlocksWithinCap(await lab.state());
+  });
+
   it('a head keeps its place while it waits: the same token keeps when Redis first heard of it, a new token (the next head) goes to the back', async () => {
     await lab.craft({ m: inUse(4, { t: -1 }), s: 0 });
     await lab.refresh({ wants: 3, need: 2, head: 7 });

@@ -7,7 +7,7 @@
  */
 import { expect, it } from 'vitest';
 import { describeRedis } from '../../helpers/redis-server.js';
-import { type Entry, inUse, M, ratedInUse, useLeasedLab } from './leased-lab.js';
+import { type Entry, inUse, L, M, ratedInUse, useLeasedLab } from './leased-lab.js';
 
 /** fair() of leasedFair.lua: levels with floors met oldest head first, extra units to low ids. */
 function fairOf(
@@ -50,8 +50,11 @@ function fairOf(
   return { level: lo, top: at[Math.min(extra, at.length) - 1] ?? '', met };
 }
 
-/** A seeded fleet: 5,000 entries, demands 0-7, a head on every third since a few seconds. */
-function fleet(size: number, seed: number, dead = 0) {
+/**
+ * A seeded fleet: 5,000 entries, demands 0-7, a head on every third since a few seconds; rated,
+ * rate demands 0-7 and a rate need on most heads; owed units on every seventh (as if met).
+ */
+function fleet(size: number, seed: number, dead = 0, rated = false) {
   let x = seed;
   const next = (n: number) => {
     x = (x * 1_103_515_245 + 12_345) % 2_147_483_648;
@@ -69,10 +72,25 @@ function fleet(size: number, seed: number, dead = 0) {
       need,
       since: need > 0 ? -5_000 + next(4_000) : 0,
       head: need > 0 ? 1 : 0,
+      owed: i % 7 === 0 ? 1 + (i % 3) : 0,
       ...(i < dead ? { expiry: -1_000 } : {}),
     };
+    if (rated) {
+      const rateWants = next(8);
+      Object.assign(l[`p${(i * 7919).toString(36).padStart(6, '0')}`]!, {
+        rateWants,
+        rateNeed: need > 0 ? Math.min(rateWants, next(4)) : 0,
+      });
+    }
   }
   return l;
+}
+
+/** Σ owed of the entries live at `now`. */
+function owedOf(state: { now: number; l: Map<string, Entry> }) {
+  let owed = 0;
+  for (const e of state.l.values()) if (e.expiry > state.now) owed += e.owed;
+  return owed;
 }
 
 describeRedis('leased REFRESH: the walk of a large fleet, a slice per refresh', () => {
@@ -163,5 +181,69 @@ describeRedis('leased REFRESH: the walk of a large fleet, a slice per refresh', 
       top: rated.top,
     });
     expect(rated.level).toBe(1);
+  });
+  it("a rated fleet of 5,001: the rate levels (rb, re, rf) are fair()'s with rate needs met oldest head first, the cap's too", async () => {
+    const RATE = '200:1000:0';
+    const l = fleet(5_000, 11, 0, true);
+    l.pa = { wants: 0 };
+    await lab.craft({ m: ratedInUse(RATE, 60), l });
+    const args = { rate: RATE, cap: 60, wants: 3, need: 2, head: 1, rateWants: 4, rateNeed: 3 };
+    const { calls } = await walkThrough(args);
+    expect(calls).toBeGreaterThan(10);
+    const state = await lab.state();
+    const of = (pick: (e: Entry) => { want: number; need: number; since: number }) =>
+      new Map([...state.l].map(([id, e]) => [id, pick(e)]));
+    const cap = fairOf(
+      of((e) => ({ want: e.wants, need: e.need, since: e.since })),
+      60,
+    );
+    const rate = fairOf(
+      of((e) => ({ want: e.rateWants, need: e.rateNeed, since: e.since })),
+      200,
+    );
+    expect({ level: Number(state.m.b), top: state.m.e, met: state.m.f }).toEqual(cap);
+    expect({ level: Number(state.m.rb), top: state.m.re, met: state.m.rf }).toEqual(rate);
+    // Floors bite: rate floors were met, and the level alone would not give them.
+    expect(rate.met).not.toBe('');
+    expect(rate.level).toBeLessThan(2);
+    expect(state.l.get('pa')).toMatchObject({ rateNeed: 3, owed: 0 });
+  });
+
+  it('M.o after a whole sliced walk is Σ owed of the live entries (the dead ones taken out as reaped)', async () => {
+    const l = fleet(3_000, 5, 400);
+    let all = 0;
+    for (const e of Object.values(l)) all += e.owed ?? 0;
+    l.pa = { wants: 0 };
+    await lab.craft({ m: inUse(100, { o: all }), l });
+    await walkThrough({ cap: 100 });
+    const state = await lab.state();
+    expect(state.l.size).toBe(2_601);
+    expect(Number(state.m.o)).toBe(owedOf(state));
+    expect(owedOf(state)).toBeLessThan(all);
+  });
+
+  it('M.o errs high, never low: a process whose owed rose after its slice is counted at its new value', async () => {
+    const l = fleet(3_000, 5);
+    let all = 0;
+    for (const e of Object.values(l)) all += e.owed ?? 0;
+    l.pa = { wants: 0 };
+    // Every floor met at the last walk (`f` past every head), the cap all counted: a met floor
+    // gets no unit, all of it owed.
+    const m = inUse(100, { o: all, b: 0, f: `${Number.MAX_SAFE_INTEGER} ~` });
+    await lab.craft({ m, l, s: 100 });
+    // A process the first slice walks (the walk's HSCAN from cursor 0), owing nothing then.
+    const first = ((await lab.command('HSCAN', L, 0, 'COUNT', 64)) as [string, string[]])[1];
+    const late = first.find((id, i) => i % 2 === 0 && l[id] !== undefined && !l[id]!.owed)!;
+    for (let i = 0; i < 5; i++) await lab.refresh({ cap: 100, scanMs: 0 });
+    expect(await lab.command('HEXISTS', M, 'wc')).toBe(1);
+    await lab.refresh({ cap: 100, scanMs: 0, processId: late, wants: 3, need: 3, head: 2 });
+    const rise = (await lab.state()).l.get(late)!.owed;
+    expect(rise).toBeGreaterThan(0);
+    await walkThrough({ cap: 100 });
+    const state = await lab.state();
+    expect(owedOf(state)).toBe(all + rise);
+    const owed = Number(state.m.o);
+    expect(owed).toBeGreaterThanOrEqual(owedOf(state));
+    expect(owed).toBeLessThanOrEqual(owedOf(state) + rise);
   });
 });

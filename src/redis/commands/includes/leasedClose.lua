@@ -2,11 +2,13 @@
   A clean close (ARGV[22] '1'): the entry goes at once, and the hash with the last one; with a
   rate, what the process may still have in the fleet's windows stays counted for one, in a tail
   entry `<id>~0`. Returns the script's reply.
-  Uses (leasedRefresh-4.lua): L, proc, closing, RATED, rused, rper, now, sum, rsum, others_live,
-  lease, cap, n, blocks, helds, rateStr; format (leasedEntry), burstOf (leasedCounted).
+  Uses (leasedRefresh-4.lua): L, M, proc, closing, RATED, rused, rper, now, sum, rsum, osum,
+  ownOwed, others_live, lease, cap, n, blocks, helds, rateStr; format (leasedEntry), burstOf
+  (leasedCounted).
 ]]
 if closing then
-  -- A clean close: the entry goes at once, and the hash with the last one.
+  -- A clean close: the entry goes at once, and the hash with the last one; nothing is owed to it.
+  if ownOwed > 0 then redis.call('HSET', M, 'o', math.max(0, osum - ownOwed)) end
   if RATED and rused > 0 then
     -- It paced its share: its sends still in windows are those of its pace, which the fleet's
     -- shares go on from, except what it sent ahead of its pace: its TAT runs at most burst + 1
@@ -22,7 +24,8 @@ if closing then
     redis.call('HDEL', L, proc)
     redis.call('HSET', L, '_s', sum, '_r', rsum)
     if units > 0 then
-      redis.call('HSET', L, proc .. '~0', format(now, 0, 0, 0, 0, units, now + 2 * rper, 0, 0, 0, 0, units))
+      redis.call('HSET', L, proc .. '~0',
+        format(now, 0, 0, 0, 0, units, now + 2 * rper, 0, 0, 0, 0, 0, 0, units))
     end
     if others_live == 0 then redis.call('PEXPIRE', L, rper + 1) end
   else

@@ -3,16 +3,22 @@
   the others' counted shares leave; a self-cut process kept at what it sends; the hold a cut
   keeps counted (countedOf), and room left for its edge.
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
-  holdMs, rlimit, rper, rlevel, rtop, rsum, rbefore, ownShare, ownCounted, ownUntil;
-  burstOf, countedOf (leasedCounted). Sets: share, rtarget, rsum, rcOwn, rate (the entry's rate part).
+  rneed, since, holdMs, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
+  ownUntil; burstOf, countedOf (leasedCounted), floorMet (leasedFair).
+  Sets: share, rtarget, rsum, rcOwn, rate (the entry's rate part).
 ]]
 if RATED then
+  -- Its costliest head's need, if its floor was met at the walk: a burst share below the head's
+  -- cost - 1 never sends it (issue 32: the cost stall, a fleet of such processes at 0).
+  local rfloor = 0
   if recovering then
     rtarget = math.min(rused, rwants)
   elseif rlevel < 0 then
     rtarget = rwants
   else
-    rtarget = math.min(rwants, rlevel + ((rtop ~= '' and proc <= rtop) and 1 or 0))
+    rfloor = math.min(rneed, rwants)
+    if not floorMet(rfloor, since, proc, rmet) then rfloor = 0 end
+    rtarget = math.min(rwants, math.max(rfloor, rlevel + ((rtop ~= '' and proc <= rtop) and 1 or 0)))
   end
   -- Slow start: a share grows to the equal split at once, past it at most twofold a refresh.
   -- The level is as of the last walk, and processes that just turned busy are not in it yet:
@@ -20,7 +26,7 @@ if RATED then
   -- (The target answered is the fair one: a process below it asks again soon.)
   local grow = rtarget
   if not recovering then
-    grow = math.min(rtarget, math.max(1, 2 * ownShare, math.floor(rlimit / math.max(1, n))))
+    grow = math.min(rtarget, math.max(1, 2 * ownShare, math.floor(rlimit / math.max(1, n)), rfloor))
   end
   local rothers = rsum - rbefore
   local avail = rlimit - rothers

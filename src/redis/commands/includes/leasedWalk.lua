@@ -1,21 +1,22 @@
 --[[
   The walk over `L`, at most every `scanMs` (and at a close, or when this process's demand grew
   past a level that fit every demand): expired entries reaped (a lapsed one's rate kept counted
-  for a window), `_s` and `_r` summed again, and the fair-share levels stored in `M` for the
-  refreshes until the next walk. A hash of more than WALK_FULL entries is walked a slice per
+  for a window), `_s`, `_r` and `M.o` summed again, and the fair-share levels stored in `M` for
+  the refreshes until the next walk. A hash of more than WALK_FULL entries is walked a slice per
   refresh instead (includes/leasedPass.lua): one script never walks a large fleet at once.
   Uses (leasedRefresh-4.lua): L, M, proc, now, scan, walked, closing, RATED, cap, rlimit, rper,
-  wants, rwants, need, since, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld, rbefore),
-  meta[16] (a slice walk under way); parse, format (leasedEntry), countedOf (leasedCounted), fair
-  (leasedFair), fairOf and the pass state (leasedLevel).
-  Sets: sum, rsum, blocks, helds, n, level, top, met, rlevel, rtop, others_live.
+  wants, rwants, need, rneed, since, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld,
+  rbefore, ownOwed), meta[18] (a slice walk under way); parse, format (leasedEntry), countedOf
+  (leasedCounted), fair (leasedFair), fairOf and the pass state (leasedLevel).
+  Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, rmet, others_live,
+  opass (leasedPass.lua).
 ]]
 -- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
 -- before its callers queue): that level would hand the first asker everything. Walk now. The
 -- same for the rate: a first asker handed most of the rate cuts it again a refresh later, and
 -- each cut keeps its lost burst counted for a window (a fresh fleet ran at 60-85% of its rate).
 local grown = (level < 0 and wants > ownWants) or (RATED and rlevel < 0 and rwants > ownRateWants)
-local passing = (meta[16] or '') ~= ''
+local passing = (meta[18] or '') ~= ''
 local WALK_FULL = 128
 if passing or now - walked >= scan or closing or grown then
   local size = redis.call('HLEN', L)
@@ -29,14 +30,14 @@ if passing or now - walked >= scan or closing or grown then
     end
   else
     local all = redis.call('HGETALL', L)
-    local ids, want, rwant, needs, sinces, dead, moved = {}, {}, {}, {}, {}, {}, {}
+    local ids, want, rwant, needs, rneeds, sinces, dead, moved = {}, {}, {}, {}, {}, {}, {}, {}
     -- Sums over every entry, ours as it stood before this refresh (what stats report).
-    sum, blocks, helds, rsum = before, ownBlock, ownHeld, rbefore
+    sum, blocks, helds, rsum, osum = before, ownBlock, ownHeld, rbefore, ownOwed
     others_live = 0
     for i = 1, #all, 2 do
       local id = all[i]
       if id ~= '_s' and id ~= '_r' and id ~= proc then
-        local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, rc = parse(all[i + 1])
+        local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc = parse(all[i + 1])
         -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
         -- The owner reads its entry's rc, which the walk sets to that: Σ rc is `_r`.
         local c = countedOf(rs, rk, ru)
@@ -47,7 +48,7 @@ if passing or now - walked >= scan or closing or grown then
             rsum = rsum + c
             if b > 0 or h > 0 or rc ~= c then
               moved[#moved + 1] = id
-              moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, c)
+              moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, 0, 0, c)
             end
           else
             dead[#dead + 1] = id
@@ -55,13 +56,14 @@ if passing or now - walked >= scan or closing or grown then
         else
           others_live = others_live + 1
           sum = sum + math.max(b, h)
+          osum = osum + ow
           rsum = rsum + c
           blocks, helds = blocks + b, helds + h
           ids[#ids + 1] = id
-          want[id], rwant[id], needs[id], sinces[id] = w, rw, nd, sn
+          want[id], rwant[id], needs[id], rneeds[id], sinces[id] = w, rw, nd, rn, sn
           if rc ~= c then
             moved[#moved + 1] = id
-            moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, c)
+            moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c)
           end
         end
       end
@@ -74,15 +76,16 @@ if passing or now - walked >= scan or closing or grown then
     end
     if not closing then
       ids[#ids + 1] = proc
-      want[proc], rwant[proc], needs[proc], sinces[proc] = wants, rwants, need, since
+      want[proc], rwant[proc], needs[proc], rneeds[proc], sinces[proc] =
+        wants, rwants, need, rneed, since
     end
     n = #ids
     local rids = {}
     for i = 1, n do rids[i] = ids[i] end
     level, top, met = fair(ids, want, needs, sinces, cap)
-    rlevel, rtop = -1, ''
-    if RATED then rlevel, rtop = fair(rids, rwant, {}, {}, rlimit) end
+    rlevel, rtop, rmet = -1, '', ''
+    if RATED then rlevel, rtop, rmet = fair(rids, rwant, rneeds, sinces, rlimit) end
     redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
-      'rb', rlevel, 're', rtop, 'f', met)
+      'rb', rlevel, 're', rtop, 'f', met, 'rf', rmet)
   end
 end
