@@ -209,6 +209,13 @@ else
   target = math.min(wants, math.max(floor, level + ((top ~= '' and proc <= top) and 1 or 0)))
 end
 local others = sum - before
+if not recovering and level >= 0 and need > 0 and target < math.min(need, wants) then
+  -- A share below its head's need serves nothing: nothing passes the head in its process, so
+  -- the units would sit idle in its block while other heads wait for them (issue 32, seed 20099:
+  -- a weighted fleet's blocks of 1 beside heads of 2 and 3, the cap counted and 40% of the rate
+  -- sent). None, then: the head is met as a floor, or taken whole below.
+  target = 0
+end
 if not recovering and level >= 0 and need > 0 and target < math.min(wants, held + need) then
   -- Its head, whole, from units nobody counts: the level is as of the last walk, and the floors
   -- met then were granted at once and their heads moved on, so a weighted fleet sat with the

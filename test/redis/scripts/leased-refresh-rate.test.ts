@@ -25,6 +25,16 @@ const PER = 10_000;
 /** A process of a gate with a rate, as the gate sends it (holdMs: a command timeout). */
 const RATED: Partial<RefreshArgs> = { rate: RATE, holdMs: 500 };
 
+/** pa with a head of cost 3 waiting (a rate floor of 5: burst share floor(0.4 × 5) = 2), walking. */
+const COST_3_HEAD: Partial<RefreshArgs> = {
+  ...RATED,
+  rateWants: 5,
+  rateNeed: 5,
+  need: 1,
+  head: 3,
+  scanMs: 0,
+};
+
 describeRedis('leased REFRESH alone: the rate', () => {
   const lab = useLeasedLab();
 
@@ -146,14 +156,7 @@ describeRedis('leased REFRESH alone: the rate', () => {
         pc: { rateWants: 10, need: 1, since: -400 },
       },
     });
-    const pa = await lab.refresh({
-      ...RATED,
-      rateWants: 5,
-      rateNeed: 5,
-      need: 1,
-      head: 3,
-      scanMs: 0,
-    });
+    const pa = await lab.refresh(COST_3_HEAD);
     expect(pa.answer).toMatchObject({ share: 5, rateTarget: 5 });
     const state = await lab.state();
     expect(state.m.rf).toBe(`${state.l.get('pa')!.since} pa`);
@@ -172,14 +175,7 @@ describeRedis('leased REFRESH alone: the rate', () => {
       },
     });
     // pb's floor (oldest) and pa's fit (5 + 5): both met.
-    const pa = await lab.refresh({
-      ...RATED,
-      rateWants: 5,
-      rateNeed: 5,
-      need: 1,
-      head: 3,
-      scanMs: 0,
-    });
+    const pa = await lab.refresh(COST_3_HEAD);
     expect(pa.answer.rateTarget).toBe(5);
     const paSince = (await lab.state()).l.get('pa')!.since;
     expect((await lab.state()).m.rf).toBe(`${paSince} pa`);

@@ -184,6 +184,21 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
+  it("a share below its head's need serves nothing: none, so the unit is not held idle in its block (a level of 1 beside a head of 2)", async () => {
+    // The campaign's seed 20099: blocks of 1 beside heads of 2 and 3 all over a weighted fleet,
+    // the cap counted and the partner at 40% of the rate.
+    await lab.craft({
+      m: inUse(4, { t: -1, b: 1, e: '', n: 4, f: '' }),
+      l: { pb: { block: 3, held: 3, wants: 3 } },
+      s: 3,
+    });
+    const pa = await lab.refresh({ wants: 3, need: 2, head: 1 });
+    expect(pa.answer).toMatchObject({ target: 0, block: 0 });
+    // With no head waiting, the level's unit is its share as before.
+    expect((await lab.refresh({ processId: 'pc', wants: 3 })).answer.block).toBe(1);
+    expectBlocksWithinCap(await lab.state());
+  });
+
   it('a head keeps its place while it waits: the same token keeps when Redis first heard of it, a new token (the next head) goes to the back', async () => {
     await lab.craft({ m: inUse(4, { t: -1 }), s: 0 });
     await lab.refresh({ wants: 3, need: 2, head: 7 });
