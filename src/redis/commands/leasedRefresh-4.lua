@@ -236,6 +236,14 @@ local rate = ' 0 0 0 0'
 local share, rtarget, rcOwn = 0, 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
+if RATED and not recovering and share == 0 and rused == 0 and rwants > 0 and block > held then
+  -- No share of the rate to send with: units of the cap beyond what it holds would sit idle in
+  -- its block while processes with a share wait for them (issue 32, seed 20010: rate 5/500 ms
+  -- over 7 processes, the cap's blocks in the two without a share, heads of 3 blocked in those
+  -- with one; the partner at 50-60% of the rate). It asks again when a share comes.
+  block, target, metFloor = held, held, 0
+  sum = others + held
+end
 local owed = math.max(0, metFloor - block)
 osum = math.max(0, osum - ownOwed + owed)
 if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
