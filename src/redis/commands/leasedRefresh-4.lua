@@ -158,11 +158,14 @@ end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
+-- Its head as the last refresh reported it: need, since, token.
+local ownNeed, ownSince, ownHead = 0, 0, 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
   local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
   ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
+  ownNeed, ownSince, ownHead = nd, sn, tk
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru

@@ -1,13 +1,14 @@
 --[[
   The walk over `L`, at most every `scanMs` (and at a close, or when this process's demand grew
-  past a level that fit every demand): expired entries reaped (a lapsed one's rate kept counted
+  past a level that fit every demand, or a head met as a floor was served): expired entries reaped (a lapsed one's rate kept counted
   for a window), `_s`, `_r` and `M.o` summed again, and the fair-share levels stored in `M` for
   the refreshes until the next walk. A hash of more than WALK_FULL entries is walked a slice per
   refresh instead (includes/leasedPass.lua): one script never walks a large fleet at once.
   Uses (leasedRefresh-4.lua): L, M, proc, now, scan, walked, closing, RATED, cap, rlimit, rper,
-  wants, rwants, need, rneed, since, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld,
-  rbefore, ownOwed), meta[18] (a slice walk under way); parse, format (leasedEntry), countedOf
-  (leasedCounted), fair (leasedFair), fairOf and the pass state (leasedLevel).
+  wants, rwants, need, rneed, since, head, ownWants, ownRateWants, own entry (before, ownBlock,
+  ownHeld, rbefore, ownOwed, ownNeed, ownSince, ownHead), meta[18] (a slice walk under way);
+  parse, format (leasedEntry), countedOf (leasedCounted), fair and floorMet (leasedFair), fairOf
+  and the pass state (leasedLevel).
   Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, rmet, others_live,
   opass (leasedPass.lua).
 ]]
@@ -16,6 +17,13 @@
 -- same for the rate: a first asker handed most of the rate cuts it again a refresh later, and
 -- each cut keeps its lost burst counted for a window (a fresh fleet ran at 60-85% of its rate).
 local grown = (level < 0 and wants > ownWants) or (RATED and rlevel < 0 and rwants > ownRateWants)
+-- A head met as a floor at the last walk is served (the process reports another head, or none):
+-- its turn is over, and the next head in age order waits for a walk to be met. Walk now, not a
+-- scan later (issue 32: with a heavy head in every process, a few floors were met per walk and
+-- a weight-3 head waited walk after walk, 1.4-2.5 s, seed 20025).
+local served = level >= 0 and ownNeed > 0 and floorMet(math.min(ownNeed, ownWants), ownSince, proc, met)
+  and (need ~= ownNeed or head ~= ownHead)
+grown = grown or served
 local passing = (meta[18] or '') ~= ''
 local WALK_FULL = 128
 if passing or now - walked >= scan or closing or grown then
