@@ -82,7 +82,7 @@
   last `give`.
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
-  wants> <need> <since> <head> <owed> <rate need>"` (includes/leasedEntry.lua).
+  wants> <need> <since> <head> <owed> <rate need> <rc>"` (includes/leasedEntry.lua).
 
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms)}.
@@ -108,7 +108,9 @@ end
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're', 'lr', 'f', 'o', 'rf', 'g')
+-- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
+  're', 'lr', 'f', 'o', 'rf', 'wc', 'g')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -174,15 +176,19 @@ end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
+-- Its head as the last refresh reported it: need, since, token.
+local ownNeed, ownSince, ownHead = 0, 0, 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow = parse(cur[1])
+  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
   ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
+  ownNeed, ownSince, ownHead = nd, sn, tk
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
   ownShare, ownCounted, ownUntil = rs, rk, ru
-  rbefore = countedOf(rs, rk, ru)
+  -- What `_r` holds for it (an entry of an older writer: as counted now).
+  rbefore = rc or countedOf(rs, rk, ru)
 end
 -- FIFO keys beside ours: checked when a process registers (once per process and lease), not
 -- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
@@ -190,6 +196,7 @@ if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
 --- @include "includes/leasedFair"
+--- @include "includes/leasedLevel"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop, rmet = tonumber(meta[12] or -1), meta[13] or '', meta[17] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
@@ -198,6 +205,8 @@ local osum = math.max(0, tonumber(meta[16] or 0))
 local osumWas = osum
 local others_live = nil
 local lastLevel, lastTop = level, top
+-- A walk split over refreshes goes on after this one's slice: a rise of its owed counts in it.
+local opass = false
 --- @include "includes/leasedWalk"
 if valid and not mine and ends < now + lease then
   -- Our block was valid and Redis has no trace of it: its state was lost under us.
@@ -245,7 +254,7 @@ if not recovering and level >= 0 and need > 0 and target < math.min(wants, held 
   -- cap held in bench:fleet --steady). A process with no share (more processes than the cap, a
   -- head its share cannot serve) still takes them: it has nothing else.
   local grab = math.min(wants, held + need)
-  local shortLately = now - tonumber(meta[18] or 0) < 3 * math.max(1, signalMs)
+  local shortLately = now - tonumber(meta[19] or 0) < 3 * math.max(1, signalMs)
   if grab <= cap - others - (osum - ownOwed) and not (shortLately and target > 0) then
     target = grab
   end
@@ -255,24 +264,33 @@ local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
 if not closing and not recovering then
-  -- A walk ran (others_live set) and moved the level: some blocks are over it, some under.
-  local moved = others_live ~= nil and (level ~= lastLevel or top ~= lastTop)
-    and (level >= 0 or lastLevel >= 0)
-  local short = block < target and now - tonumber(meta[18] or 0) >= signalMs
+  -- A walk (or the last slice of one) moved the level: some blocks are over it, some under.
+  local moved = (level ~= lastLevel or top ~= lastTop) and (level >= 0 or lastLevel >= 0)
+  local short = block < target and now - tonumber(meta[19] or 0) >= signalMs
   if moved or short then
     if short then redis.call('HSET', M, 'g', now) end
     tell('give ' .. level .. ' ' .. top)
   end
 end
 local rate = ' 0 0 0 0'
-local share, rtarget = 0, 0
+local share, rtarget, rcOwn = 0, 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
+if RATED and not recovering and share == 0 and rused == 0 and rwants > 0 and block > held then
+  -- No share of the rate to send with: units of the cap beyond what it holds would sit idle in
+  -- its block while processes with a share wait for them (issue 32, seed 20010: rate 5/500 ms
+  -- over 7 processes, the cap's blocks in the two without a share, heads of 3 blocked in those
+  -- with one; the partner at 50-60% of the rate). It asks again when a share comes.
+  block, target, metFloor = held, held, 0
+  sum = others + held
+end
 local owed = math.max(0, metFloor - block)
 osum = math.max(0, osum - ownOwed + owed)
 if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
+if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) end
 local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
   .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed .. ' ' .. (RATED and rneed or 0)
+  .. ' ' .. rcOwn
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

@@ -138,6 +138,11 @@ export interface Entry {
   owed: number;
   /** The rate share its costliest head needs. */
   rateNeed: number;
+  /**
+   * What it adds to `L._r` (its counted share as of its last write or walk); left out, the
+   * entry is written without it, as an older writer's (the script reads it as counted now).
+   */
+  rc?: number;
 }
 
 const FIELDS: (keyof Entry)[] = [
@@ -154,6 +159,7 @@ const FIELDS: (keyof Entry)[] = [
   'head',
   'owed',
   'rateNeed',
+  'rc',
 ];
 
 /** REFRESH's reply, named. */
@@ -251,12 +257,18 @@ export function ratedInUse(
 const TIMES = new Set(['r', 't', 'lr', 'x']);
 
 export function formatEntry(entry: Entry): string {
-  return FIELDS.map((field) => entry[field]).join(' ');
+  return FIELDS.filter((field) => entry[field] !== undefined)
+    .map((field) => entry[field])
+    .join(' ');
 }
 
 export function parseEntry(text: string): Entry {
   const numbers = text.split(' ').map(Number);
-  return Object.fromEntries(FIELDS.map((field, i) => [field, numbers[i] ?? 0])) as unknown as Entry;
+  const entry = Object.fromEntries(
+    FIELDS.map((field, i) => [field, numbers[i] ?? (field === 'rc' ? undefined : 0)]),
+  ) as unknown as Entry;
+  if (entry.rc === undefined) delete entry.rc;
+  return entry;
 }
 
 /** Starts one redis-server for the file, empties it before each test. */

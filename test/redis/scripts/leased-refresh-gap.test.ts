@@ -27,11 +27,29 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
   const shiftOf = (state: LeasedState, at: number, lastRun: number) =>
     Number(state.m.lr) - (at + lastRun);
 
-  it('Redis away (a caller whose refreshes failed, a gap past gapMs): entry expiries, hold ends, tails, M.r and M.t all move by the gap', async () => {
+  it('Redis away (a caller whose refreshes failed, a gap past gapMs): entry expiries, hold ends, tails, M.r, M.t and the last floors met (M.f, M.rf) all move by the gap', async () => {
+    // The heads' sinces the last floors met are named by (absolute: craft leaves them be).
+    const headAt = (await lab.now()) - GAP - 1_000;
     const at = await lab.craft({
-      m: inUse(4, { ...WALKED, lr: -GAP, t: -GAP - 200, r: -GAP + 20_000 + ARGS.leaseMs }),
+      m: inUse(4, {
+        ...WALKED,
+        lr: -GAP,
+        t: -GAP - 200,
+        r: -GAP + 20_000 + ARGS.leaseMs,
+        f: `${headAt} pb`,
+        rf: `${headAt + 1} pb`,
+      }),
       l: {
-        pb: { expiry: 2_000, block: 1, held: 1, wants: 1, share: 0, counted: 0, until: 5_000 },
+        pb: {
+          expiry: 2_000,
+          block: 1,
+          held: 1,
+          wants: 1,
+          share: 0,
+          counted: 0,
+          until: 5_000,
+          rc: 0,
+        },
         // 30 s left at the last run: it expired during the gap, unobserved.
         pc: { expiry: -30_000, block: 1, held: 1, wants: 1 },
         'px~0': { expiry: -50_000, counted: 1, until: -40_000 },
@@ -54,6 +72,13 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
     });
     expect(Number(state.m.t)).toBe(at - GAP - 200 + shift);
     expect(Number(state.m.r)).toBe(at - GAP + 20_000 + ARGS.leaseMs + shift);
+    expect({ f: state.m.f, rf: state.m.rf }).toEqual({
+      f: `${headAt + shift} pb`,
+      rf: `${headAt + 1 + shift} pb`,
+    });
+    // What an entry adds to `_r` is kept as it was: none (an older writer's) stays none.
+    expect(state.l.get('pb')!.rc).toBe(0);
+    expect(state.l.get('pc')!.rc).toBeUndefined();
     // No walk (it walked 200 ms before the gap): pc and pb counted, pa gets what is left.
     expect(ran.answer.recoveringMs).toBeGreaterThan(20_000);
     expect(state.s).toBe(2 + state.l.get('pa')!.block);

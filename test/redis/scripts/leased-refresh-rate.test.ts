@@ -195,6 +195,25 @@ describeRedis('leased REFRESH alone: the rate', () => {
     expectRateCounted(await lab.state(), RATE, pc.answer.now);
   });
 
+  it('no share of the rate: no units of the cap beyond what it holds (they would sit idle beside processes with a share)', async () => {
+    // The campaign's seed 20010: rate 5/500 ms over 7 processes, the cap's units in the two
+    // without a share while heads of 3 waited in those with one: the partner at 50-60%.
+    await lab.craft({
+      m: ratedInUse(RATE, 4, { t: -1, b: -1, rb: -1 }),
+      l: { pb: { share: 10, rateWants: 10 } },
+      r: 10,
+    });
+    const pa = await lab.refresh({ ...RATED, wants: 3, rateWants: 5, held: 1 });
+    expect(pa.answer).toMatchObject({ share: 0, block: 1, target: 1 });
+    // With a share, the same process takes its block.
+    await lab.command('HSET', L, 'pb', '0 0 0 0 0 0 0 0');
+    await lab.command('HSET', L, '_r', 0);
+    const again = await lab.refresh({ ...RATED, wants: 3, rateWants: 5, held: 1 });
+    expect(again.answer.share).toBeGreaterThan(0);
+    expect(again.answer.block).toBe(3);
+    expectBlocksWithinCap(await lab.state());
+  });
+
   for (const [sent, units] of [
     ['1 0 0 0 0 0 0 0', 1],
     ['5 4 0 0 0 0 0 0', 3],

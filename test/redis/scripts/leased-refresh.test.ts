@@ -199,6 +199,33 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
+  it('a head met as a floor is served (the process reports another head): the next walk comes now, not a scan later, so the next head in age order is met', async () => {
+    // Seed 20025: a heavy head in every process, a few floors met per walk, and a weight-3 head
+    // waited walk after walk (1.4-2.5 s).
+    const at = await lab.craft({
+      m: inUse(4, { t: -1, b: 0, e: '', n: 2 }),
+      l: {
+        pa: { wants: 3, need: 3, since: -400, head: 5, block: 3 },
+        pb: { wants: 3, need: 3, since: -300, head: 1 },
+      },
+      s: 3,
+    });
+    await lab.command('HSET', M, 'f', `${at - 400} pa`);
+    const walkedBefore = Number((await lab.state()).m.t);
+    // The same head again: no walk.
+    await lab.refresh({ wants: 3, need: 3, head: 5, held: 3 });
+    expect(Number((await lab.state()).m.t)).toBe(walkedBefore);
+    // Its head was served, the next one weighs 1: a walk, and pb's floor is met in it.
+    const served = await lab.refresh({ wants: 3, need: 1, head: 6, held: 3 });
+    const state = await lab.state();
+    expect(Number(state.m.t)).toBeGreaterThanOrEqual(served.before);
+    // pb's head (older) and pa's new one of 1 fit: both met, pa's last.
+    expect(state.m.f).toBe(`${state.l.get('pa')!.since} pa`);
+    expect((await lab.refresh({ processId: 'pb', wants: 3, need: 3, head: 1 })).answer.target).toBe(
+      3,
+    );
+  });
+
   it('a head keeps its place while it waits: the same token keeps when Redis first heard of it, a new token (the next head) goes to the back', async () => {
     await lab.craft({ m: inUse(4, { t: -1 }), s: 0 });
     await lab.refresh({ wants: 3, need: 2, head: 7 });

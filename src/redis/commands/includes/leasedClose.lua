@@ -24,7 +24,8 @@ if closing then
     redis.call('HDEL', L, proc)
     redis.call('HSET', L, '_s', sum, '_r', rsum)
     if units > 0 then
-      redis.call('HSET', L, proc .. '~0', format(now, 0, 0, 0, 0, units, now + 2 * rper, 0, 0))
+      redis.call('HSET', L, proc .. '~0',
+        format(now, 0, 0, 0, 0, units, now + 2 * rper, 0, 0, 0, 0, 0, 0, units))
     end
     if others_live == 0 then redis.call('PEXPIRE', L, rper + 1) end
   else

@@ -1,26 +1,39 @@
 --[[
-  An entry of a leased gate's blocks hash `L`, read and written: thirteen numbers, space-separated
+  An entry of a leased gate's blocks hash `L`, read and written: fourteen numbers, space-separated
   (the layout: src/redis/leased-scripts.ts). Functions only: uses nothing of the script.
 ]]
 -- An entry: expiry, block, held, wants, share, counted, until, rate wants, need (the heaviest
 -- head waiting: a unit that cannot be split), since (Redis ms when this head was first reported,
--- 0: none), its token (the process's name for that head), and owed (units its met floor still
--- lacks: Σ in M.o, kept from the heads of others that take units between walks), and rate need
--- (the share its costliest head needs for a burst share that fits it: a floor of the rate's
--- fair share). Entries written before 'need' end at 'rate wants', before 'since' at 'need',
--- before 'owed' at 'head', before 'rate need' at 'owed'.
+-- 0: none), its token (the process's name for that head), owed (units its met floor still
+-- lacks: Σ in M.o, kept from the heads of others that take units between walks), rate need (the
+-- share its costliest head needs for a burst share that fits it: a floor of the rate's fair
+-- share) and what it adds to `L._r` (rc: its counted rate share as of its last write or walk, so
+-- that `_r` is Σ rc exactly and a walk split over many refreshes corrects it entry by entry).
+-- Entries written before 'need' end at 'rate wants', before 'since' at 'need', before 'owed' at
+-- 'head', before 'rate need' at 'owed', before 'rc' at 'rate need' (rc nil: read as counted now;
+-- format() keeps it nil, so `_r` stays as that entry's writer left it).
 local function parse(entry)
-  local e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
+  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc = string.match(entry,
+    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if e then
+    -- The current layout in one match (a walk reads thousands).
+    return tonumber(e), tonumber(b), tonumber(h), tonumber(w), tonumber(rs), tonumber(rk),
+      tonumber(ru), tonumber(rw), tonumber(nd), tonumber(sn), tonumber(tk), tonumber(ow),
+      tonumber(rn), tonumber(rc)
+  end
+  local rest
+  e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
   local rs, rk, ru, rw, tail = string.match(rest, '^ (%d+) (%d+) (%d+) (%d+)(.*)$')
   local nd, more = string.match(tail or '', '^ (%d+)(.*)$')
   local sn, tk, last = string.match(more or '', '^ (%d+) (%d+)(.*)$')
-  local ow, rn = string.match(last or '', '^ (%d+)(.*)$')
-  rn = rn and string.match(rn, '^ (%d+)$')
+  local ow, rnrc = string.match(last or '', '^ (%d+)(.*)$')
+  local rn = rnrc and string.match(rnrc, '^ (%d+)$')
   return tonumber(e), tonumber(b), tonumber(h), tonumber(w),
     tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0), tonumber(nd or 0),
-    tonumber(sn or 0), tonumber(tk or 0), tonumber(ow or 0), tonumber(rn or 0)
+    tonumber(sn or 0), tonumber(tk or 0), tonumber(ow or 0), tonumber(rn or 0), nil
 end
-local function format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn)
+local function format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc)
   return e .. ' ' .. b .. ' ' .. h .. ' ' .. w .. ' ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' ' .. rw
     .. ' ' .. nd .. ' ' .. (sn or 0) .. ' ' .. (tk or 0) .. ' ' .. (ow or 0) .. ' ' .. (rn or 0)
+    .. (rc and ' ' .. rc or '')
 end

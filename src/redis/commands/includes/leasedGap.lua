@@ -35,10 +35,10 @@ if shift ~= 0 then
   for i = 1, #all, 2 do
     local id = all[i]
     if id ~= '_s' and id ~= '_r' then
-      local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn = parse(all[i + 1])
+      local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc = parse(all[i + 1])
       moved[#moved + 1] = id
       moved[#moved + 1] = format(e + shift, b, h, w, rs, rk, ru > 0 and ru + shift or 0, rw, nd,
-        sn > 0 and sn + shift or 0, tk, ow, rn)
+        sn > 0 and sn + shift or 0, tk, ow, rn, rc)
     end
   end
   for i = 1, #moved, 1000 do
@@ -46,11 +46,16 @@ if shift ~= 0 then
   end
   if ends > 0 then ends = ends + shift end
   if walked > 0 then walked = walked + shift end
+  -- A walk split over refreshes kept heads' sinces of before: it starts again.
+  meta[18] = nil
+  redis.call('HDEL', M, 'wc', 'wa', 'wh', 'wr', 'wf', 'wl', 'wq', 'wg', 'wo')
   redis.call('HSET', M, 'r', ends, 't', walked)
-  -- The last floor met is named by its head's since: moved with the heads'.
-  local ms, mid = string.match(meta[15] or '', '^(%d+) (.+)$')
-  if ms then
-    meta[15] = (tonumber(ms) + shift) .. ' ' .. mid
-    redis.call('HSET', M, 'f', meta[15])
+  -- The last floors met (the cap's, the rate's) are named by their heads' sinces: moved with them.
+  for i, field in pairs({ [15] = 'f', [17] = 'rf' }) do
+    local ms, mid = string.match(meta[i] or '', '^(%d+) (.+)$')
+    if ms then
+      meta[i] = (tonumber(ms) + shift) .. ' ' .. mid
+      redis.call('HSET', M, field, meta[i])
+    end
   end
 end

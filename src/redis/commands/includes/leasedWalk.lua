@@ -1,71 +1,99 @@
 --[[
   The walk over `L`, at most every `scanMs` (and at a close, or when this process's demand grew
-  past a level that fit every demand): expired entries reaped (a lapsed one's rate kept counted
-  for a window), `_s` and `_r` summed again, and the fair-share levels stored in `M` for the
-  refreshes until the next walk.
+  past a level that fit every demand, or a head met as a floor was served): expired entries reaped (a lapsed one's rate kept counted
+  for a window), `_s`, `_r` and `M.o` summed again, and the fair-share levels stored in `M` for
+  the refreshes until the next walk. A hash of more than WALK_FULL entries is walked a slice per
+  refresh instead (includes/leasedPass.lua): one script never walks a large fleet at once.
   Uses (leasedRefresh-4.lua): L, M, proc, now, scan, walked, closing, RATED, cap, rlimit, rper,
-  wants, rwants, need, rneed, since, ownWants, ownRateWants, own entry (before, ownBlock, ownHeld, rbefore,
-  ownOwed);
-  parse, format (leasedEntry), countedOf (leasedCounted), fair (leasedFair).
-  Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, rmet, others_live.
+  wants, rwants, need, rneed, since, head, ownWants, ownRateWants, own entry (before, ownBlock,
+  ownHeld, rbefore, ownOwed, ownNeed, ownSince, ownHead), meta[18] (a slice walk under way);
+  parse, format (leasedEntry), countedOf (leasedCounted), fair and floorMet (leasedFair), fairOf
+  and the pass state (leasedLevel).
+  Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, rmet, others_live,
+  opass (leasedPass.lua).
 ]]
 -- The last walk found every demand fitting, and ours has grown since (a fresh fleet registers
 -- before its callers queue): that level would hand the first asker everything. Walk now. The
 -- same for the rate: a first asker handed most of the rate cuts it again a refresh later, and
 -- each cut keeps its lost burst counted for a window (a fresh fleet ran at 60-85% of its rate).
 local grown = (level < 0 and wants > ownWants) or (RATED and rlevel < 0 and rwants > ownRateWants)
-if now - walked >= scan or closing or grown then
-  local all = redis.call('HGETALL', L)
-  local ids, want, rwant, needs, rneeds, sinces, dead, tails = {}, {}, {}, {}, {}, {}, {}, {}
-  -- Sums over every entry, ours as it stood before this refresh (what stats report).
-  sum, blocks, helds, rsum, osum = before, ownBlock, ownHeld, rbefore, ownOwed
-  others_live = 0
-  for i = 1, #all, 2 do
-    local id = all[i]
-    if id ~= '_s' and id ~= '_r' and id ~= proc then
-      local e, b, h, w, rs, rk, ru, rw, nd, sn, _, ow, rn = parse(all[i + 1])
-      -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
-      -- The owner reads its entry the same way, so Σ never counts it less than its owner does.
-      local rc = countedOf(rs, rk, ru)
-      if e <= now then
-        if RATED and e + rper > now and rc > 0 then
-          -- Lapsed (or closed), but its last sends still land in windows until per after its
-          -- lease (or its close): its rate stays counted until then, its permits no longer.
-          rsum = rsum + rc
-          if b > 0 or h > 0 then
-            tails[#tails + 1] = id
-            tails[#tails + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0)
+-- A head met as a floor at the last walk is served (the process reports another head, or none):
+-- its turn is over, and the next head in age order waits for a walk to be met. Walk now, not a
+-- scan later (issue 32: with a heavy head in every process, a few floors were met per walk and
+-- a weight-3 head waited walk after walk, 1.4-2.5 s, seed 20025).
+local served = level >= 0 and ownNeed > 0 and floorMet(math.min(ownNeed, ownWants), ownSince, proc, met)
+  and (need ~= ownNeed or head ~= ownHead)
+grown = grown or served
+local passing = (meta[18] or '') ~= ''
+local WALK_FULL = 128
+if passing or now - walked >= scan or closing or grown then
+  local size = redis.call('HLEN', L)
+  if size > WALK_FULL or passing then
+    -- Others are live (a close in a large fleet leaves the hash be).
+    others_live = size
+    -- A walk of `size` entries costs about 3-9 µs of Redis each: begun at most every 2 × size
+    -- ms (and scanMs), a gate's walks take under 0.5% of a core at any size (issue 35).
+    if passing or now - walked >= math.max(scan, 2 * size) or grown then
+--- @include "leasedPass"
+    end
+  else
+    local all = redis.call('HGETALL', L)
+    local ids, want, rwant, needs, rneeds, sinces, dead, moved = {}, {}, {}, {}, {}, {}, {}, {}
+    -- Sums over every entry, ours as it stood before this refresh (what stats report).
+    sum, blocks, helds, rsum, osum = before, ownBlock, ownHeld, rbefore, ownOwed
+    others_live = 0
+    for i = 1, #all, 2 do
+      local id = all[i]
+      if id ~= '_s' and id ~= '_r' and id ~= proc then
+        local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc = parse(all[i + 1])
+        -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
+        -- The owner reads its entry's rc, which the walk sets to that: Σ rc is `_r`.
+        local c = countedOf(rs, rk, ru)
+        if e <= now then
+          if RATED and e + rper > now and c > 0 then
+            -- Lapsed (or closed), but its last sends still land in windows until per after its
+            -- lease (or its close): its rate stays counted until then, its permits no longer.
+            rsum = rsum + c
+            if b > 0 or h > 0 or rc ~= c then
+              moved[#moved + 1] = id
+              moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, 0, 0, c)
+            end
+          else
+            dead[#dead + 1] = id
           end
         else
-          dead[#dead + 1] = id
+          others_live = others_live + 1
+          sum = sum + math.max(b, h)
+          osum = osum + ow
+          rsum = rsum + c
+          blocks, helds = blocks + b, helds + h
+          ids[#ids + 1] = id
+          want[id], rwant[id], needs[id], rneeds[id], sinces[id] = w, rw, nd, rn, sn
+          if rc ~= c then
+            moved[#moved + 1] = id
+            moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c)
+          end
         end
-      else
-        others_live = others_live + 1
-        sum = sum + math.max(b, h)
-        osum = osum + ow
-        rsum = rsum + rc
-        blocks, helds = blocks + b, helds + h
-        ids[#ids + 1] = id
-        want[id], rwant[id], needs[id], rneeds[id], sinces[id] = w, rw, nd, rn, sn
       end
     end
+    for i = 1, #dead, 1000 do
+      redis.call('HDEL', L, unpack(dead, i, math.min(#dead, i + 999)))
+    end
+    for i = 1, #moved, 1000 do
+      redis.call('HSET', L, unpack(moved, i, math.min(#moved, i + 999)))
+    end
+    if not closing then
+      ids[#ids + 1] = proc
+      want[proc], rwant[proc], needs[proc], rneeds[proc], sinces[proc] =
+        wants, rwants, need, rneed, since
+    end
+    n = #ids
+    local rids = {}
+    for i = 1, n do rids[i] = ids[i] end
+    level, top, met = fair(ids, want, needs, sinces, cap)
+    rlevel, rtop, rmet = -1, '', ''
+    if RATED then rlevel, rtop, rmet = fair(rids, rwant, rneeds, sinces, rlimit) end
+    redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
+      'rb', rlevel, 're', rtop, 'f', met, 'rf', rmet)
   end
-  for i = 1, #dead, 1000 do
-    redis.call('HDEL', L, unpack(dead, i, math.min(#dead, i + 999)))
-  end
-  for i = 1, #tails, 1000 do
-    redis.call('HSET', L, unpack(tails, i, math.min(#tails, i + 999)))
-  end
-  if not closing then
-    ids[#ids + 1] = proc
-    want[proc], rwant[proc], needs[proc], rneeds[proc], sinces[proc] = wants, rwants, need, rneed, since
-  end
-  n = #ids
-  local rids = {}
-  for i = 1, n do rids[i] = ids[i] end
-  level, top, met = fair(ids, want, needs, sinces, cap)
-  rlevel, rtop, rmet = -1, '', ''
-  if RATED then rlevel, rtop, rmet = fair(rids, rwant, rneeds, sinces, rlimit) end
-  redis.call('HSET', M, 't', now, 'b', level, 'e', top, 'n', n, 'k', blocks, 'u', helds,
-    'rb', rlevel, 're', rtop, 'f', met, 'rf', rmet)
 end
