@@ -8,6 +8,7 @@
  *   npm run bench:fleet -- --smoke      3 processes, a few seconds: checks, not numbers
  *   npm run bench:fleet -- --only hostgate-leased --refresh-ms 2000 --lease-ms 6000
  *                                       one mode at another refresh (docs/scale.md's trade)
+ *   npm run bench:fleet -- --steady     the steady phase beside no-gate baselines (fleet/steady.ts)
  *
  * The replicas are child processes (bench/fleet/replica.ts bundled once with esbuild, plain
  * node with a 48 MB heap: the tsx loader costs a second of CPU per process), each with its own
@@ -26,6 +27,7 @@ import { utilizationChart } from './fleet/chart.js';
 import { freeLatency } from './fleet/latency.js';
 import type { Phase, ReplicaConfig, ReplicaResult } from './fleet/replica.js';
 import { scriptCost } from './fleet/script-cost.js';
+import { STEADY_FLAGS, steadyBench, steadySizes } from './fleet/steady.js';
 import { bundleForNode } from './lib/bundle.js';
 import { forkWorker, killAllWorkers, type Worker } from './lib/fleet.js';
 import { type RedisServer, redisMissing, startRedis, stopAllRedis } from './lib/redis-server.js';
@@ -282,6 +284,9 @@ async function main(): Promise<number> {
       'refresh-ms': { type: 'string' },
       'lease-ms': { type: 'string' },
       only: { type: 'string' },
+      // The steady phase alone, beside no-gate baselines (bench/fleet/steady.ts).
+      steady: { type: 'boolean', default: false },
+      ...Object.fromEntries(STEADY_FLAGS.map((f) => [f, { type: 'string' as const }])),
     },
     strict: true,
   });
@@ -297,6 +302,12 @@ async function main(): Promise<number> {
       throw new TypeError(`--${name} must be a positive integer, got ${text}`);
     return n;
   };
+  if (values.steady) {
+    await bundle();
+    const ok = await steadyBench(steadySizes(values as Record<string, unknown>, positive), BUNDLE);
+    await stopAllRedis();
+    return ok ? 0 : 1;
+  }
   s.refreshMs = positive('refresh-ms', values['refresh-ms'], s.refreshMs);
   s.leaseMs = positive('lease-ms', values['lease-ms'], s.leaseMs);
   if (values.only !== undefined) {
@@ -359,19 +370,7 @@ async function main(): Promise<number> {
         r.killReturnMs === undefined ? '—' : `${r.killReturnMs} ms (lease ${s.leaseMs})`,
         fmt(r.idleCallsPerProcessPerS, 2),
       ]),
-      [
-        'left',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-      ],
+      ['left', ...Array<'right'>(10).fill('right')],
     ),
   );
   const latency = await freeLatency(s.latencyRounds);

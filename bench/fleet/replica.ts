@@ -8,8 +8,9 @@
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { Semaphore } from '../../src/gate/semaphore.js';
 import { fromParent, leaveParent, toParent, workerConfig } from '../lib/fleet.js';
-import { createGate, type GateConfig } from '../shared/gates.js';
+import { createGate, type GateConfig, type SharedGate } from '../shared/gates.js';
 
 export interface ReplicaConfig extends GateConfig {
   partnerPort: number;
@@ -17,6 +18,13 @@ export interface ReplicaConfig extends GateConfig {
   /** Which half of the fleet this replica is in (0 or 1). */
   half: 0 | 1;
   seed: number;
+  /** Every call takes this long (ms) instead of 20–50 ms (the steady phase: 30). */
+  delayMs?: number;
+  /**
+   * A baseline instead of `lib`'s gate (bench/fleet/steady.ts): `'none'` no gate at all,
+   * `'local'` a local Semaphore of `cap` permits in this process alone (a static split).
+   */
+  baseline?: 'none' | 'local';
 }
 
 /** A stretch of the run: until `end` (epoch ms), which halves are busy. */
@@ -37,7 +45,7 @@ export interface ReplicaResult {
 
 const MAX_WAITS = 4000;
 const config = workerConfig<ReplicaConfig>();
-const gate = await createGate(config);
+const gate = config.baseline === undefined ? await createGate(config) : baselineGate(config);
 // Idle sockets closed before the partner's 5 s keep-alive timeout would close them under a
 // request (a half of the fleet idles 5 s at a time).
 const agent = new http.Agent({ keepAlive: true, maxSockets: config.callers, timeout: 2000 });
@@ -59,6 +67,22 @@ function call(delay: number): Promise<void> {
     );
     req.on('error', reject);
   });
+}
+
+/** No gate (a permit is nothing), or a local gate of `cap` permits: what the fleet does unshared. */
+function baselineGate(c: ReplicaConfig): SharedGate {
+  if (c.baseline === 'none') {
+    return { held: () => 0, acquire: async () => async () => {}, close: async () => {} };
+  }
+  const local = new Semaphore({ limit: c.cap, maxQueue: 10_000, queueTimeout: 120_000 });
+  return {
+    held: () => local.held,
+    async acquire() {
+      const permit = await local.acquire();
+      return async () => permit.release();
+    },
+    close: async () => {},
+  };
 }
 
 await toParent({ type: 'ready', processId: gate.processId });
@@ -90,7 +114,7 @@ async function caller(): Promise<void> {
       const waits = result.waits[i]!;
       if (waits.length < MAX_WAITS) waits.push(performance.now() - asked);
       result.grants[i]!++;
-      await call(20 + Math.floor(random() * 31));
+      await call(config.delayMs ?? 20 + Math.floor(random() * 31));
     } catch (error) {
       result.errors++;
       result.firstError ??= String(error);

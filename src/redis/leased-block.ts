@@ -1,7 +1,10 @@
 /**
  * A leased gate's block of the cap as Redis last answered it, what a refresh reports as held,
- * and when to ask again: on the timer, or early when demand moved past what the block and the
- * fleet allow (at most every `askMs`).
+ * and when to ask again (issue 35: on change, not every interval). While the gate's signals are
+ * heard (leased-signals.ts) a busy process refreshes when its demand moved past what its block
+ * serves, when Redis says a process waits for units it could give back or that the fair level
+ * moved, when the state was lost, and otherwise once per half lease (as an idle one). While they
+ * are not heard: every `refreshMs`, as before. Early asks come at most every `askMs`.
  */
 import type { RateShare } from './leased-rate-share.js';
 import type { BlockAnswer } from './leased-refresh.js';
@@ -16,6 +19,8 @@ export interface Demands {
   /** Demand of the rate (0 without one). */
   rateWants: number;
   rate: RateShare | undefined;
+  /** The signal subscription's epoch while the gate's channel is heard, -1 while it is not. */
+  signals: number;
   /** The heaviest head waiting (0: none). */
   need: number;
 }
@@ -38,6 +43,13 @@ export class BlockLease {
   lastSent = Number.NEGATIVE_INFINITY;
   /** The last refresh failed (Redis unreachable, slow, or erroring). */
   down = false;
+  /** The demand the last refresh reported. */
+  sentWants = 0;
+  /** The signals' epoch when the last refresh left: another means a message may be lost. */
+  #epoch = -1;
+  /** Heard since the last refresh left: the fair level (`give`), the state lost (`lost`). */
+  #level: { level: number; top: string } | undefined = undefined;
+  #lost = false;
 
   constructor(readonly o: ResolvedLeasedOptions) {}
 
@@ -47,8 +59,17 @@ export class BlockLease {
    * in use while the answer is on its way (so a refresh does not stall the next grant). An idle
    * process reserves nothing.
    */
-  sending(sentAt: number, held: number, wants: number): { valid: boolean; held: number } {
+  sending(
+    sentAt: number,
+    held: number,
+    wants: number,
+    signals: number,
+  ): { valid: boolean; held: number } {
+    this.#epoch = signals;
     this.lastSent = sentAt;
+    this.sentWants = wants;
+    this.#level = undefined;
+    this.#lost = false;
     const valid = sentAt < this.validUntil;
     const slack = Math.max(1, Math.ceil(held / 10));
     this.heldAtSend =
@@ -79,31 +100,65 @@ export class BlockLease {
     this.block = Math.min(this.block, this.heldAtSend);
   }
 
-  /** The timer, no refresh on its way: whether to refresh now. */
-  due(now: number, { held, wants, rateWants, rate, need }: Demands): boolean {
+  /** A message on the gate's signal channel (commands/leasedRefresh-4.lua, Signals). */
+  heard(message: string): void {
+    if (message === 'lost') this.#lost = true;
+    const give = /^give (-?\d+) (.*)$/.exec(message);
+    if (give !== null) this.#level = { level: Number(give[1]), top: give[2] ?? '' };
+  }
+
+  /** This process's fair share by the level heard (floors aside), for a demand of `wants`. */
+  #fair(wants: number, id: string): number | undefined {
+    const heard = this.#level;
+    if (heard === undefined) return undefined;
+    if (heard.level < 0) return wants;
+    return Math.min(wants, heard.level + (heard.top !== '' && id <= heard.top ? 1 : 0));
+  }
+
+  /** The timer, no refresh on its way: whether to refresh now (`id`: this process's). */
+  due(now: number, { held, wants, rateWants, rate, signals, need }: Demands, id = ''): boolean {
     const o = this.o;
     const since = now - this.lastSent;
     const block = this.block;
     const share = rate?.share ?? 0;
     const idle = wants === 0 && held === 0 && block === 0 && rateWants === 0 && share === 0;
-    // A busy process refreshes one timer step early: within an interval of its last refresh
-    // its entry is renewed (what a first use's window counts on after a loss).
-    if (since >= (idle && !this.down ? o.leaseMs / 2 : o.refreshMs - o.askMs)) return true;
+    // Heard: the subscription was up when the last refresh left and has not been lost since.
+    const heard = signals >= 0 && signals === this.#epoch;
+    // Unheard, a busy process refreshes one timer step early: within an interval of its last
+    // refresh its entry is renewed (what a first use's window counts on after a loss). Heard,
+    // the `lost` signal asks for that refresh instead.
+    const every = (idle || heard) && !this.down ? o.leaseMs / 2 : o.refreshMs - o.askMs;
+    if (since >= every) return true;
     if (since < o.askMs) return false;
-    // More than the block, and Redis last said there is some (free permits, or a fair share
-    // above this block that others give back), or that answer is old: ask now.
-    // An old answer, or a recovery window that has ended since: ask now.
+    // The subscription came up or was lost since: a signal may be gone, ask once.
+    if (signals !== this.#epoch) return true;
+    if (this.#lost && (block > 0 || held > 0)) return true;
+    // An old answer, or a recovery window that has ended since.
     const stale =
       now - this.answeredAt >= o.refreshMs || (this.recovering && now >= this.recoveredAt);
-    const more =
-      wants > block && (stale || (!this.recovering && (this.free > 0 || block < this.target)));
+    // More than the block, and Redis last said there is some (free permits, or a fair share
+    // above this block that others give back), or a demand that grew past what Redis last
+    // served in full: ask now. Heard, an answer that is merely old is no reason (it would be
+    // every interval).
+    const grew = wants > this.sentWants && this.target >= this.sentWants;
+    // Free units (a head may take one whole, leasedRefresh-4.lua) are worth an ask at once too.
+    const under = !this.recovering && (block < this.target || grew || this.free > 0);
+    const more = wants > block && (heard ? under || (stale && this.recovering) : stale || under);
+    // Redis said a process waits or the fair level moved: under it and wanting more, take; over
+    // it, give back at once what is idle, and what is in use no more often than every interval
+    // (as before, when every refresh gave it back): a unit in use moves only after its call, so
+    // moving it sooner only churns (a fresh fleet of 7 at cap 4 held 2 of 4, campaign seed 20000).
+    const fair = this.#fair(wants, id);
+    const over = block > held || since >= o.refreshMs - o.askMs;
+    const level = fair !== undefined && ((block > fair && over) || (block < fair && wants > block));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
     const less = block > held && wants <= Math.floor(block / 2);
     // The same for the rate's share (its free part: the rate's limit less every counted share).
     const rateFree = rate === undefined ? 0 : rate.rate.limit - rate.counted;
+    const rateAsk = !this.recovering && (rateFree > 0 || share < (rate?.target ?? 0));
     const moreRate =
       rateWants > share &&
-      (stale || (!this.recovering && (rateFree > 0 || share < (rate?.target ?? 0))));
+      (heard ? rateAsk || (stale && (rateFree > 0 || this.recovering)) : stale || rateAsk);
     const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
     // Redis shrank the block below what was held (another process's heavier head, a fairer
     // share): it counts what was held at the refresh until the next one says less. Say it as
@@ -114,6 +169,6 @@ export class BlockLease {
     // meets it is this process's next refresh. Ask once per walk, not once per interval (issue
     // 32: heavy heads waited a timer step to learn they were met, twice, and timed out).
     const headWaits = need > block && since >= o.refreshMs / 2;
-    return more || less || moreRate || lessRate || drained || headWaits;
+    return more || level || less || moreRate || lessRate || drained || headWaits;
   }
 }

@@ -92,6 +92,10 @@ export class LeasedSemaphore extends Semaphore {
     this.setCeiling(0);
     this.#timer = setInterval(() => this.#tick(), this.#o.askMs);
     this.#timer.unref?.();
+    store.listenLeased?.(this.#calls.channel, (message) => {
+      this.#lease.heard(message);
+      this.#tick();
+    });
     this.#refresh();
   }
 
@@ -254,15 +258,16 @@ export class LeasedSemaphore extends Semaphore {
     const rateWants = this.#rate?.demand(now) ?? 0;
     if (this.#inflight !== undefined || this.#refused !== undefined) return;
     const need = heaviestHead(this)?.weight ?? 0;
-    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need };
-    if (this.#lease.due(now, demands)) this.#refresh();
+    const signals = this.#signals;
+    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need, signals };
+    if (this.#lease.due(now, demands, this.#store.processId)) this.#refresh();
   }
 
   #refresh(setCap = 0, setRate = ''): Promise<void> {
     const sentAt = performance.now();
     const wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
     this.#wants = wants;
-    const { valid, held } = this.#lease.sending(sentAt, this.held, wants);
+    const { valid, held } = this.#lease.sending(sentAt, this.held, wants, this.#signals);
     this.#rate?.sending(sentAt);
     const rate = this.#rate?.args(this.#closed ? 0 : this.#rate.wants, setRate) ?? NO_RATE;
     const args = this.#calls.args(
@@ -326,6 +331,11 @@ export class LeasedSemaphore extends Semaphore {
       },
       costliest: () => costliestHead(this),
     });
+  }
+
+  /** The signal subscription's epoch while this gate's channel is heard, else -1. */
+  get #signals(): number {
+    return this.#store.leasedSignals?.(this.#calls.channel) ?? -1;
   }
 
   get #layout(): string {

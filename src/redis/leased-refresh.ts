@@ -18,6 +18,10 @@ export interface LeasedGateStore {
   readonly options: ResolvedStoreOptions;
   readonly processId: string;
   readonly closed: boolean;
+  /** Subscribes a leased gate's signal channel (issue 35); `heard` gets its messages. */
+  listenLeased?(channel: string, heard: (message: string) => void): void;
+  /** The signal subscription's epoch while `channel` can be heard, else -1. */
+  leasedSignals?(channel: string): number;
   /** One REFRESH script; rejects on an error or a timeout ({@link SharedLayoutError} for a layout). */
   refreshLeased(
     keys: readonly string[],
@@ -80,13 +84,20 @@ export class RefreshCalls {
    */
   #head: object | undefined = undefined;
   #headToken = 0;
+  /**
+   * The gate's signal channel (commands/leasedRefresh-4.lua, Signals): in its hash slot, beside
+   * the FIFO mode's wake-up channels (`<prefix>{<name>}:wake:…`; keys[0] is `<prefix>{<name>}:m`).
+   */
+  readonly channel: string;
 
   constructor(
     readonly store: LeasedGateStore,
     readonly keys: readonly string[],
     readonly name: string,
     readonly o: ResolvedLeasedOptions,
-  ) {}
+  ) {
+    this.channel = `${(keys[0] ?? '').slice(0, -1)}wake:give`;
+  }
 
   /** Runs REFRESH with `args`; `layout` is this process's (named by a layout refusal). */
   call(args: readonly (string | number)[], layout: string): Promise<unknown[]> {
@@ -117,6 +128,8 @@ export class RefreshCalls {
       1, // it cuts its own share to a lower target (issue 32, item 6)
       this.#token(report.head),
       report.rateNeed,
+      this.channel,
+      this.o.askMs, // a caller below its share says so at most this often
     ];
   }
 
@@ -146,6 +159,8 @@ export class RefreshCalls {
       sent,
       1,
       0,
+      0,
+      '',
       0,
     ];
   }

@@ -10,7 +10,8 @@
  *   `lr` the Redis time of the last run (issue 32: a gap or a step is told by it), and what the
  *   last walk of `L` found (`t` when, `b` `e` `n` `k` `u` `f`: see commands/leasedRefresh-4.lua;
  *   `rt` `rb` `re` `rf` a rate's), `o` Σ owed, and while a large fleet's walk goes on a slice per
- *   refresh, its state `wc` `wa` `wh` `wr` `wf` `wg` `wl` `wq` `wo` (includes/leasedPass.lua).
+ *   refresh, its state `wc` `wa` `wh` `wr` `wf` `wg` `wl` `wq` `wo` (includes/leasedPass.lua), `g` when a caller under its fair share last said so on the
+ *   gate's signal channel (`<prefix>{<name>}:wake:give`, issue 35).
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
  *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`
  *   (commands/includes/leasedEntry.lua; entries of an older writer end sooner), `<id>~<k>` a

@@ -7,6 +7,7 @@ import { FifoProtocol } from './fifo-protocol.js';
 import { LeasedSemaphore } from './leased-gate.js';
 import { LEASED_KEY_SUFFIXES, leasedScripts } from './leased-scripts.js';
 import type { LeasedSemaphoreOptions } from './leased-share.js';
+import { LeasedSignals } from './leased-signals.js';
 import {
   MAX_GATE_NAME_BYTES,
   type RedisStoreOptions,
@@ -51,6 +52,8 @@ export class RedisStore {
   readonly #gates = new Map<string, SharedSemaphore>();
   /** Gates in leased mode (`mode: 'leased'`): no heartbeat, tickets or wake-ups of theirs here. */
   readonly #leased = new Map<string, LeasedSemaphore>();
+  /** The leased gates' signal channels (issue 35). */
+  readonly #signals: LeasedSignals;
   /** The FIFO gates' scripts, and the order between them. */
   readonly #fifo: FifoProtocol;
   #seq = 0;
@@ -88,6 +91,7 @@ export class RedisStore {
       this.options.commandTimeoutMs,
       {
         wake: (message, channel) => {
+          if (this.#signals.wake(message, channel)) return;
           if (message === LOST) this.#lostHeard(channel);
           else this.#fifo.wake(message);
         },
@@ -102,6 +106,7 @@ export class RedisStore {
       (error) => this.#failed(error),
     );
     this.#fifo = new FifoProtocol(this, this.#calls, () => this.#outage.reached());
+    this.#signals = new LeasedSignals(this.#calls.wakeups);
   }
 
   /** `'push'` while the wake-up subscription is up; `'poll'` while waiters are re-checked instead. */
@@ -223,12 +228,24 @@ export class RedisStore {
     const raw = this.#calls.eval(leasedScripts.refresh, keys, args, gate, layout);
     return this.#calls.timed(raw).then((reply) => {
       this.#outage.reached();
+      // Redis answers: the signal subscription is opened again if it was lost (no heartbeat here).
+      void this.#calls.wakeups.ensure().catch(() => undefined);
       if (this.#degraded && !this.#closed) {
         this.#recovered();
         if (this.#gates.size > 0) void this.#beat();
       }
       return reply as unknown[];
     });
+  }
+
+  /** @internal A leased gate's signal channel: subscribed, its messages handed to `heard`. */
+  listenLeased(channel: string, heard: (message: string) => void): void {
+    this.#signals.listen(channel, heard);
+  }
+
+  /** @internal The signal subscription's epoch while `channel` can be heard, else -1. */
+  leasedSignals(channel: string): number {
+    return this.#signals.epoch(channel);
   }
 
   /**

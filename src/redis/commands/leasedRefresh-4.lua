@@ -70,6 +70,16 @@
   ARGV[26] rateNeed      the rate share its costliest waiting head needs (whole calls per `per`,
                          at most its rate wants): a floor of its rate share, met as the cap's
                          floors are (oldest head first, while they fit)
+  ARGV[27] signal        the gate's signal channel ('' none), ARGV[28] signalMs: see Signals
+
+  Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
+  of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
+  `give <level> <top>` when a caller is below its fair share (its block under its target: it
+  waits for units others hold; at most every `signalMs`), or when a walk moved the fair level
+  (units to give back, or to take); `lost` when the state was missing (a first use or a loss):
+  the processes that hold a block refresh now and stretch the recovery window to a lease, as
+  they did within one interval when every busy process refreshed every interval. `M.g` is the
+  last `give`.
 
   An entry of `L`: `"<expiry> <block> <held> <wants> <share> <counted> <counted until> <rate
   wants> <need> <since> <head> <owed> <rate need> <rc>"` (includes/leasedEntry.lua).
@@ -89,12 +99,18 @@ local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), AR
 local selfcut = ARGV[24] == '1'
 local head = tonumber(ARGV[25] or 0) or 0
 local rneed = tonumber(ARGV[26] or 0) or 0
+local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
+local function tell(message)
+  -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then
+  -- refreshes every interval, its subscription refused as this publish is).
+  if signal ~= '' then redis.pcall('SPUBLISH', signal, message) end
+end
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
 -- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
 local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
-  're', 'lr', 'f', 'o', 'rf', 'wc')
+  're', 'lr', 'f', 'o', 'rf', 'wc', 'g')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -146,6 +162,8 @@ end
 --- @include "includes/leasedCounted"
 local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
+-- No state (a first use or a loss), or the blocks hash gone: whoever holds a block refreshes now.
+if not closing and (not meta[2] or cur[2] == false) then tell('lost') end
 if had and not mine and cur[2] == false and ends < now + lease then
   -- This process had an entry and the blocks hash is gone (evicted, or lost with a restart
   -- while the meta hash came back): nobody's permits are counted. Learn for a lease.
@@ -186,6 +204,7 @@ local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumbe
 local osum = math.max(0, tonumber(meta[16] or 0))
 local osumWas = osum
 local others_live = nil
+local lastLevel, lastTop = level, top
 -- A walk split over refreshes goes on after this one's slice: a rise of its owed counts in it.
 local opass = false
 --- @include "includes/leasedWalk"
@@ -228,13 +247,31 @@ if not recovering and level >= 0 and need > 0 and target < math.min(wants, held 
   -- Not the units owed to the floors met at the walk (M.o): those heads are older, and they
   -- gather their units one refresh at a time; a younger head that took them as they came free
   -- would pass them for good (a busy process's releases are its own next refresh).
+  -- Nor, for a process that has a share already, units a process under its fair share waits
+  -- for (it said so within a few `signalMs`, M.g): taken by whichever head refreshed first, they
+  -- kept a fleet of weight-1 callers at its level churning (a unit grabbed, a process short, a
+  -- give-back, a unit grabbed again: 4-6 refreshes per process per second and 0.93-0.985 of the
+  -- cap held in bench:fleet --steady). A process with no share (more processes than the cap, a
+  -- head its share cannot serve) still takes them: it has nothing else.
   local grab = math.min(wants, held + need)
-  if grab <= cap - others - (osum - ownOwed) then target = grab end
+  local shortLately = now - tonumber(meta[19] or 0) < 3 * math.max(1, signalMs)
+  if grab <= cap - others - (osum - ownOwed) and not (shortLately and target > 0) then
+    target = grab
+  end
 end
 if closing then target = 0 end
 local block = math.max(0, math.min(target, cap - others))
 local after = math.max(block, held)
 sum = others + after
+if not closing and not recovering then
+  -- A walk (or the last slice of one) moved the level: some blocks are over it, some under.
+  local moved = (level ~= lastLevel or top ~= lastTop) and (level >= 0 or lastLevel >= 0)
+  local short = block < target and now - tonumber(meta[19] or 0) >= signalMs
+  if moved or short then
+    if short then redis.call('HSET', M, 'g', now) end
+    tell('give ' .. level .. ' ' .. top)
+  end
+end
 local rate = ' 0 0 0 0'
 local share, rtarget, rcOwn = 0, 0, 0
 --- @include "includes/leasedShare"
