@@ -102,8 +102,12 @@ local rneed = tonumber(ARGV[26] or 0) or 0
 local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
 local function tell(message)
   -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then
-  -- refreshes every interval, its subscription refused as this publish is).
-  if signal ~= '' then redis.pcall('SPUBLISH', signal, message) end
+  -- refreshes every interval, its subscription refused as this publish is). Returns false when
+  -- the publish was refused (a user allowed SSUBSCRIBE but not SPUBLISH: processes that think
+  -- they hear would not).
+  if signal == '' then return true end
+  local sent = redis.pcall('SPUBLISH', signal, message)
+  return type(sent) == 'number'
 end
 local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
@@ -163,7 +167,12 @@ end
 local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
 -- No state (a first use or a loss), or the blocks hash gone: whoever holds a block refreshes now.
-if not closing and (not meta[2] or cur[2] == false) then tell('lost') end
+if not closing and (not meta[2] or cur[2] == false) and not tell('lost') and ends < now + lease then
+  -- Nobody was told (the publish refused): the processes that hold a block refresh on their own
+  -- time, within half a lease, so nobody grows for a lease, as after any loss.
+  ends = now + lease
+  redis.call('HSET', M, 'r', ends)
+end
 if had and not mine and cur[2] == false and ends < now + lease then
   -- This process had an entry and the blocks hash is gone (evicted, or lost with a restart
   -- while the meta hash came back): nobody's permits are counted. Learn for a lease.

@@ -57,6 +57,9 @@ export interface RefreshArgs {
   head: number;
   /** The rate share its costliest waiting head needs (0: none). */
   rateNeed: number;
+  /** The gate's signal channel ('' none), and how often `give` may be said. */
+  signal: string;
+  signalMs: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -87,6 +90,8 @@ export const ARGS: RefreshArgs = {
   selfcut: 1,
   head: 0,
   rateNeed: 0,
+  signal: '',
+  signalMs: 100,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -116,6 +121,8 @@ const ORDER: (keyof RefreshArgs)[] = [
   'selfcut',
   'head',
   'rateNeed',
+  'signal',
+  'signalMs',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */

@@ -330,6 +330,22 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expect(ttl).toBeLessThanOrEqual(12_000);
   });
 
+  it('a first use whose lost signal was refused (a user allowed SSUBSCRIBE but not SPUBLISH): a lease of recovery, as the holders are not told to refresh', async () => {
+    // Issue 35: busy processes that hear the gate's channel refresh once per half lease, and
+    // the `lost` signal asks them to report at once; refused, nobody is told.
+    await lab.command('ACL', 'SETUSER', 'nopub', 'on', 'nopass', '~*', '&*', '+@all', '-spublish');
+    try {
+      await lab.command('AUTH', 'nopub', 'x');
+      const refused = await lab.refresh({ wants: 2, signal: 'test:{g}:wake:give' });
+      expect(refused.answer.recoveringMs).toBeGreaterThan(ARGS.leaseMs - 100);
+    } finally {
+      await lab.command('AUTH', 'default', 'x');
+    }
+    await lab.command('FLUSHALL');
+    const told = await lab.refresh({ wants: 2, signal: 'test:{g}:wake:give' });
+    expect(told.answer.recoveringMs).toBeLessThanOrEqual(ARGS.windowMs);
+  });
+
   it('a lost blocks hash found by a process that had an entry: nobody grows for a lease', async () => {
     await lab.craft({ m: inUse() });
     const ran = await lab.refresh({ had: 1, held: 1, wants: 3 });
