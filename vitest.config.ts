@@ -34,6 +34,8 @@ if (lane !== 'all' && lane !== 'suite' && lane !== 'fast' && lane !== 'faults') 
 const FAULTS = [
   'test/redis/fifo-*.test.ts', // FIFO fleets through outages, restarts, clock steps, kills, rolls
   'test/redis/leased-{lost-state,restart,clock-step,kill,churn,schedule,faults}.test.ts',
+  'test/redis/leased-on-change.test.ts', // a fleet at its cap for seconds, Redis's calls counted
+  'test/redis/scripts/leased-walk.test.ts', // 5,001-entry fleets walked slice by slice: CPU
   'test/redis/multiprocess-{cap,faults}.test.ts', // replicas, Redis paused, killed, failed over
   'test/redis/over-admission.test.ts', // each documented way over the cap, measured
   'test/redis/store-faults.test.ts', // stalls, outages and restarts under one store

@@ -17,10 +17,11 @@ export function readCounts(path) {
   if (!existsSync(path)) return undefined;
   try {
     const r = JSON.parse(readFileSync(path, 'utf8'));
+    const files = Array.isArray(r.testResults) ? r.testResults : [];
     return {
-      files: r.numTotalTestSuites ?? 0,
-      filesPassed: r.numPassedTestSuites ?? 0,
-      filesFailed: r.numFailedTestSuites ?? 0,
+      files: files.length,
+      filesPassed: files.filter((f) => f.status === 'passed').length,
+      filesFailed: files.filter((f) => f.status === 'failed').length,
       passed: r.numPassedTests ?? 0,
       failed: r.numFailedTests ?? 0,
       skipped: (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0),
