@@ -17,7 +17,7 @@ import { REDIS_AWAY, timings } from './plan.js';
 /** Faults done to the `redis-server` itself (serialized). */
 const REDIS_FAULTS = new Set<string>([...REDIS_AWAY, 'flushall', 'clock-step']);
 
-import { type ChaosRedis, clockStep, leftovers, readState } from './redis.js';
+import { type ChaosRedis, clockStep, heldBy, leftovers, readState } from './redis.js';
 import type { CallRecord, OpenGate } from './worker.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
@@ -181,6 +181,8 @@ export class Partner {
 
 interface Slot {
   worker: Worker | undefined;
+  /** Its store's process id (the `opened` reply's). */
+  processId: string | undefined;
   callers: number;
   stopped: boolean;
   stalled: number;
@@ -212,6 +214,7 @@ export async function runSchedule(
   const spares = await pool.take(config.replicas + extra);
   const slots: Slot[] = config.callers.map((callers) => ({
     worker: undefined,
+    processId: undefined,
     callers,
     stopped: false,
     stalled: 0,
@@ -258,6 +261,7 @@ export async function runSchedule(
       return;
     }
     slot.worker = worker;
+    slot.processId = typeof m.processId === 'string' ? m.processId : undefined;
     if (start) pushDemand();
   };
   const collect = (slot: number, records: CallRecord[]) => {
@@ -396,6 +400,11 @@ export async function runSchedule(
           const worker = target.worker;
           target.worker = undefined;
           worker.kill('SIGKILL');
+          // What Redis counts for it: permits it held between calls (granted, not yet at the
+          // partner, or answered and not yet released) are out of the cap until they lapse too.
+          if (target.processId !== undefined) {
+            a.killedHeld = await heldBy(redis, name, target.processId, 300);
+          }
           pushDemand();
           if (step.restartMs !== undefined) {
             await sleep(step.restartMs);

@@ -26,6 +26,8 @@ export interface Applied {
   /** replica-kill: units the killed replica had in flight at the partner, and all units then. */
   killedUnits?: number;
   totalUnits?: number;
+  /** replica-kill: the units Redis counted for the killed replica just after the kill. */
+  killedHeld?: number;
   /** Replicas alive when it began. */
   alive?: number;
 }
@@ -127,7 +129,8 @@ export const BOUNDS = {
    * about one lease after Redis answers, docs/shared-gates.md); a flush or a clock step: a lease
    * after it (a step back by S: S more); a replica stopped or stalled d: what it held comes back
    * after min(d, its lease lapsing and its tickets skipped); a replica SIGKILLed: nothing (issue
-   * 32: never 500 ms at 0), unless it held every unit in flight (then its lease must lapse);
+   * 32: never 500 ms at 0), unless it held every unit in flight, or Redis counted so much for it
+   * that the rest of the cap has no room for the heaviest head (then its lease must lapse);
    * a clean close, a demand shift, a new cap or rate: one refresh/heartbeat.
    */
   recoverMs(a: Applied, config: FleetConfig): number {
@@ -146,7 +149,11 @@ export const BOUNDS = {
         return Math.min(length, leaseMs + 3 * tickMs + 2 * c) + tickMs;
       case 'replica-kill': {
         const heldAll = (a.killedUnits ?? 0) > 0 && (a.killedUnits ?? 0) >= (a.totalUnits ?? 0);
-        return heldAll ? leaseMs + 3 * tickMs + 2 * c : 0;
+        // Redis's own count: what it left of the cap is no room for the heaviest head (a permit
+        // held between calls is at no partner, but out of the cap until its lease lapses).
+        const noRoom =
+          a.killedHeld !== undefined && config.cap - a.killedHeld < Math.max(...config.weights);
+        return heldAll || noRoom ? leaseMs + 3 * tickMs + 2 * c : 0;
       }
       case 'replica-roll':
         return length;

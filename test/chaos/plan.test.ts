@@ -230,6 +230,30 @@ describe('chaos oracle on synthetic logs', () => {
     expect(excused.gaps['redis-stop']).toBeGreaterThanOrEqual(2000);
   });
 
+  it('a SIGKILLed replica: the survivors at 0 fail, unless Redis counted so much for it that the rest of the cap holds no head (seeds 60074, 60132: permits held between calls, at no partner)', () => {
+    const gap: [number, number][] = [
+      ...busy(4, 1000),
+      [1000, 0],
+      ...busy(4, 5000).filter(([t]) => t > 3000),
+    ];
+    const step = { at: 1000, kind: 'replica-kill' as const, slot: 0 };
+    const killed = (killedHeld: number | undefined) =>
+      judge(
+        run(
+          {
+            inflight: gap,
+            applied: [{ step, at: 1000, end: 1000, killedUnits: 1, totalUnits: 2, killedHeld }],
+          },
+          { steps: [step] },
+        ),
+      ).violations.map((v) => v.oracle);
+    // At the partner it had 1 of 2 in flight, and Redis agrees: the survivors had room.
+    expect(killed(1)).toEqual(['capacity']);
+    expect(killed(undefined)).toEqual(['capacity']);
+    // Redis counted all 4 units for it (2 of them between calls): its leases had to lapse.
+    expect(killed(4)).toEqual([]);
+  });
+
   it('a waiter past its deadline, a timeout with no fault, and a key without TTL fail', () => {
     const calls = [
       {

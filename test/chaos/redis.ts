@@ -252,6 +252,51 @@ return {now, redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),
   redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf')}
 `;
 
+const HELD_BY = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local units, prefix = 0, ARGV[1] .. ':'
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf')) do
+  if string.sub(id, 1, #prefix) == prefix then
+    units = units + tonumber(string.match(id, '/(%d+)$') or 1)
+  end
+end
+local entry = redis.call('HGET', KEYS[1], ARGV[1])
+if entry then
+  local e, b, h = string.match(entry, '^(%d+) (%d+) (%d+)')
+  if tonumber(e) > now then units = units + math.max(tonumber(b), tonumber(h)) end
+end
+return units
+`;
+
+/**
+ * The units Redis counts for one process of a gate now (FIFO: its live leases by weight; leased:
+ * max(block, held) of its live entry): what a SIGKILL takes out of the cap until they lapse.
+ * Undefined when Redis does not answer within `timeoutMs`.
+ */
+export async function heldBy(
+  redis: ChaosRedis,
+  name: string,
+  processId: string,
+  timeoutMs: number,
+): Promise<number | undefined> {
+  const base = `chaos:{${name}}:`;
+  try {
+    const units = await redis.command(
+      timeoutMs,
+      'EVAL_RO',
+      HELD_BY,
+      2,
+      `${base}l`,
+      `${base}h`,
+      processId,
+    );
+    return Number(units);
+  } catch {
+    return undefined;
+  }
+}
+
 export interface GateState {
   now: number;
   meta: Record<string, string>;
