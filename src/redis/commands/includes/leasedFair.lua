@@ -18,6 +18,16 @@
 local function metKey(since, id)
   return since .. ' ' .. id
 end
+-- The highest level L in [0, total] whose fill (`filled(L)`, growing with L) fits `total`, and
+-- the units left over at it (fair() here, fairOf in leasedLevel.lua).
+local function highest(filled, total)
+  local lo, hi = 0, total
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if filled(mid) <= total then lo = mid else hi = mid - 1 end
+  end
+  return lo, total - filled(lo)
+end
 local function fair(ids, want, needs, sinces, total)
   local n, all = #ids, 0
   for _, id in ipairs(ids) do all = all + want[id] end
@@ -47,12 +57,7 @@ local function fair(ids, want, needs, sinces, total)
     for _, id in ipairs(ids) do s = s + math.min(want[id], math.max(floor[id], level)) end
     return s
   end
-  local lo, hi = 0, total
-  while lo < hi do
-    local mid = math.floor((lo + hi + 1) / 2)
-    if filled(mid) <= total then lo = mid else hi = mid - 1 end
-  end
-  local extra = total - filled(lo)
+  local lo, extra = highest(filled, total)
   if extra <= 0 then return lo, '', met end
   local at = {}
   for _, id in ipairs(ids) do

@@ -10,7 +10,7 @@
   met heads among them take at most what the floors took, the rest are at the level; above 0,
   every process with a demand is among them, as each fills at least a unit). Past KEEP, heads
   and units beyond the kept ones wait for a later walk (a level never gives more than fits).
-  Functions only: uses nothing of the script but metKey and floorMet (leasedFair.lua).
+  Functions only: uses nothing of the script but metKey, floorMet and highest (leasedFair.lua).
 ]]
 local KEEP = 256
 local function byId(a, b) return a.id < b.id end
@@ -80,12 +80,7 @@ local function fairOf(hist, heads, low, total)
     end
     return s
   end
-  local lo, hi = 0, total
-  while lo < hi do
-    local mid = math.floor((lo + hi + 1) / 2)
-    if filled(mid) <= total then lo = mid else hi = mid - 1 end
-  end
-  local extra = total - filled(lo)
+  local lo, extra = highest(filled, total)
   if extra <= 0 then return lo, '', met end
   local at = {}
   for _, r in ipairs(low) do
