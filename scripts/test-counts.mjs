@@ -18,9 +18,14 @@ export function readCounts(path) {
   try {
     const r = JSON.parse(readFileSync(path, 'utf8'));
     const files = Array.isArray(r.testResults) ? r.testResults : [];
+    // A file whose every test was skipped is skipped, as vitest's own summary counts it.
+    const skippedFile = (f) =>
+      Array.isArray(f.assertionResults) &&
+      f.assertionResults.length > 0 &&
+      f.assertionResults.every((a) => a.status !== 'passed' && a.status !== 'failed');
     return {
       files: files.length,
-      filesPassed: files.filter((f) => f.status === 'passed').length,
+      filesPassed: files.filter((f) => f.status === 'passed' && !skippedFile(f)).length,
       filesFailed: files.filter((f) => f.status === 'failed').length,
       passed: r.numPassedTests ?? 0,
       failed: r.numFailedTests ?? 0,
