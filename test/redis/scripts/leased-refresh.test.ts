@@ -226,6 +226,18 @@ describeRedis('leased REFRESH alone: the cap', () => {
     );
   });
 
+  it('a served head of 1 at a level of 1 starts no walk: heads of 1 in a fleet at its cap move at every grant', async () => {
+    const at = await lab.craft({
+      m: inUse(4, { t: -1, b: 1, e: '', n: 2 }),
+      l: { pa: { wants: 3, need: 1, since: -400, head: 5, block: 1 } },
+      s: 1,
+    });
+    await lab.command('HSET', M, 'f', `${at - 400} pa`);
+    const walkedBefore = Number((await lab.state()).m.t);
+    await lab.refresh({ wants: 3, need: 1, head: 6, held: 1 });
+    expect(Number((await lab.state()).m.t)).toBe(walkedBefore);
+  });
+
   it('a head keeps its place while it waits: the same token keeps when Redis first heard of it, a new token (the next head) goes to the back', async () => {
     await lab.craft({ m: inUse(4, { t: -1 }), s: 0 });
     await lab.refresh({ wants: 3, need: 2, head: 7 });

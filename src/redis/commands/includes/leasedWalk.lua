@@ -21,12 +21,15 @@ local grown = (level < 0 and wants > ownWants) or (RATED and rlevel < 0 and rwan
 -- its turn is over, and the next head in age order waits for a walk to be met. Walk now, not a
 -- scan later (issue 32: with a heavy head in every process, a few floors were met per walk and
 -- a weight-3 head waited walk after walk, 1.4-2.5 s, seed 20025).
-local served = level >= 0 and ownNeed > 0 and floorMet(math.min(ownNeed, ownWants), ownSince, proc, met)
+-- Only a floor above the level (a unit the level would not give): heads of 1 in a fleet at its
+-- cap move at every grant, and would walk at every refresh. Only a walk in one call: a large
+-- fleet's slices keep their own pace.
+local ownFloor = math.min(ownNeed, ownWants)
+local served = level >= 0 and ownFloor > level and floorMet(ownFloor, ownSince, proc, met)
   and (need ~= ownNeed or head ~= ownHead)
-grown = grown or served
 local passing = (meta[18] or '') ~= ''
 local WALK_FULL = 128
-if passing or now - walked >= scan or closing or grown then
+if passing or now - walked >= scan or closing or grown or served then
   local size = redis.call('HLEN', L)
   if size > WALK_FULL or passing then
     -- Others are live (a close in a large fleet leaves the hash be).
