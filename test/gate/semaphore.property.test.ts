@@ -323,8 +323,39 @@ function attachHook(call: Call, permit: Permit): void {
   };
 }
 
+/**
+ * Where each timer set on the fake clock was set (its stack), by timer id. Test files share
+ * worker processes: a connection another file left open keeps undici 8's fast-timer tick
+ * alive, and the tick re-arms itself with the global setTimeout, now the fake one (CI's undici 8
+ * leg counted 1 and 2 timers left). Only timers set by hostgate's own code must all be gone.
+ */
+function timerOrigins(): Map<number, string> {
+  const origins = new Map<number, string>();
+  const fakeTimeout = globalThis.setTimeout;
+  const fakeInterval = globalThis.setInterval;
+  const mark = <T>(timer: T): T => {
+    origins.set(Number(timer), new Error().stack ?? '');
+    return timer;
+  };
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) =>
+    mark(fakeTimeout(...args))) as typeof setTimeout;
+  globalThis.setInterval = ((...args: Parameters<typeof setInterval>) =>
+    mark(fakeInterval(...args))) as typeof setInterval;
+  return origins;
+}
+
+/** Timers still pending on the fake clock, but those set from a dependency (see timerOrigins). */
+function ownTimersLeft(origins: Map<number, string>): number {
+  const clock = (globalThis.clearTimeout as unknown as { clock?: { timers?: object } }).clock;
+  if (clock?.timers === undefined) return vi.getTimerCount();
+  return Object.keys(clock.timers).filter(
+    (id) => !/[\\/]node_modules[\\/]/.test(origins.get(Number(id)) ?? ''),
+  ).length;
+}
+
 async function runSchedule(config: Config, commands: readonly Command[]): Promise<void> {
   vi.useFakeTimers();
+  const origins = timerOrigins();
   try {
     const gate = new Semaphore({ ...config, name: 'p' });
     const model = new Model(config);
@@ -637,7 +668,7 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
     expect(s).toMatchObject({ held: 0, queued: 0, available: s.limit });
     expect(s.released).toBe(s.acquired);
     expect(gate.holders()).toEqual([]);
-    expect(vi.getTimerCount()).toBe(0);
+    expect(ownTimersLeft(origins)).toBe(0);
     for (const [permit] of permits) expect(permit.released).toBe(true);
     for (const call of calls) {
       expect(call.settlements).toBe(call.kind === 'try' ? 0 : 1);
