@@ -329,7 +329,7 @@ function attachHook(call: Call, permit: Permit): void {
  * alive, and the tick re-arms itself with the global setTimeout, now the fake one (CI's undici 8
  * leg counted 1 and 2 timers left). Only timers set by hostgate's own code must all be gone.
  */
-function timerOrigins(): Map<number, string> {
+function timerOrigins(): { origins: Map<number, string>; restore: () => void } {
   const origins = new Map<number, string>();
   const fakeTimeout = globalThis.setTimeout;
   const fakeInterval = globalThis.setInterval;
@@ -341,7 +341,12 @@ function timerOrigins(): Map<number, string> {
     mark(fakeTimeout(...args))) as typeof setTimeout;
   globalThis.setInterval = ((...args: Parameters<typeof setInterval>) =>
     mark(fakeInterval(...args))) as typeof setInterval;
-  return origins;
+  // The fakes back before vi.useRealTimers(): it restores only what it installed itself.
+  const restore = () => {
+    globalThis.setTimeout = fakeTimeout;
+    globalThis.setInterval = fakeInterval;
+  };
+  return { origins, restore };
 }
 
 /** Timers still pending on the fake clock, but those set from a dependency (see timerOrigins). */
@@ -355,7 +360,7 @@ function ownTimersLeft(origins: Map<number, string>): number {
 
 async function runSchedule(config: Config, commands: readonly Command[]): Promise<void> {
   vi.useFakeTimers();
-  const origins = timerOrigins();
+  const { origins, restore } = timerOrigins();
   try {
     const gate = new Semaphore({ ...config, name: 'p' });
     const model = new Model(config);
@@ -676,6 +681,7 @@ async function runSchedule(config: Config, commands: readonly Command[]): Promis
       expect(call.status).not.toBe('finishing');
     }
   } finally {
+    restore();
     vi.useRealTimers();
   }
 }
