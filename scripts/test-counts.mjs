@@ -6,8 +6,11 @@
  *
  *      Test Files  121 passed (121)
  *           Tests  1285 passed | 2 skipped (1287)
+ *     1285 passed, 0 failed, 2 skipped
  *
- * and exits non-zero when a report is missing, a test failed or none passed.
+ * The last line is the plain closing line CI reads in any language ('N passed, N failed' alone on
+ * a line, ../.library/env/README.md): vitest is not among the runners whose closing lines it
+ * knows. Exits non-zero when a report is missing, a test failed or none passed.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +39,10 @@ export function readCounts(path) {
   }
 }
 
-/** vitest's closing summary for these counts, plain: ` Test Files  …` and `      Tests  …`. */
+/**
+ * vitest's closing summary for these counts, plain (` Test Files  …`, `      Tests  …`), then the
+ * plain line `N passed, N failed, N skipped` alone, last.
+ */
 export function summary(c) {
   const part = (n, word) => (n > 0 ? [`${n} ${word}`] : []);
   const files = [...part(c.filesFailed, 'failed'), ...part(c.filesPassed, 'passed')];
@@ -50,7 +56,8 @@ export function summary(c) {
   const total = c.passed + c.failed + c.skipped;
   return (
     ` Test Files  ${files.join(' | ') || '0 passed'} (${c.files})\n` +
-    `      Tests  ${tests.join(' | ') || '0 passed'} (${total})\n`
+    `      Tests  ${tests.join(' | ') || '0 passed'} (${total})\n` +
+    `${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped\n`
   );
 }
 

@@ -8,7 +8,7 @@
  * and child processes, so their ~9 s (27 s cold) and ~35 s of one core fit into its idle time
  * instead of running before it. Their output is held back and printed after vitest's; the exit
  * code is non-zero if any failed. Arguments go to vitest: `npm test -- test/http/fetch.test.ts`
- * (the typecheck and the doc-tests run all the same). Its last lines are vitest's summary, plain (from its JSON
+ * (the typecheck and the doc-tests run all the same). Its last lines are vitest's summary, plain, then `N passed, N failed, N skipped` alone (from its JSON
  * report, after the typecheck's and doc-tests' output), for any CI to read; a run in which no
  * test passed fails.
  */
