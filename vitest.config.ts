@@ -32,7 +32,8 @@ if (lane !== 'all' && lane !== 'suite' && lane !== 'fast' && lane !== 'faults') 
  * fault campaign. Run the fault files you touch by name, or the lane before a shared-gate change.
  */
 const FAULTS = [
-  'test/redis/fifo-*.test.ts', // FIFO fleets through outages, restarts, clock steps, kills, rolls
+  'test/redis/fifo-*.test.ts', // FIFO fleets through outages, restarts, clock steps, kills
+  'test/redis/rolling.test.ts', // both modes' fleets through rolling restarts
   'test/redis/leased-{lost-state,restart,clock-step,kill,churn,schedule,faults}.test.ts',
   'test/redis/leased-on-change.test.ts', // a fleet at its cap for seconds, Redis's calls counted
   'test/redis/scripts/leased-walk.test.ts', // 5,001-entry fleets walked slice by slice: CPU

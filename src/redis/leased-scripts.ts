@@ -11,7 +11,9 @@
  *   last walk of `L` found (`t` when, `b` `e` `n` `k` `u` `f`: see commands/leasedRefresh-4.lua;
  *   `rt` `rb` `re` `rf` a rate's), `o` Σ owed, and while a large fleet's walk goes on a slice per
  *   refresh, its state `wc` `wa` `wh` `wr` `wf` `wg` `wl` `wq` `wo` (includes/leasedPass.lua), `g` when a caller under its fair share last said so on the
- *   gate's signal channel (`<prefix>{<name>}:wake:give`, issue 35).
+ *   gate's signal channel (`<prefix>{<name>}:wake:give`, issue 35), and `pk` the rate shares
+ *   clean closes parked for a window (`<until ms>:<share>` items: a replacement asking for its
+ *   first share takes one; the level keeps their places meanwhile; includes/leasedClose.lua).
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
  *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`
  *   (commands/includes/leasedEntry.lua; entries of an older writer end sooner), `<id>~<k>` a
@@ -26,7 +28,8 @@
  * **Redis-time timestamps** (what a step of Redis's clock moves, and what a test emulating a
  * step must move by the step; the script moves all of them by the gap when it detects one):
  * `M.r`, `M.t`, `M.lr`, `M.x` (only renewal bookkeeping: the script leaves it), the sinces in
- * `M.f` and `M.rf`, and in every entry of `L` (closed tails `<id>~<k>` included) field 1, its
+ * `M.f` and `M.rf` (the ends in `M.pk` are not moved: a place ending over a window ahead is
+ * taken as lapsed, one lapsing early only lets the survivors grow), and in every entry of `L` (closed tails `<id>~<k>` included) field 1, its
  * expiry, field 7, its rate hold's end, and field 10, its head's since (0: none).
  *
  * The invariant, over live entries: Σ max(block, held) ≤ cap. A held permit cannot be taken

@@ -25,6 +25,9 @@ export interface FleetGate {
   leaseMs?: number;
   heartbeatMs?: number;
   queueTimeout?: number;
+  /** The shared mode (the FIFO one unless 'leased'), and a leased gate's refresh interval. */
+  mode?: 'fifo' | 'leased';
+  refreshMs?: number;
 }
 
 let running = false;
@@ -54,6 +57,9 @@ async function open(config: FleetGate): Promise<void> {
     maxQueue: 1000,
     ...(config.queueTimeout === undefined ? {} : { queueTimeout: config.queueTimeout }),
     ...(config.rate === undefined ? {} : { rate: config.rate }),
+    ...(config.mode === 'leased'
+      ? { mode: 'leased' as const, ...(config.refreshMs ? { refreshMs: config.refreshMs } : {}) }
+      : {}),
   });
   agent = new Agent({ connections: config.callers + 4 });
   const dispatcher = agent;

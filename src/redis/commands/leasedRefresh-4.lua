@@ -114,7 +114,7 @@ local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
 -- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
 local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
-  're', 'lr', 'f', 'o', 'rf', 'wc', 'g')
+  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'pk')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -164,6 +164,19 @@ if RATED then
   rlimit, rper, rburst = tonumber(rl), tonumber(rp), tonumber(rb)
 end
 --- @include "includes/leasedCounted"
+-- Rate shares clean closes gave back (M.pk, '<until>:<share>' items, leasedClose.lua): those
+-- still within their window, as shares and as items. One ending more than a window from now
+-- was set before Redis's clock stepped back: lapsed (a place only ever holds the survivors back).
+local function parked()
+  local shares, items = {}, {}
+  for u, sh in string.gmatch(meta[20] or '', '(%d+):(%d+)') do
+    if tonumber(u) > now and tonumber(u) <= now + rper then
+      shares[#shares + 1] = tonumber(sh)
+      items[#items + 1] = u .. ':' .. sh
+    end
+  end
+  return shares, items
+end
 local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
 -- No state (a first use or a loss), or the blocks hash gone: whoever holds a block refreshes now.
@@ -308,4 +321,10 @@ end
 -- The hash lives while some process refreshes it (idle ones every half lease): a gate nobody
 -- uses any more leaves no key behind (issue 32, item 8).
 redis.call('PEXPIRE', L, 3 * lease)
-return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum, rateStr, now}
+-- Parked shares are no one's to take but a newcomer's: Σ counted as answered includes them, so
+-- that the others do not ask for them every `refreshMs / 10` for a window.
+local reserved = 0
+if RATED and (meta[20] or '') ~= '' then
+  for _, sh in ipairs((parked())) do reserved = reserved + sh end
+end
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now}

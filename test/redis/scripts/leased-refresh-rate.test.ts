@@ -240,6 +240,69 @@ describeRedis('leased REFRESH alone: the rate', () => {
     });
   }
 
+  it('a clean close parks its share for a window: the survivors keep their level, and a process asking for its first share takes the place (a rolling deploy)', async () => {
+    // pa, pb and pc at 3-4 of 10, all busy; pa closes. Before: the walk of the close set the
+    // level to 5 for the two left, pb and pc grew into pa's share at their next refresh, and
+    // were cut back when pa's replacement asked, each cut counted for a window.
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: {
+        pa: { share: 4, rateWants: 10 },
+        pb: { share: 3, rateWants: 10 },
+        pc: { share: 3, rateWants: 10 },
+      },
+      r: 10,
+    });
+    const closed = await lab.refresh({
+      ...RATED,
+      closing: 1,
+      rateUsed: 4,
+      rateWants: 10,
+      sent: '1 0 0 0 0 0 0 0',
+      scanMs: 0,
+    });
+    let state = await lab.state();
+    expect(state.m.pk).toBe(`${closed.answer.now + PER}:4`);
+    expect(Number(state.m.rb), 'the level kept pa its place').toBe(3);
+    // pb refreshes, walking: its share stays at the level (3, or 4 as the first of the three
+    // ids that take the tenth unit), not the 5 of a level over two; Σ counted as answered
+    // includes the parked 4, so it does not ask for them again and again.
+    const pb = await lab.refresh({
+      ...RATED,
+      processId: 'pb',
+      rateUsed: 3,
+      rateWants: 10,
+      scanMs: 0,
+    });
+    expect(pb.answer.share).toBeLessThanOrEqual(4);
+    expect(pb.answer.counted).toBe((await lab.state()).r! + 4);
+    // The replacement, pd: its first refresh with a demand takes the place, within what the
+    // others and pa's tail leave of the rate (10 - 4 - 3 - 1).
+    const pd = await lab.refresh({ ...RATED, processId: 'pd', rateWants: 10, scanMs: 0 });
+    expect(pd.answer.share).toBe(2);
+    state = await lab.state();
+    expect(state.m.pk).toBeUndefined();
+    expect(Number(state.m.rb)).toBe(3);
+    expectRateCounted(state, RATE, pd.answer.now);
+  });
+
+  it('a parked place lapses after a window: the survivors grow into it', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE, undefined, { pk: '1:4' }),
+      l: { pb: { share: 3, rateWants: 10 }, pc: { share: 3, rateWants: 10 } },
+      r: 6,
+    });
+    const pb = await lab.refresh({
+      ...RATED,
+      processId: 'pb',
+      rateUsed: 3,
+      rateWants: 10,
+      scanMs: 0,
+    });
+    expect(pb.answer.share).toBe(5);
+    expect(pb.answer.counted).toBe(8);
+  });
+
   it('the last process closing with a rate leaves its tail and L for a window only', async () => {
     await lab.craft({ m: ratedInUse(RATE), l: { pa: { share: 4, rateWants: 4 } }, r: 4 });
     await lab.refresh({ ...RATED, closing: 1, rateUsed: 4, sent: '2 0 0 0 0 0 0 0' });

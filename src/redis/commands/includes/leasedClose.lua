@@ -3,12 +3,21 @@
   rate, what the process may still have in the fleet's windows stays counted for one, in a tail
   entry `<id>~0`. Returns the script's reply.
   Uses (leasedRefresh-4.lua): L, M, proc, closing, RATED, rused, rper, now, sum, rsum, osum,
-  ownOwed, others_live, lease, cap, n, blocks, helds, rateStr; format (leasedEntry), burstOf
-  (leasedCounted).
+  ownOwed, ownShare, others_live, lease, cap, n, blocks, helds, rateStr; format (leasedEntry),
+  burstOf (leasedCounted), parked. Parks its rate share (M.pk) while others are live.
 ]]
 if closing then
   -- A clean close: the entry goes at once, and the hash with the last one; nothing is owed to it.
   if ownOwed > 0 then redis.call('HSET', M, 'o', math.max(0, osum - ownOwed)) end
+  if RATED and ownShare > 0 and others_live > 0 then
+    -- Its share parked for a window: a newcomer asking for its first share takes its place
+    -- (leasedShare.lua), the others' level does not grow into it meanwhile (leasedWalk.lua).
+    -- At most 16 places, the newest.
+    local _, items = parked()
+    items[#items + 1] = (now + rper) .. ':' .. ownShare
+    while #items > 16 do table.remove(items, 1) end
+    redis.call('HSET', M, 'pk', table.concat(items, ' '))
+  end
   if RATED and rused > 0 then
     -- It paced its share: its sends still in windows are those of its pace, which the fleet's
     -- shares go on from, except what it sent ahead of its pace: its TAT runs at most burst + 1

@@ -4,9 +4,18 @@
   keeps counted (countedOf), and room left for its edge.
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
   rneed, since, holdMs, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
-  ownUntil; burstOf, countedOf (leasedCounted), floorMet (leasedFair).
-  Sets: share, rtarget, rsum, rcOwn, rate (the entry's rate part).
+  ownUntil, meta[20] (M.pk); burstOf, countedOf (leasedCounted), floorMet (leasedFair), parked.
+  Sets: share, rtarget, rsum, rcOwn, rate (the entry's rate part); takes a parked place (M.pk).
 ]]
+if RATED and not recovering and not closing and ownShare == 0 and rwants > 0
+  and (meta[20] or '') ~= '' then
+  -- Its first share: it takes the place of a share a clean close parked (the walk's level kept
+  -- it), the oldest one.
+  local _, items = parked()
+  table.remove(items, 1)
+  meta[20] = table.concat(items, ' ')
+  if #items > 0 then redis.call('HSET', M, 'pk', meta[20]) else redis.call('HDEL', M, 'pk') end
+end
 if RATED then
   -- Its costliest head's need, if its floor was met at the walk: a burst share below the head's
   -- cost - 1 never sends it (issue 32: the cost stall, a fleet of such processes at 0).

@@ -8,7 +8,7 @@
   wants, rwants, need, rneed, since, head, ownWants, ownRateWants, own entry (before, ownBlock,
   ownHeld, rbefore, ownOwed, ownNeed, ownSince, ownHead), meta[18] (a slice walk under way);
   parse, format (leasedEntry), countedOf (leasedCounted), fair and floorMet (leasedFair), fairOf
-  and the pass state (leasedLevel).
+  and the pass state (leasedLevel), parked (the rate's parked places, M.pk), ownShare.
   Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, rmet, others_live,
   opass (leasedPass.lua).
 ]]
@@ -41,6 +41,8 @@ if passing or now - walked >= scan or closing or grown or served then
     end
   else
     local all = redis.call('HGETALL', L)
+    -- Processes asking for their first share of the rate: each takes a parked place (below).
+    local firsts = (not closing and ownShare == 0 and rwants > 0) and 1 or 0
     local ids, want, rwant, needs, rneeds, sinces, dead, moved = {}, {}, {}, {}, {}, {}, {}, {}
     -- Sums over every entry, ours as it stood before this refresh (what stats report).
     sum, blocks, helds, rsum, osum = before, ownBlock, ownHeld, rbefore, ownOwed
@@ -72,6 +74,7 @@ if passing or now - walked >= scan or closing or grown or served then
           blocks, helds = blocks + b, helds + h
           ids[#ids + 1] = id
           want[id], rwant[id], needs[id], rneeds[id], sinces[id] = w, rw, nd, rn, sn
+          if rs == 0 and rw > 0 then firsts = firsts + 1 end
           if rc ~= c then
             moved[#moved + 1] = id
             moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c)
@@ -93,6 +96,21 @@ if passing or now - walked >= scan or closing or grown or served then
     n = #ids
     local rids = {}
     for i = 1, n do rids[i] = ids[i] end
+    if RATED then
+      -- A share a clean close gave back in the last window (M.pk), and this closing one's, keeps
+      -- its place in the rate's level until a process asking for its first share takes it
+      -- (leasedShare.lua) or the window ends: a rolling deploy's replacement comes within a
+      -- refresh, and without the place the survivors grew into the freed share and were cut back
+      -- a refresh later, each cut counted for a window (issue 32, "ordinary operations": a
+      -- rolling restart at 43-45 of 50 calls/s). A fleet walked in slices keeps no places.
+      local shares = parked()
+      if closing and ownShare > 0 then shares[#shares + 1] = ownShare end
+      for i = firsts + 1, #shares do
+        local pid = '~' .. i
+        rids[#rids + 1] = pid
+        rwant[pid], rneeds[pid], sinces[pid] = shares[i], 0, 0
+      end
+    end
     level, top, met = fair(ids, want, needs, sinces, cap)
     rlevel, rtop, rmet = -1, '', ''
     if RATED then rlevel, rtop, rmet = fair(rids, rwant, rneeds, sinces, rlimit) end
