@@ -281,8 +281,7 @@ if not closing and not recovering then
     tell('give ' .. level .. ' ' .. top)
   end
 end
-local rate = ' 0 0 0 0'
-local share, rtarget, rcOwn = 0, 0, 0
+local share, rtarget, rcOwn, counted, untl = 0, 0, 0, 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
 if RATED and not recovering and share == 0 and rused == 0 and rwants > 0 and block > held then
@@ -297,9 +296,8 @@ local owed = math.max(0, metFloor - block)
 osum = math.max(0, osum - ownOwed + owed)
 if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
 if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) end
-local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
-  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed .. ' ' .. (RATED and rneed or 0)
-  .. ' ' .. rcOwn
+local entry = format(now + lease, block, held, wants, share, counted, untl, RATED and rwants or 0,
+  need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn)
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
 else

@@ -5,7 +5,7 @@
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
   rneed, since, holdMs, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
   ownUntil; burstOf, countedOf (leasedCounted), floorMet (leasedFair).
-  Sets: share, rtarget, rsum, rcOwn, rate (the entry's rate part).
+  Sets: share, rtarget, rsum, rcOwn, counted and untl (the entry's rate hold).
 ]]
 if RATED then
   -- Its costliest head's need, if its floor was met at the walk: a burst share below the head's
@@ -60,8 +60,7 @@ if RATED then
   else
     share = 0
   end
-  local counted, untl = hk, hu
+  counted, untl = hk, hu
   rcOwn = countedOf(share, hk, hu)
   rsum = rothers + rcOwn
-  rate = ' ' .. share .. ' ' .. counted .. ' ' .. untl .. ' ' .. rwants
 end
