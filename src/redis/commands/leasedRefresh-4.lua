@@ -204,8 +204,7 @@ end
 if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
---- @include "includes/leasedFair"
---- @include "includes/leasedLevel"
+--- @include "includes/leasedFloor"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop, rmet = tonumber(meta[12] or -1), meta[13] or '', meta[17] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)

@@ -10,7 +10,8 @@
   met heads among them take at most what the floors took, the rest are at the level; above 0,
   every process with a demand is among them, as each fills at least a unit). Past KEEP, heads
   and units beyond the kept ones wait for a later walk (a level never gives more than fits).
-  Functions only: uses nothing of the script but metKey, floorMet and highest (leasedFair.lua).
+  Functions only: uses nothing of the script but metKey, floorMet (leasedFloor.lua) and highest
+  (leasedFair.lua).
 ]]
 local KEEP = 256
 local function byId(a, b) return a.id < b.id end
