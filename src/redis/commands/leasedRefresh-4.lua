@@ -114,7 +114,7 @@ local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
 -- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
 local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
-  're', 'lr', 'f', 'o', 'rf', 'wc', 'g')
+  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -187,10 +187,13 @@ local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
 -- Its head as the last refresh reported it: need, since, token.
 local ownNeed, ownSince, ownHead = 0, 0, 0
+-- When its entry lapses (0: it has none).
+local ownExpiry = 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
+  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
+  ownExpiry = e
   ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
   ownNeed, ownSince, ownHead = nd, sn, tk
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
@@ -204,6 +207,14 @@ end
 if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
+-- `L` lives while some process refreshes it, and a gate nobody uses any more leaves no key behind
+-- (issue 32, item 8): three leases, renewed when under half of that is left (`M.lx`: when it runs
+-- out as a refresh last set it), not by every refresh: after any refresh `L` has 1.5 leases left
+-- at the least, so it outlives every live entry (one lease). Renewed as well by a process that
+-- registers (its entry missing or lapsed: a clean close that leaves only a rate's tail sets a
+-- shorter TTL) and when `_s` is missing (`L` new).
+local renewL = not closing and (not mine or ownExpiry <= now or cur[2] == false
+  or tonumber(meta[20] or 0) - now < 1.5 * lease)
 --- @include "includes/leasedFloor"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop, rmet = tonumber(meta[12] or -1), meta[13] or '', meta[17] or ''
@@ -302,7 +313,8 @@ if RATED then
 else
   redis.call('HSET', L, proc, entry, '_s', sum)
 end
--- The hash lives while some process refreshes it (idle ones every half lease): a gate nobody
--- uses any more leaves no key behind (issue 32, item 8).
-redis.call('PEXPIRE', L, 3 * lease)
+if renewL then
+  redis.call('PEXPIRE', L, 3 * lease)
+  redis.call('HSET', M, 'lx', now + 3 * lease)
+end
 return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum, rateStr, now}
