@@ -147,7 +147,9 @@ elseif now - tonumber(meta[4] or 0) > 86400000 then
   redis.call('HSET', M, 'x', now)
   redis.call('PEXPIRE', M, META_TTL)
 end
-redis.call('HSET', M, 'lr', now)
+-- Whole numbers passed to Redis as '%d' text: Redis writes a Lua number by '%.17g' (libc's slower
+-- floating-point path), the same digits (as the entry, leasedEntry.lua).
+redis.call('HSET', M, 'lr', string.format('%d', now))
 if RATED and meta[1] == '{{LEASED_LAYOUT}}' then
   -- A rated process adopts a gate kept without a rate; from now on the others are refused.
   redis.call('HSET', M, 'v', LAYOUT)
@@ -309,9 +311,10 @@ if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) 
 local entry = format(now + lease, block, held, wants, share, counted, untl, RATED and rwants or 0,
   need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn)
 if RATED then
-  redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
+  redis.call('HSET', L, proc, entry, '_s', string.format('%d', sum), '_r',
+    string.format('%d', rsum))
 else
-  redis.call('HSET', L, proc, entry, '_s', sum)
+  redis.call('HSET', L, proc, entry, '_s', string.format('%d', sum))
 end
 if renewL then
   redis.call('PEXPIRE', L, 3 * lease)
