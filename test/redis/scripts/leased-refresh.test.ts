@@ -362,12 +362,19 @@ describeRedis('leased REFRESH alone: the cap', () => {
   });
 
   it('a process that registers renews L whatever M.lx says (a close that left only a rate tail set a shorter TTL)', async () => {
-    await lab.craft({ m: inUse(4, { lx: 60_000 }), l: { pb: { block: 1, held: 1, wants: 1 } }, s: 1 });
+    await lab.craft({
+      m: inUse(4, { lx: 60_000 }),
+      l: { pb: { block: 1, held: 1, wants: 1 } },
+      s: 1,
+    });
     await lab.command('PEXPIRE', L, 500);
     await lab.refresh({ wants: 1, leaseMs: 4_000 });
     expect(Number(await lab.command('PTTL', L))).toBeGreaterThan(12_000 - 1_000);
     // Its entry lapsed (Redis no longer counted it): the same.
-    await lab.craft({ m: { lx: 60_000 }, l: { pa: { block: 1, held: 1, wants: 1, expiry: -100 } } });
+    await lab.craft({
+      m: { lx: 60_000 },
+      l: { pa: { block: 1, held: 1, wants: 1, expiry: -100 } },
+    });
     await lab.command('PEXPIRE', L, 500);
     await lab.refresh({ wants: 1, leaseMs: 4_000 });
     expect(Number(await lab.command('PTTL', L))).toBeGreaterThan(12_000 - 1_000);
