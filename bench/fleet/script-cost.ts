@@ -54,7 +54,10 @@ export async function scriptCost(
       for (let i = 0; i < n; i += 500) {
         const args: (string | number)[] = [];
         for (let j = i; j < Math.min(n, i + 500); j++) {
-          args.push(`p${j.toString(16).padStart(16, '0')}`, `${far} 2 2 3 0 0 0 0 0 0 0 0`);
+          // An entry as this release writes it (its 14 fields, leasedEntry.lua): an older
+          // writer's shorter one is parsed by a slower path, which a live fleet leaves at its
+          // first refresh (issue 35: 12 fields here overstated a slice by a fifth).
+          args.push(`p${j.toString(16).padStart(16, '0')}`, `${far} 2 2 3 0 0 0 0 0 0 0 0 0 0`);
         }
         await conn.command('HSET', keys[1]!, ...args);
       }

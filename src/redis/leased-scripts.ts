@@ -7,9 +7,9 @@
  * Keys of a leased gate, all under one `{...}` hash tag:
  * - `M` meta, a hash (the FIFO mode's meta key): `v` the layout (`'leased/1'`), `c` the cap,
  *   `r` the end of a recovery window (ms, Redis time), `x` when its 30-day TTL was last set,
- *   `lr` the Redis time of the last run (issue 32: a gap or a step is told by it), and what the
- *   last walk of `L` found (`t` when, `b` `e` `n` `k` `u` `f`: see commands/leasedRefresh-4.lua;
- *   `rt` `rb` `re` `rf` a rate's), `o` Σ owed, and while a large fleet's walk goes on a slice per
+ *   `lr` the Redis time of the last run (issue 32: a gap or a step is told by it), `lx` when `L`'s
+ *   TTL runs out as a refresh last set it, and what the last walk of `L` found (`t` when, `b` `e`
+ *   `n` `k` `u` `f`: see commands/leasedRefresh-4.lua; `rt` `rb` `re` `rf` a rate's), `o` Σ owed, and while a large fleet's walk goes on a slice per
  *   refresh, its state `wc` `wa` `wh` `wr` `wf` `wg` `wl` `wq` `wo` (includes/leasedPass.lua), `g` when a caller under its fair share last said so on the
  *   gate's signal channel (`<prefix>{<name>}:wake:give`, issue 35), and `pk` the rate shares
  *   clean closes parked for a window (`<until ms>:<share>` items: a replacement asking for its
@@ -18,10 +18,12 @@
  *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`
  *   (commands/includes/leasedEntry.lua; entries of an older writer end sooner), `<id>~<k>` a
  *   closed process's sends of its last window by age (rate only), and `_s` the sum of
- *   max(block, held) over its entries, `_r` Σ rc (each entry's counted rate share). A TTL of three leases, renewed by every refresh (a gate nobody uses
- *   leaves no key; under a `volatile-*` policy it is evictable as under `allkeys-*`, and the
- *   store warns of both at start); an expired entry is deleted by the next walk
- *   (commands/includes/leasedWalk.lua), a cleanly closed one at once.
+ *   max(block, held) over its entries, `_r` Σ rc (each entry's counted rate share). A TTL of three
+ *   leases, renewed by a refresh that finds under one and a half left by `M.lx` (or registers, or
+ *   finds `_s` missing), so it outlives every live entry and a gate nobody uses leaves no key
+ *   (under a `volatile-*` policy it is evictable as under `allkeys-*`, and the store warns of both
+ *   at start); an expired entry is deleted by the next walk (commands/includes/leasedWalk.lua), a
+ *   cleanly closed one at once.
  * - `H`, `Q`: the FIFO mode's holders and tickets, only read (when a process registers): a
  *   leased process refuses a gate that FIFO processes use (and they refuse `v = 'leased/1'`).
  *
@@ -29,8 +31,11 @@
  * step must move by the step; the script moves all of them by the gap when it detects one):
  * `M.r`, `M.t`, `M.lr`, `M.x` (only renewal bookkeeping: the script leaves it), the sinces in
  * `M.f` and `M.rf` (the ends in `M.pk` are not moved: a place ending over a window ahead is
- * taken as lapsed, one lapsing early only lets the survivors grow), and in every entry of `L` (closed tails `<id>~<k>` included) field 1, its
- * expiry, field 7, its rate hold's end, and field 10, its head's since (0: none).
+ * taken as lapsed, one lapsing early only lets the survivors grow), and in every entry of `L`
+ * (closed tails `<id>~<k>` included) field 1, its expiry, field 7, its rate hold's end, and
+ * field 10, its head's since (0: none). Not `M.lx`: it is on the clock of Redis's own key
+ * expiry, which a real step moves alike and an emulated one (the keys' TTLs left as they are)
+ * does not.
  *
  * The invariant, over live entries: Σ max(block, held) ≤ cap. A held permit cannot be taken
  * back, so a block that shrinks below what its process holds grants nothing new until enough

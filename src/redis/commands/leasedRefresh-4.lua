@@ -114,7 +114,7 @@ local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
 -- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
 local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
-  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'pk')
+  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx', 'pk')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -147,7 +147,9 @@ elseif now - tonumber(meta[4] or 0) > 86400000 then
   redis.call('HSET', M, 'x', now)
   redis.call('PEXPIRE', M, META_TTL)
 end
-redis.call('HSET', M, 'lr', now)
+-- Whole numbers passed to Redis as '%d' text: Redis writes a Lua number by '%.17g' (libc's slower
+-- floating-point path), the same digits (as the entry, leasedEntry.lua).
+redis.call('HSET', M, 'lr', string.format('%d', now))
 if RATED and meta[1] == '{{LEASED_LAYOUT}}' then
   -- A rated process adopts a gate kept without a rate; from now on the others are refused.
   redis.call('HSET', M, 'v', LAYOUT)
@@ -169,7 +171,7 @@ end
 -- was set before Redis's clock stepped back: lapsed (a place only ever holds the survivors back).
 local function parked()
   local shares, items = {}, {}
-  for u, sh in string.gmatch(meta[20] or '', '(%d+):(%d+)') do
+  for u, sh in string.gmatch(meta[21] or '', '(%d+):(%d+)') do
     if tonumber(u) > now and tonumber(u) <= now + rper then
       shares[#shares + 1] = tonumber(sh)
       items[#items + 1] = u .. ':' .. sh
@@ -200,10 +202,13 @@ local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
 -- Its head as the last refresh reported it: need, since, token.
 local ownNeed, ownSince, ownHead = 0, 0, 0
+-- When its entry lapses (0: it has none).
+local ownExpiry = 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
-  local _, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
+  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
+  ownExpiry = e
   ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
   ownNeed, ownSince, ownHead = nd, sn, tk
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
@@ -217,8 +222,15 @@ end
 if not mine and redis.call('EXISTS', H, Q) > 0 then
   return redis.error_reply('HOSTGATE_LAYOUT fifo/0')
 end
---- @include "includes/leasedFair"
---- @include "includes/leasedLevel"
+-- `L` lives while some process refreshes it, and a gate nobody uses any more leaves no key behind
+-- (issue 32, item 8): three leases, renewed when under half of that is left (`M.lx`: when it runs
+-- out as a refresh last set it), not by every refresh: after any refresh `L` has 1.5 leases left
+-- at the least, so it outlives every live entry (one lease). Renewed as well by a process that
+-- registers (its entry missing or lapsed: a clean close that leaves only a rate's tail sets a
+-- shorter TTL) and when `_s` is missing (`L` new).
+local renewL = not closing and (not mine or ownExpiry <= now or cur[2] == false
+  or tonumber(meta[20] or 0) - now < 1.5 * lease)
+--- @include "includes/leasedFloor"
 local level, top, met = tonumber(meta[6] or -1), meta[7] or '', meta[15] or ''
 local rlevel, rtop, rmet = tonumber(meta[12] or -1), meta[13] or '', meta[17] or ''
 local n, blocks, helds = tonumber(meta[8] or 1), tonumber(meta[9] or 0), tonumber(meta[10] or 0)
@@ -294,8 +306,7 @@ if not closing and not recovering then
     tell('give ' .. level .. ' ' .. top)
   end
 end
-local rate = ' 0 0 0 0'
-local share, rtarget, rcOwn = 0, 0, 0
+local share, rtarget, rcOwn, counted, untl = 0, 0, 0, 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
 if RATED and not recovering and share == 0 and rused == 0 and rwants > 0 and block > held then
@@ -310,21 +321,22 @@ local owed = math.max(0, metFloor - block)
 osum = math.max(0, osum - ownOwed + owed)
 if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
 if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) end
-local entry = (now + lease) .. ' ' .. block .. ' ' .. held .. ' ' .. wants .. rate .. ' ' .. need
-  .. ' ' .. since .. ' ' .. (need > 0 and head or 0) .. ' ' .. owed .. ' ' .. (RATED and rneed or 0)
-  .. ' ' .. rcOwn
+local entry = format(now + lease, block, held, wants, share, counted, untl, RATED and rwants or 0,
+  need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn)
 if RATED then
-  redis.call('HSET', L, proc, entry, '_s', sum, '_r', rsum)
+  redis.call('HSET', L, proc, entry, '_s', string.format('%d', sum), '_r',
+    string.format('%d', rsum))
 else
-  redis.call('HSET', L, proc, entry, '_s', sum)
+  redis.call('HSET', L, proc, entry, '_s', string.format('%d', sum))
 end
--- The hash lives while some process refreshes it (idle ones every half lease): a gate nobody
--- uses any more leaves no key behind (issue 32, item 8).
-redis.call('PEXPIRE', L, 3 * lease)
+if renewL then
+  redis.call('PEXPIRE', L, 3 * lease)
+  redis.call('HSET', M, 'lx', now + 3 * lease)
+end
 -- Parked shares are no one's to take but a newcomer's: Σ counted as answered includes them, so
 -- that the others do not ask for them every `refreshMs / 10` for a window.
 local reserved = 0
-if RATED and (meta[20] or '') ~= '' then
+if RATED and (meta[21] or '') ~= '' then
   for _, sh in ipairs((parked())) do reserved = reserved + sh end
 end
 return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now}

@@ -206,7 +206,7 @@ const ANSWER: (keyof Answer)[] = [
 ];
 
 /**
- * What a test sets up. Entry times (expiry, until, since) and `r` `t` `lr` `x` are ms from now;
+ * What a test sets up. Entry times (expiry, until, since) and `r` `t` `lr` `x` `lx` are ms from now;
  * 0 stays 0.
  */
 export interface Crafted {
@@ -261,7 +261,7 @@ export function ratedInUse(
   return inUse(cap, { v: LEASED_RATE_LAYOUT, rt: rate, ...extra });
 }
 
-const TIMES = new Set(['r', 't', 'lr', 'x']);
+const TIMES = new Set(['r', 't', 'lr', 'x', 'lx']);
 
 export function formatEntry(entry: Entry): string {
   return FIELDS.filter((field) => entry[field] !== undefined)

@@ -333,13 +333,68 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expect(await lab.command('EXISTS', M)).toBe(1);
   });
 
-  it('every refresh renews L to three leases (a gate nobody uses leaves no key)', async () => {
+  it('a refresh renews L to three leases when M.lx says under one and a half are left, or says nothing (a gate nobody uses leaves no key)', async () => {
     await lab.craft({ m: inUse(), l: { pb: { block: 1, held: 1, wants: 1 } }, s: 1 });
     await lab.command('PEXPIRE', L, 500);
     await lab.refresh({ wants: 1, leaseMs: 4_000 });
     const ttl = Number(await lab.command('PTTL', L));
     expect(ttl).toBeGreaterThan(12_000 - 1_000);
     expect(ttl).toBeLessThanOrEqual(12_000);
+    const renewed = await lab.state();
+    expect(Number(renewed.m.lx) - renewed.now).toBeGreaterThan(12_000 - 1_000);
+    await lab.craft({ m: { lx: 5_500 } });
+    await lab.command('PEXPIRE', L, 5_500);
+    await lab.refresh({ wants: 1, leaseMs: 4_000 });
+    expect(Number(await lab.command('PTTL', L))).toBeGreaterThan(12_000 - 1_000);
+  });
+
+  it('a refresh with more than one and a half leases of L left (M.lx) leaves its TTL: no write at every refresh', async () => {
+    await lab.craft({
+      m: inUse(4, { lx: 8_000 }),
+      l: { pa: { block: 1, held: 1, wants: 1 }, pb: { block: 1, held: 1, wants: 1 } },
+      s: 2,
+    });
+    await lab.command('PEXPIRE', L, 8_000);
+    const lx = (await lab.state()).m.lx;
+    await lab.refresh({ held: 1, wants: 1, leaseMs: 4_000 });
+    expect(Number(await lab.command('PTTL', L))).toBeLessThanOrEqual(8_000);
+    expect((await lab.state()).m.lx).toBe(lx);
+  });
+
+  it('a process that registers renews L whatever M.lx says (a close that left only a rate tail set a shorter TTL)', async () => {
+    await lab.craft({
+      m: inUse(4, { lx: 60_000 }),
+      l: { pb: { block: 1, held: 1, wants: 1 } },
+      s: 1,
+    });
+    await lab.command('PEXPIRE', L, 500);
+    await lab.refresh({ wants: 1, leaseMs: 4_000 });
+    expect(Number(await lab.command('PTTL', L))).toBeGreaterThan(12_000 - 1_000);
+    // Its entry lapsed (Redis no longer counted it): the same.
+    await lab.craft({
+      m: { lx: 60_000 },
+      l: { pa: { block: 1, held: 1, wants: 1, expiry: -100 } },
+    });
+    await lab.command('PEXPIRE', L, 500);
+    await lab.refresh({ wants: 1, leaseMs: 4_000 });
+    expect(Number(await lab.command('PTTL', L))).toBeGreaterThan(12_000 - 1_000);
+  });
+
+  it('a busy gate keeps L while refreshes come every half lease, and loses it three leases after the last (issue 32, item 8)', async () => {
+    const leaseMs = 300;
+    for (const id of ['pa', 'pb']) await lab.refresh({ processId: id, wants: 1, leaseMs });
+    const until = Date.now() + 8 * leaseMs;
+    while (Date.now() < until) {
+      await new Promise((r) => setTimeout(r, leaseMs / 2));
+      for (const id of ['pa', 'pb']) {
+        await lab.refresh({ processId: id, held: 1, wants: 1, leaseMs });
+        // After any refresh, at least a lease and a half: L outlives every live entry.
+        expect(Number(await lab.command('PTTL', L))).toBeGreaterThan(1.5 * leaseMs - 50);
+      }
+    }
+    await new Promise((r) => setTimeout(r, 3 * leaseMs + 100));
+    expect(await lab.command('EXISTS', L)).toBe(0);
+    expect(Number(await lab.command('PTTL', M))).toBeGreaterThan(0);
   });
 
   it('a first use whose lost signal was refused (a user allowed SSUBSCRIBE but not SPUBLISH): a lease of recovery, as the holders are not told to refresh', async () => {

@@ -32,8 +32,14 @@ local function parse(entry)
     tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0), tonumber(nd or 0),
     tonumber(sn or 0), tonumber(tk or 0), tonumber(ow or 0), tonumber(rn or 0), nil
 end
+-- One string.format, not a chain of `..`: Lua turns each number of a chain into text by '%.14g'
+-- (libc's floating-point path), a refresh's most costly Lua work; '%d' writes the same digits
+-- for whole numbers (and whole numbers past 1e14 in full, where '%.14g' wrote an exponent).
+local ENTRY = '%d %d %d %d %d %d %d %d %d %d %d %d %d'
 local function format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc)
-  return e .. ' ' .. b .. ' ' .. h .. ' ' .. w .. ' ' .. rs .. ' ' .. rk .. ' ' .. ru .. ' ' .. rw
-    .. ' ' .. nd .. ' ' .. (sn or 0) .. ' ' .. (tk or 0) .. ' ' .. (ow or 0) .. ' ' .. (rn or 0)
-    .. (rc and ' ' .. rc or '')
+  if rc then
+    return string.format(ENTRY .. ' %d', e, b, h, w, rs, rk, ru, rw, nd, sn or 0, tk or 0, ow or 0,
+      rn or 0, rc)
+  end
+  return string.format(ENTRY, e, b, h, w, rs, rk, ru, rw, nd, sn or 0, tk or 0, ow or 0, rn or 0)
 end

@@ -1,6 +1,8 @@
 --[[
   fair(): the max-min fair share by demand, with floors (Doorman's FAIR_SHARE), of the cap and of
-  the rate alike. A function only: uses nothing of the script.
+  the rate alike. Functions only, for a walk (leasedWalk.lua includes them where one begins, so a
+  refresh that does not walk builds none of them): uses nothing of the script but metKey
+  (leasedFloor.lua).
 ]]
 -- Max-min fair share by demand, with floors: each process's heaviest waiting head (need, at
 -- most its demand) is a unit that cannot be split, so it is met first and nothing below it is a
@@ -15,9 +17,6 @@
 -- process whose head comes after it is not met, and its need is no minimum of its share (issue
 -- 32: a rolling deploy left every process of a weighted gate holding part of its head's need,
 -- and none could grant: the fleet at 0).
-local function metKey(since, id)
-  return since .. ' ' .. id
-end
 -- The highest level L in [0, total] whose fill (`filled(L)`, growing with L) fits `total`, and
 -- the units left over at it (fair() here, fairOf in leasedLevel.lua).
 local function highest(filled, total)
@@ -65,13 +64,4 @@ local function fair(ids, want, needs, sinces, total)
   end
   table.sort(at)
   return lo, at[math.min(extra, #at)] or '', met
-end
--- Whether a process's floor (`f`, its need within its demand; its head known since `since`) was
--- met at the last walk (`met` as fair() returned it): floors are met oldest head first.
-local function floorMet(f, since, id, met)
-  if f <= 0 then return true end
-  local ms, mid = string.match(met or '', '^(%d+) (.+)$')
-  if not ms then return false end
-  ms = tonumber(ms)
-  return since < ms or (since == ms and id <= mid)
 end

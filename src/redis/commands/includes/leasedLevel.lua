@@ -10,7 +10,8 @@
   met heads among them take at most what the floors took, the rest are at the level; above 0,
   every process with a demand is among them, as each fills at least a unit). Past KEEP, heads
   and units beyond the kept ones wait for a later walk (a level never gives more than fits).
-  Functions only: uses nothing of the script but metKey, floorMet and highest (leasedFair.lua).
+  Functions only: uses nothing of the script but metKey, floorMet (leasedFloor.lua) and highest
+  (leasedFair.lua).
 ]]
 local KEEP = 256
 local function byId(a, b) return a.id < b.id end
@@ -20,11 +21,16 @@ local function bySince(a, b)
 end
 -- Kept records as stored in M: one a line, `<w> <f> <since> <id>` (an id may hold spaces), the
 -- last in order first (what a slice compares with, read without the rest); in order here.
+local function recordOf(w, f, sn, id)
+  return { w = tonumber(w), f = tonumber(f), since = tonumber(sn), id = id }
+end
 local function readKept(text)
-  local out = {}
+  local back = {}
   for w, f, sn, id in string.gmatch(text or '', '(%d+) (%d+) (%d+) ([^\n]*)\n') do
-    table.insert(out, 1, { w = tonumber(w), f = tonumber(f), since = tonumber(sn), id = id })
+    back[#back + 1] = recordOf(w, f, sn, id)
   end
+  local out = {}
+  for i = #back, 1, -1 do out[#out + 1] = back[i] end
   return out
 end
 -- Kept records as a slice sees them: how many, and the last (a record after it and no room
@@ -38,17 +44,41 @@ end
 local function fits(edge, r, order, limit)
   return edge.n < limit or order(r, edge.last)
 end
--- The kept records and the slice's merged, the first `limit` in `order`, as stored.
+-- The kept records and the slice's merged, the first `limit` in `order`, as stored. The kept
+-- ones are in order already: each of the slice's (in order) goes in by a binary search over them,
+-- so a slice parses a few kept lines, not all (a large fleet's later slices bring few records,
+-- and a sort and a rewrite of every kept one were half of a slice's cost, issue 35).
 local function keep(edge, more, order, limit)
   if #more == 0 and edge.n <= limit then return edge.text end
-  local kept = readKept(edge.text)
-  for _, r in ipairs(more) do kept[#kept + 1] = r end
-  table.sort(kept, order)
-  local parts = {}
-  for i = math.min(#kept, limit), 1, -1 do
-    local r = kept[i]
-    parts[#parts + 1] = r.w .. ' ' .. r.f .. ' ' .. r.since .. ' ' .. r.id .. '\n'
+  table.sort(more, order)
+  local lines = {}
+  for line in string.gmatch(edge.text, '[^\n]*\n') do lines[#lines + 1] = line end
+  local n, read = #lines, {}
+  -- The i-th kept record in order is lines[n + 1 - i] (stored last first).
+  local function before(i, r)
+    local k = read[i]
+    if not k then
+      k = recordOf(string.match(lines[n + 1 - i], '^(%d+) (%d+) (%d+) ([^\n]*)\n'))
+      read[i] = k
+    end
+    return order(k, r)
   end
+  local merged, at = {}, 0
+  for _, r in ipairs(more) do
+    if #merged >= limit then break end
+    -- The kept records before r: a prefix, and at least those before the slice's last one.
+    local lo, hi = at, n
+    while lo < hi do
+      local mid = math.floor((lo + hi + 1) / 2)
+      if before(mid, r) then lo = mid else hi = mid - 1 end
+    end
+    for i = at + 1, lo do merged[#merged + 1] = lines[n + 1 - i] end
+    at = lo
+    merged[#merged + 1] = r.w .. ' ' .. r.f .. ' ' .. r.since .. ' ' .. r.id .. '\n'
+  end
+  for i = at + 1, math.min(n, at + limit - #merged) do merged[#merged + 1] = lines[n + 1 - i] end
+  local parts = {}
+  for i = math.min(#merged, limit), 1, -1 do parts[#parts + 1] = merged[i] end
   return table.concat(parts)
 end
 local function readHist(text)

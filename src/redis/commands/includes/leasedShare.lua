@@ -4,17 +4,18 @@
   keeps counted (countedOf), and room left for its edge.
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
   rneed, since, holdMs, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
-  ownUntil, meta[20] (M.pk); burstOf, countedOf (leasedCounted), floorMet (leasedFair), parked.
-  Sets: share, rtarget, rsum, rcOwn, rate (the entry's rate part); takes a parked place (M.pk).
+  ownUntil, meta[21] (M.pk); burstOf, countedOf (leasedCounted), floorMet (leasedFloor), parked.
+  Sets: share, rtarget, rsum, rcOwn, counted and untl (the entry's rate hold); takes a parked
+  place (M.pk).
 ]]
 if RATED and not recovering and not closing and ownShare == 0 and rwants > 0
-  and (meta[20] or '') ~= '' then
+  and (meta[21] or '') ~= '' then
   -- Its first share: it takes the place of a share a clean close parked (the walk's level kept
   -- it), the oldest one.
   local _, items = parked()
   table.remove(items, 1)
-  meta[20] = table.concat(items, ' ')
-  if #items > 0 then redis.call('HSET', M, 'pk', meta[20]) else redis.call('HDEL', M, 'pk') end
+  meta[21] = table.concat(items, ' ')
+  if #items > 0 then redis.call('HSET', M, 'pk', meta[21]) else redis.call('HDEL', M, 'pk') end
 end
 if RATED then
   -- Its costliest head's need, if its floor was met at the walk: a burst share below the head's
@@ -69,8 +70,7 @@ if RATED then
   else
     share = 0
   end
-  local counted, untl = hk, hu
+  counted, untl = hk, hu
   rcOwn = countedOf(share, hk, hu)
   rsum = rothers + rcOwn
-  rate = ' ' .. share .. ' ' .. counted .. ' ' .. untl .. ' ' .. rwants
 end

@@ -7,8 +7,9 @@
   Uses (leasedRefresh-4.lua): L, M, proc, now, scan, walked, closing, RATED, cap, rlimit, rper,
   wants, rwants, need, rneed, since, head, ownWants, ownRateWants, own entry (before, ownBlock,
   ownHeld, rbefore, ownOwed, ownNeed, ownSince, ownHead), meta[18] (a slice walk under way);
-  parse, format (leasedEntry), countedOf (leasedCounted), fair and floorMet (leasedFair), fairOf
-  and the pass state (leasedLevel), parked (the rate's parked places, M.pk), ownShare.
+  parse, format (leasedEntry), countedOf (leasedCounted), floorMet (leasedFloor), parked (the
+  rate's parked places, M.pk), ownShare; it includes fair (leasedFair), fairOf and the pass
+  state (leasedLevel) where a walk begins.
   Sets: sum, rsum, osum, blocks, helds, n, level, top, met, rlevel, rtop, rmet, others_live,
   opass (leasedPass.lua).
 ]]
@@ -30,6 +31,9 @@ local served = level >= 0 and ownFloor > level and floorMet(ownFloor, ownSince, 
 local passing = (meta[18] or '') ~= ''
 local WALK_FULL = 128
 if passing or now - walked >= scan or closing or grown or served then
+  -- The walk's functions, built only by a refresh that walks (most do not).
+--- @include "leasedFair"
+--- @include "leasedLevel"
   local size = redis.call('HLEN', L)
   if size > WALK_FULL or passing then
     -- Others are live (a close in a large fleet leaves the hash be).
