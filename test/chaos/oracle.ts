@@ -326,6 +326,19 @@ export function judge(run: Run): Verdict {
           per = Math.min(per, r.per);
         }
       }
+      // A set rate lives in the meta hash as a set cap does: a loss of it brings back the rate of
+      // the first process to run after it, its own `rate` (docs/shared-gates.md, Eviction), until
+      // the next setSharedRate.
+      const lost = losses.filter((at) => at <= t + longest).at(-1);
+      if (
+        lost !== undefined &&
+        run.rates.length > 1 &&
+        !run.rates.some(([at]) => at > lost && at <= t - per - graceMs)
+      ) {
+        allowed = Math.max(allowed, config.rate!.limit + config.rate!.burst);
+        plain = allowed;
+        per = Math.min(per, config.rate!.per);
+      }
       if (run.rates.length > 1) {
         const changed = run.rates.slice(1).some(([at]) => Math.abs(at - t) < per + graceMs);
         if (changed) allowed += Math.max(...run.rates.map(([, r]) => r.burst)) + 1;

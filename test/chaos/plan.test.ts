@@ -208,6 +208,34 @@ describe('chaos oracle on synthetic logs', () => {
     expect(judge(changed).violations.map((v) => v.oracle)).not.toContain('rate');
   });
 
+  it('a rate set and then lost with the meta hash (a flush) is the processes’ own rate again until the next set (seed 90020)', () => {
+    // 40 per 500 ms burst 7 configured, set to 10 per 1000 ms burst 3 at 1000 ms, a FLUSHALL at
+    // 2000 ms: from then on the fleet runs at its own 40 per 500 ms again, which the oracle read
+    // as 28 units in 250 ms over a promise of 13.
+    const own = { limit: 40, per: 500, burst: 7 };
+    const set = { limit: 10, per: 1000, burst: 3 };
+    const arrivals = Array.from({ length: 120 }, (_, i) => ({
+      at: 2100 + i * 12.5,
+      w: 1,
+      cost: 1,
+      slot: 0,
+      latency: 1,
+    }));
+    const step = { at: 2000, kind: 'flushall' as const };
+    const rates: Run['rates'] = [
+      [0, own],
+      [1000, set],
+    ];
+    const flushed = run(
+      { inflight: busy(1), arrivals, rates, applied: [{ step, at: 2000, end: 2001 }] },
+      { config: { ...config, rate: own }, steps: [step] },
+    );
+    expect(judge(flushed).violations.map((v) => v.oracle)).not.toContain('rate');
+    // Without the flush the set rate holds, and the same arrivals are over it.
+    const kept = run({ inflight: busy(1), arrivals, rates }, { config: { ...config, rate: own } });
+    expect(judge(kept).violations.map((v) => v.oracle)).toContain('rate');
+  });
+
   it('the partner at 0 with demand past the bound fails; within a fault’s window it does not', () => {
     const gap = (from: number, to: number): [number, number][] => [
       ...busy(4, from),
