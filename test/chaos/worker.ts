@@ -173,7 +173,19 @@ function setCallers(c: Current, n: number): void {
 
 async function open(m: OpenGate): Promise<void> {
   const { config } = m;
-  const { client, close } = await connectWorkerClient(m.redisPort, config.client);
+  // A replica started while Redis is down (a restart under way) connects once it is back, as a
+  // service's client would retry: ioredis's first connect otherwise fails at once (seed 90095).
+  const until = performance.now() + 15_000;
+  let connected: Awaited<ReturnType<typeof connectWorkerClient>> | undefined;
+  while (connected === undefined) {
+    try {
+      connected = await connectWorkerClient(m.redisPort, config.client);
+    } catch (error) {
+      if (performance.now() > until) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  const { client, close } = connected;
   const store = redisStore({
     client,
     prefix: 'chaos:',
