@@ -94,6 +94,11 @@ interface KnownOpen {
    * one process (2 × (cost - 1) > burst: docs/rates.md, leased shares, "Costs").
    */
   nearBurst?: boolean;
+  /**
+   * Only schedules whose heaviest weight is above the cap's units per replica (cap / replicas):
+   * every heavy head waits for a walk (docs/shared-gates.md, leased shares, weights).
+   */
+  heavy?: boolean;
   /** Only schedules with a rate, and only a violation about the rate (not the cap). */
   rated?: boolean;
 }
@@ -107,12 +112,17 @@ const nearBurst = (s: Schedule) => {
   const rates = [s.config.rate, ...s.steps.map((step) => step.rate)];
   return rates.some((rate) => rate !== undefined && 2 * (cost - 1) > rate.burst);
 };
+const heavy = (s: Schedule) => {
+  const weight = Math.max(...s.config.weights);
+  return weight > 1 && weight > s.config.cap / s.config.replicas;
+};
 const excused = (schedule: Schedule, v: Violation) =>
   known.find(
     (k) =>
       k.mode === schedule.config.mode &&
       (k.costly !== true || costly(schedule)) &&
       (k.nearBurst !== true || nearBurst(schedule)) &&
+      (k.heavy !== true || heavy(schedule)) &&
       (k.rated !== true ||
         (schedule.config.rate !== undefined && v.detail.includes('rate units'))) &&
       k.oracle === v.oracle &&
