@@ -39,7 +39,10 @@ export interface LeasedRateView {
   target: number;
   /** Its rate demand as last sent: cost units taken in the last `per` ms plus those queued. */
   demand: number;
-  /** Every process's counted share summed (≤ the rate's `limit`). */
+  /**
+   * Every process's counted share summed (≤ the rate's `limit`), and the shares clean closes
+   * parked for their replacements in the last window (these may take it up to `burst + 1` past).
+   */
   counted: number;
 }
 
