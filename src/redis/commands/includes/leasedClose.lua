@@ -4,15 +4,17 @@
   entry `<id>~0`. Returns the script's reply.
   Uses (leasedRefresh-4.lua): L, M, proc, closing, RATED, rused, rper, now, sum, rsum, osum,
   ownOwed, ownShare, others_live, lease, cap, n, blocks, helds, rateStr; format (leasedEntry),
-  burstOf (leasedCounted), parked. Parks its rate share (M.pk) while others are live.
+  burstOf (leasedCounted), parked, WALK_FULL (leasedWalk). Parks its rate share (M.pk) while
+  others are live, in a fleet walked in one call.
 ]]
 if closing then
   -- A clean close: the entry goes at once, and the hash with the last one; nothing is owed to it.
   if ownOwed > 0 then redis.call('HSET', M, 'o', math.max(0, osum - ownOwed)) end
-  if RATED and ownShare > 0 and others_live > 0 then
+  if RATED and ownShare > 0 and others_live > 0 and others_live <= WALK_FULL then
     -- Its share parked for a window: a newcomer asking for its first share takes its place
     -- (leasedShare.lua), the others' level does not grow into it meanwhile (leasedWalk.lua).
-    -- At most 16 places, the newest.
+    -- At most 16 places, the newest. Not in a fleet walked in slices: its level keeps no places
+    -- (others_live is then the hash's size), and the answers would count the units for nothing.
     local _, items = parked()
     items[#items + 1] = (now + rper) .. ':' .. ownShare
     while #items > 16 do table.remove(items, 1) end
