@@ -369,7 +369,8 @@ function ownTimersLeft(origins: Map<number, string>): string[] {
   for (const id of Object.keys(clock.timers)) {
     const origin = origins.get(Number(id));
     const caller = origin?.split('\n')[0] ?? '';
-    if (origin === undefined || OWN_SOURCE.test(caller)) own.push(origin ?? `timer ${id}: origin unknown`);
+    if (origin === undefined || OWN_SOURCE.test(caller))
+      own.push(origin ?? `timer ${id}: origin unknown`);
   }
   return own;
 }
