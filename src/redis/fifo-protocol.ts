@@ -348,6 +348,14 @@ export class FifoProtocol {
     });
   }
 
+  /** The store begins to close: each gate's waiters are shed, their tickets given back. */
+  shedGates(gates: Iterable<SharedSemaphore>): void {
+    for (const gate of gates) {
+      const ids = gate.storeDraining();
+      if (ids.length > 0) this.release(gate, ids);
+    }
+  }
+
   /** The store closes: every id the gates give back is sent, even while degraded. */
   closeGates(gates: Iterable<SharedSemaphore>): void {
     for (const gate of gates) {

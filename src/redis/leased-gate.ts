@@ -12,6 +12,7 @@ import {
   type WaitTarget,
   type WaitTicket,
 } from '../gate/semaphore.js';
+import { within } from './calls.js';
 import { BlockLease } from './leased-block.js';
 import { RateShare } from './leased-rate-share.js';
 import {
@@ -64,6 +65,8 @@ export class LeasedSemaphore extends Semaphore {
   #lapsed = true;
   #shedUnavailable = 0;
   #closed = false;
+  /** Closed and drained (or given up on): no refresh any more. */
+  #final = false;
   /** A gate with a `rate`: the fleet's rate as Redis holds it, and this process's share of it. */
   readonly #rate: RateShare | undefined;
   readonly #timer: ReturnType<typeof setInterval>;
@@ -250,11 +253,13 @@ export class LeasedSemaphore extends Semaphore {
   }
 
   #tick(): void {
-    if (this.#closed) return;
+    if (this.#final) return;
     const now = performance.now();
     if (now >= this.#lease.validUntil) this.#apply();
     const units = this.held + this.queuedWeight;
-    const wants = this.#demand.wants(units, now, this.#cap);
+    // Closing: a demand of 0, so the unused block goes back at once and the held part stays
+    // (the rate's share stays as it was: the close parks it for a replacement).
+    const wants = this.#closed ? 0 : this.#demand.wants(units, now, this.#cap);
     const rateWants = this.#rate?.demand(now) ?? 0;
     if (this.#inflight !== undefined || this.#refused !== undefined) return;
     const need = heaviestHead(this)?.weight ?? 0;
@@ -269,7 +274,7 @@ export class LeasedSemaphore extends Semaphore {
     this.#wants = wants;
     const { valid, held } = this.#lease.sending(sentAt, this.held, wants, this.#signals);
     this.#rate?.sending(sentAt);
-    const rate = this.#rate?.args(this.#closed ? 0 : this.#rate.wants, setRate) ?? NO_RATE;
+    const rate = this.#rate?.args(this.#rate.wants, setRate) ?? NO_RATE;
     const args = this.#calls.args(
       {
         requested: this.#requested,
@@ -279,7 +284,7 @@ export class LeasedSemaphore extends Semaphore {
         setCap,
         rate,
         head: heaviestHead(this),
-        rateNeed: this.#closed ? 0 : (this.#rate?.need ?? 0),
+        rateNeed: this.#rate?.need ?? 0,
         down: this.#lease.down,
       },
       sentAt,
@@ -327,7 +332,7 @@ export class LeasedSemaphore extends Semaphore {
         processes: this.#lease.processes,
       }),
       refreshSoon: () => {
-        if (!this.#closed && this.#inflight === undefined) this.#refresh();
+        if (!this.#final && this.#inflight === undefined) this.#refresh();
       },
       costliest: () => costliestHead(this),
     });
@@ -412,31 +417,32 @@ export class LeasedSemaphore extends Semaphore {
     return this.#store.options.localLimit ?? this.#lease.block;
   }
 
-  /** The store is closing: waiters are shed, the block goes back (held reported as 0). */
-  close(): Promise<void> {
+  /**
+   * Closing: waiters shed, nothing granted, refreshes on (demand 0: the unused block goes back)
+   * until what is held is released or `drainUntil` passes; then the entry goes, unless permits
+   * are still held (calls at the partner): it then stays, counting them until its lease ends.
+   */
+  close(drainUntil = performance.now()): Promise<void> {
     if (this.#closed) return Promise.resolve();
     this.#closed = true;
-    clearInterval(this.#timer);
     this.#apply();
     this.clearQueue(new StoreUnavailableError(this.name, this.#o.refreshMs, 'the store is closed'));
-    const last = this.#inflight ?? Promise.resolve();
-    return last.then(() => {
-      if (this.#refused !== undefined) return;
-      // The entry goes; on a gate with a rate, what was sent in the last window stays counted
-      // until it is a window old (issue 32, item 6: a clean close gives its share back at once).
-      const now = performance.now();
-      const rate = this.#rate?.closing(now) ?? { args: NO_RATE, sent: '' };
-      const args = this.#calls.closeArgs(
-        this.#requested,
-        rate.args,
-        rate.sent,
-        this.#lease.down,
-        now,
-      );
-      return this.#calls.call(args, this.#layout).then(
-        () => undefined,
-        () => undefined,
-      );
-    });
+    // Permits held: the unused part of the block goes back now. None: the close below at once
+    // (a refresh first would cut a rate share the close parks for a replacement).
+    if (this.held > 0) this.#tick();
+    return within(this.onIdle(), drainUntil - performance.now())
+      .then(() => {
+        this.#final = true;
+        clearInterval(this.#timer);
+        return this.#inflight;
+      })
+      .then(() => {
+        if (this.#refused !== undefined || this.held > 0) return;
+        // The entry goes; on a gate with a rate, what was sent in the last window stays counted
+        // until it is a window old (issue 32, item 6: a clean close gives its share back at once).
+        const now = performance.now();
+        const rate = this.#rate?.closing(now) ?? { args: NO_RATE, sent: '' };
+        return this.#calls.leave(this.#requested, rate, this.#lease.down, now, this.#layout);
+      });
   }
 }

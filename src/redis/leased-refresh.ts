@@ -137,6 +137,21 @@ export class RefreshCalls {
    * A clean close's arguments: the entry goes (held and demand 0); with a rate, `rate` says what
    * was sent in the last window and `sent` those sends by age.
    */
+  /** A clean close: the entry goes (a failure is ignored: the entry lapses with its lease). */
+  leave(
+    requested: number,
+    rate: { args: readonly (string | number)[]; sent: string },
+    down: boolean,
+    now: number,
+    layout: string,
+  ): Promise<void> {
+    const args = this.closeArgs(requested, rate.args, rate.sent, down, now);
+    return this.call(args, layout).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
   closeArgs(
     requested: number,
     rate: readonly (string | number)[],

@@ -47,6 +47,12 @@ export const POLL_DIVISOR = 8;
 export const DEFAULT_FIRST_USE_WAIT_MS = 100;
 /** Default key prefix. */
 export const DEFAULT_PREFIX = 'hostgate:';
+/**
+ * How long `close()` waits, by default, for the permits still held (calls still at the partner)
+ * to come back before it gives back the rest: those held past it stay counted in Redis until
+ * their lease runs out, never given back while their calls may still run.
+ */
+export const DEFAULT_DRAIN_MS = 5_000;
 
 /** What a shared gate does when Redis fails or is too slow. */
 export type StoreErrorPolicy = 'local' | 'reject';
@@ -88,6 +94,14 @@ export interface RedisStoreOptions {
    * failover cannot lose it; a grant not replicated in time is given back and shed.
    */
   replicas?: number;
+  /**
+   * How long `close()` waits for the permits still held (default 5 000 ms, 0 not at all). A call
+   * still at the partner holds its permit: close() sheds the waiters and grants nothing new at
+   * once, but gives back a held permit only once it is released, so no other process takes it
+   * while the call may still run. Permits still held when this passes stay counted in Redis
+   * until their lease runs out.
+   */
+  drainMs?: number;
 }
 
 export interface ResolvedStoreOptions {
@@ -102,6 +116,7 @@ export interface ResolvedStoreOptions {
   localLimit: number | undefined;
   onLeaseLost: LeaseLostPolicy;
   replicas: number;
+  drainMs: number;
 }
 
 const STORE_KEYS = [
@@ -115,6 +130,7 @@ const STORE_KEYS = [
   'localLimit',
   'onLeaseLost',
   'replicas',
+  'drainMs',
 ] as const;
 
 export function resolveStoreOptions(options: RedisStoreOptions): ResolvedStoreOptions {
@@ -175,6 +191,12 @@ export function resolveStoreOptions(options: RedisStoreOptions): ResolvedStoreOp
         : positiveInteger('localLimit', options.localLimit),
     onLeaseLost,
     replicas: options.replicas === undefined ? 0 : positiveInteger('replicas', options.replicas),
+    drainMs:
+      options.drainMs === undefined
+        ? DEFAULT_DRAIN_MS
+        : options.drainMs === 0
+          ? 0
+          : ms('drainMs', options.drainMs),
   };
 }
 

@@ -432,10 +432,15 @@ export class SharedSemaphore extends Semaphore {
     this.#tickets.pump();
   }
 
-  /** The store is closing: waiters are shed; returns every id to give back. */
+  /** The store begins to close: waiters are shed; returns their tickets' ids to give back. */
+  storeDraining(): string[] {
+    return this.#tickets.closeAll();
+  }
+
+  /** Closed, drained: tickets to give back; held permits' leases stay until they run out. */
   storeClosed(): string[] {
     this.#rate?.close();
-    const ids = [...this.leaseIds(), ...this.#tickets.closeAll()];
+    const ids = this.#tickets.closeAll();
     this.#leases.clear();
     return ids;
   }

@@ -66,6 +66,8 @@ export class RedisStore {
   /** Looks up queued tickets while wake-ups are not pushed. */
   readonly #poll: WakeupPoll;
   #closed = false;
+  /** close() began: nothing new is admitted, the held permits are waited for (`drainMs`). */
+  #draining = false;
   #closing: Promise<void> | undefined = undefined;
 
   constructor(options: RedisStoreOptions) {
@@ -143,8 +145,9 @@ export class RedisStore {
   get degraded(): boolean {
     return this.#degraded;
   }
+  /** close() was called: nothing new is admitted (the held permits may still be draining). */
   get closed(): boolean {
-    return this.#closed;
+    return this.#closed || this.#draining;
   }
   /** Redis calls that failed or timed out, ever. */
   get errors(): number {
@@ -188,7 +191,7 @@ export class RedisStore {
     if (this.#gates.has(name) || this.#leased.has(name)) {
       throw new TypeError(`this store already has a shared gate named ${JSON.stringify(name)}`);
     }
-    if (this.#closed) throw new TypeError('the store is closed');
+    if (this.closed) throw new TypeError('the store is closed');
     const base = `${this.options.prefix}{${name}}:`;
     if (mode === 'leased') {
       const keys = LEASED_KEY_SUFFIXES.map((suffix) => base + suffix);
@@ -394,13 +397,14 @@ export class RedisStore {
   }
 
   /**
-   * Gives back every lease and ticket of this process, stops the heartbeat and closes the
-   * connection the store opened. Idempotent. The client passed in stays open: it is the caller's.
-   *
-   * The releases are sent even while the store is degraded (a timed-out call says nothing about
-   * the next one), after the answers still due (acquires and heartbeats in flight, at most one
-   * command timeout), and a release that fails is sent once more; in all, close() waits for
-   * Redis at most two command timeouts. A grant answered after that is given back when its
+   * Closes the store: sheds every waiter and admits nothing new at once, waits up to `drainMs`
+   * for the permits still held (their leases renewed meanwhile), then gives back the rest of
+   * this process's leases, blocks and tickets, stops the heartbeat and closes the connection the
+   * store opened. Idempotent; the client passed in stays open. A held permit goes back only when
+   * released, never while its call may run (giving them back let a newcomer take them: 9 at cap
+   * 8, leased schedule seed 32001); those held past `drainMs` stay counted until their lease
+   * ends. Releases are sent even while degraded, after the answers still due, and once more on
+   * failure: at most two command timeouts after the drain. A later grant is given back when its
    * answer comes, if the client is still open; anything else left expires with its lease.
    */
   close(): Promise<void> {
@@ -409,13 +413,18 @@ export class RedisStore {
   }
 
   async #close(): Promise<void> {
+    this.#draining = true;
+    const drained = performance.now() + this.options.drainMs;
+    const leased = Promise.all([...this.#leased.values()].map((gate) => gate.close(drained)));
+    this.#fifo.shedGates(this.#gates.values());
+    const idle = [...this.#gates.values(), ...this.#leased.values()].map((gate) => gate.onIdle());
+    await within(Promise.all(idle), drained - performance.now());
     this.#closed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#poll.close();
     // No wake-up is needed now, and the releases below must not wait to subscribe again.
     const unsubscribed = this.#calls.closeSubscriber();
-    const leased = Promise.all([...this.#leased.values()].map((gate) => gate.close()));
     this.#fifo.closeGates(this.#gates.values());
     const deadline = performance.now() + 2 * this.options.commandTimeoutMs;
     await this.#fifo.drain(deadline);

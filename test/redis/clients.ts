@@ -88,6 +88,20 @@ export async function zcard(server: RedisServer, gate: string, suffix: 'h' | 'q'
   return Number(await server.command('ZCARD', `test:{${gate}}:${suffix}`));
 }
 
+/** Σ max(block, held) over a leased gate's entries live on Redis's clock (prefix `test:`). */
+export async function leasedCounted(server: RedisServer, gate: string): Promise<number> {
+  const [s, us] = (await server.command('TIME')) as string[];
+  const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  const flat = (await server.command('HGETALL', `test:{${gate}}:l`)) as string[];
+  let sum = 0;
+  for (let i = 0; i < flat.length; i += 2) {
+    if (flat[i]!.startsWith('_')) continue;
+    const [e, b, h] = flat[i + 1]!.split(' ').map(Number) as [number, number, number];
+    if (e > now) sum += Math.max(b, h);
+  }
+  return sum;
+}
+
 /** A fleet for one describe block: every store and client closed, and Redis emptied, after each test. */
 export function useFleet(kind: ClientKind, server: () => RedisServer): Fleet {
   const fleet = new Fleet(kind, server);

@@ -10,8 +10,8 @@
  */
 import { expect, it } from 'vitest';
 import { prng } from '../helpers/prng.js';
-import { describeRedis, type RedisServer } from '../helpers/redis-server.js';
-import { privateRedis } from './clients.js';
+import { describeRedis } from '../helpers/redis-server.js';
+import { leasedCounted, privateRedis } from './clients.js';
 import { emulateClockStep } from './leased-clock.js';
 import { leasedFleet } from './leased-fleet.js';
 
@@ -38,20 +38,6 @@ function schedule(seed: number, steps: number): { fault: Fault; gapMs: number }[
           : { kind, ms: length() };
     return { fault, gapMs: 200 + Math.floor(rand() * 1300) };
   });
-}
-
-/** Σ max(block, held) over the entries live on Redis's clock. */
-async function counted(server: RedisServer, gate: string): Promise<number> {
-  const [s, us] = (await server.command('TIME')) as string[];
-  const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  const flat = (await server.command('HGETALL', `test:{${gate}}:l`)) as string[];
-  let sum = 0;
-  for (let i = 0; i < flat.length; i += 2) {
-    if (flat[i]!.startsWith('_')) continue;
-    const [e, b, h] = flat[i + 1]!.split(' ').map(Number) as [number, number, number];
-    if (e > now) sum += Math.max(b, h);
-  }
-  return sum;
 }
 
 const hold = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -120,7 +106,7 @@ describeRedis('the leased mode under a seeded fault schedule (issue 32)', () => 
               break;
           }
           await hold(gapMs);
-          const sum = await counted(server, gate);
+          const sum = await leasedCounted(server, gate);
           expect(sum, `seed ${seed}, after ${done.join(' ')}: Redis counts`).toBeLessThanOrEqual(
             CAP,
           );

@@ -6,7 +6,7 @@ import {
 } from '../../src/common/errors.js';
 import type { Permit } from '../../src/gate/semaphore.js';
 import { describeRedis } from '../helpers/redis-server.js';
-import { CLIENT_KINDS, privateRedis, useFleet, zcard } from './clients.js';
+import { CLIENT_KINDS, privateRedis, untilAsync, useFleet, zcard } from './clients.js';
 
 const redis = privateRedis();
 
@@ -154,7 +154,7 @@ for (const kind of CLIENT_KINDS) {
       expect(drained.m).toBeGreaterThan(0);
     });
 
-    it('close() is idempotent, gives back held permits, sheds waiters and leaves the client open', async () => {
+    it('close() is idempotent, sheds waiters, gives back a held permit once it is released (not while its call may run), and leaves the client open', async () => {
       const user = await fleet.client();
       const { redisStore } = await import('../../src/redis/index.js');
       const store = redisStore({ client: user.client, prefix: 'test:' });
@@ -164,11 +164,15 @@ for (const kind of CLIENT_KINDS) {
       await store.settled();
       const closing = [store.close(), store.close()];
       await expect(waiting).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(gate.acquire()).rejects.toBeInstanceOf(StoreUnavailableError);
+      await untilAsync(async () => (await zcard(redis(), 'close', 'q')) === 0, 'its ticket gone');
+      expect(await zcard(redis(), 'close', 'h')).toBe(1); // still counted: its call may run
+      permit.release(); // the drain ends with it
       await Promise.all(closing);
       expect(await zcard(redis(), 'close', 'h')).toBe(0);
       expect(await zcard(redis(), 'close', 'q')).toBe(0);
       expect(await user.ping()).toBe('PONG');
-      permit.release(); // after close: counted locally, no Redis call, no error
+      permit.release(); // again: no Redis call, no error
       await expect(gate.acquire()).rejects.toBeInstanceOf(StoreUnavailableError);
       await store.close();
     });
