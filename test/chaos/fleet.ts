@@ -399,15 +399,22 @@ export async function runSchedule(
           a.totalUnits = partner.inflight;
           const worker = target.worker;
           target.worker = undefined;
+          const killedAt = now();
           worker.kill('SIGKILL');
           // What Redis counts for it: permits it held between calls (granted, not yet at the
           // partner, or answered and not yet released) are out of the cap until they lapse too.
+          // Read once it has exited, and Redis has answered since: a grant Redis made while the
+          // signal was on its way (its wake-up subscriber still connected) is its too, and waits
+          // out its claim window (seed 95010: 3 of cap 4 granted 2-35 ms after the kill, read as
+          // 0 before it, the survivors' heavy head without room for 1.5 s).
           if (target.processId !== undefined) {
+            await Promise.race([worker.exited, sleep(1000)]);
+            await heldBy(redis, name, target.processId, 300);
             a.killedHeld = await heldBy(redis, name, target.processId, 300);
           }
           pushDemand();
           if (step.restartMs !== undefined) {
-            await sleep(step.restartMs);
+            await sleep(step.restartMs - (now() - killedAt));
             await openSlot(step.slot!);
           }
         }
