@@ -23,12 +23,14 @@ describe('redisStore options', () => {
     [{ replicas: 1.5 }, /replicas must be a positive integer/],
     [{ firstUseWaitMs: -1 }, /firstUseWaitMs must be a duration in ms .* got -1/],
     [{ leaseMs: 1000, firstUseWaitMs: 2000 }, /firstUseWaitMs must be at most leaseMs \(1000\)/],
+    [{ drainMs: -1 }, /drainMs must be a duration in ms .* got -1/],
+    [{ drainMs: Number.NaN }, /drainMs must be a duration in ms .* got NaN/],
     [{ leases: 3 }, /unknown option "leases"/],
   ])('names the option and the value: %o', (options, message) => {
     expect(() => redisStore({ client, ...(options as object) })).toThrow(message);
   });
 
-  it('defaults to a 10 s lease renewed every 2 s, local fallback, 1 s per command, 100 ms first-use wait', () => {
+  it('defaults to a 10 s lease renewed every 2 s, local fallback, 1 s per command, 100 ms first-use wait, a 5 s drain at close', () => {
     const store = redisStore({ client });
     expect(store.options).toMatchObject({
       prefix: 'hostgate:',
@@ -39,7 +41,9 @@ describe('redisStore options', () => {
       onStoreError: 'local',
       onLeaseLost: 'continue',
       replicas: 0,
+      drainMs: 5000,
     });
+    expect(redisStore({ client, drainMs: 0 }).options.drainMs).toBe(0);
   });
 
   it('checks gate names: no hash-tag braces, no duplicates, validated limits', async () => {
