@@ -133,10 +133,6 @@ export class RefreshCalls {
     ];
   }
 
-  /**
-   * A clean close's arguments: the entry goes (held and demand 0); with a rate, `rate` says what
-   * was sent in the last window and `sent` those sends by age.
-   */
   /** A clean close: the entry goes (a failure is ignored: the entry lapses with its lease). */
   leave(
     requested: number,
@@ -152,6 +148,10 @@ export class RefreshCalls {
     );
   }
 
+  /**
+   * A clean close's arguments: the entry goes (held and demand 0); with a rate, `rate` says what
+   * was sent in the last window and `sent` those sends by age.
+   */
   closeArgs(
     requested: number,
     rate: readonly (string | number)[],
