@@ -39,3 +39,19 @@ export function cachedPlatformNow(): number {
   }
   return now;
 }
+
+/**
+ * Calls `fn` once `ms` have passed on the platform clock (the timer unref'd). A Node timer
+ * counts from the event loop's cached time, taken when the loop turn began: set late in a busy
+ * turn, it fires early by the work before it (a 150 ms `holdAfterAbort` ended 134 ms after the
+ * close, CI under load). Early, it is set again for what is left.
+ */
+export function afterAtLeast(ms: number, fn: () => void): void {
+  const due = performance.now() + ms;
+  const fire = (): void => {
+    const left = due - performance.now();
+    if (left > 0) setTimeout(fire, Math.ceil(left)).unref?.();
+    else fn();
+  };
+  setTimeout(fire, ms).unref?.();
+}

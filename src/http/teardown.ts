@@ -1,3 +1,4 @@
+import { afterAtLeast } from '../gate/clock.js';
 import type { ReleaseReason } from '../gate/diagnostics.js';
 import type { Permit } from '../gate/semaphore.js';
 import { holdAfterAbortOf } from '../partners/gate-layers.js';
@@ -45,7 +46,7 @@ function afterNextPoll(): Promise<void> {
 
 function release(permit: Permit, reason: 'released' | 'aborted'): void {
   const holdMs = reason === 'aborted' ? holdAfterAbortOf(permit.gate) : 0;
-  if (holdMs > 0) setTimeout(releaseAs, holdMs, permit, reason).unref();
+  if (holdMs > 0) afterAtLeast(holdMs, () => releaseAs(permit, reason));
   else permit.release(reason);
 }
 

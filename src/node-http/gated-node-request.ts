@@ -2,6 +2,7 @@ import { AsyncResource } from 'node:async_hooks';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import type { PermitHoldTimeoutError } from '../common/errors.js';
+import { afterAtLeast } from '../gate/clock.js';
 import { reportRequestError, reportResponse } from '../gate/outcomes.js';
 import type { Permit, Semaphore, WaitTarget, WaitTicket } from '../gate/semaphore.js';
 import { holdAfterAbortOf } from '../partners/gate-layers.js';
@@ -221,7 +222,7 @@ export class GatedNodeRequest implements WaitTarget {
       return;
     }
     const holdMs = holdAfterAbortOf(permit.gate);
-    if (holdMs > 0) setTimeout(releaseAborted, holdMs, permit).unref();
+    if (holdMs > 0) afterAtLeast(holdMs, () => releaseAborted(permit));
     else queueMicrotask(() => permit.release('aborted'));
   }
 
