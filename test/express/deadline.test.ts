@@ -146,7 +146,9 @@ describe.each(expressVersions)('outbound({ deadline }) on %s', (_name, makeApp) 
       Array.from({ length: n }, (_, i) => call(`warm${i}`, `/ok?delay=${SLOW_MS}`, 'request')),
     );
     expect(gate.holdTimes.count).toBe(n);
-    expect(gate.holdTimes.quantile(0.5)).toBeGreaterThanOrEqual(SLOW_MS);
+    // The partner's timer counts whole ms on the event loop's clock: by performance.now() it may
+    // end up to 1 ms early (Node 24 in CI: holds of 99.95 and 99.998 ms for a 100 ms answer).
+    expect(gate.holdTimes.quantile(0.5)).toBeGreaterThanOrEqual(SLOW_MS - 1);
   }
 
   describe('where the budget comes from', () => {

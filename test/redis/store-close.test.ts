@@ -27,7 +27,8 @@ for (const kind of CLIENT_KINDS) {
     });
 
     it('close() within a heartbeat of a timed-out call (the store still degraded, Redis back) gives back every lease and ticket', async () => {
-      const store = await fleet.store(NO_BEAT);
+      // drainMs 0: the local permit is held through close() on purpose (no wait for it).
+      const store = await fleet.store({ ...NO_BEAT, drainMs: 0 });
       const gate = store.semaphore({ name: 'close-degraded', limit: 1, queueTimeout: 30_000 });
       const held = await gate.acquire();
       const waiting = gate.acquire(); // a ticket in Redis
@@ -54,7 +55,7 @@ for (const kind of CLIENT_KINDS) {
 
     it('an acquire answered only after close() returned (the store degraded, Redis paused through the close) is withdrawn when its answer comes', async () => {
       const [a, b] = [
-        await fleet.store({ ...NO_BEAT, commandTimeoutMs: 200 }),
+        await fleet.store({ ...NO_BEAT, commandTimeoutMs: 200, drainMs: 0 }),
         await fleet.store(NO_BEAT),
       ];
       const ga = a.semaphore({ name: 'close-late', limit: 1 });

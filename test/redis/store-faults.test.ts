@@ -278,6 +278,7 @@ for (const kind of CLIENT_KINDS) {
         prefix: 'test:',
         leaseMs: 600,
         heartbeatMs: 100,
+        drainMs: 0, // it stands for a dead process: its close waits for nothing
       });
       const ga = a.semaphore({ name: 'death', limit: 2 });
       await ga.acquire();
