@@ -108,7 +108,9 @@ describe('diagnostics channels', () => {
       const releases = of<ReleaseMessage>('release');
       expect(releases.map((m) => m.reason)).toEqual(['aborted', 'hold_timeout']);
       expect(releases[0]!.permit).toBe(acquires[0]!.permit);
-      expect(releases[1]!.heldMs).toBeGreaterThanOrEqual(100);
+      // maxHold 100: its timer counts whole ms on the event loop's clock, so by performance.now()
+      // it may end up to 1 ms early (as a partner's 100 ms answer did in CI, 99.95 ms).
+      expect(releases[1]!.heldMs).toBeGreaterThanOrEqual(99);
 
       const doubles = of<DoubleReleaseMessage>('doubleRelease');
       expect(doubles).toHaveLength(1);
