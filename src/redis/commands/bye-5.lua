@@ -9,7 +9,10 @@
   lease is taken back before its time, and the meta hash's `o` says so: the next script that
   finds it takes the TTL off again, or, the set gone by then, clears the holders flag (an
   expiry, not an eviction). A gate every process closed leaves no key without a TTL (issue 32,
-  item 8; the campaign's seeds 10040 and 10065, FIFO).
+  item 8; the campaign's seeds 10040 and 10065, FIFO). Others left that Redis takes for live
+  (perhaps dead: after a gap a dead process's liveness is rebased too) give the queue a TTL a
+  lease past the last of them, and the lease set too (not before its last lease), which their next
+  script takes off (`oq`).
 
   KEYS and ARGV[1..8]: see includes/prelude.lua.
     ARGV[9]   processId
@@ -33,5 +36,23 @@ if redis.call('ZCOUNT', P, now, '+inf') == 0 then
     redis.call('HSET', M, 'o', 1)
   end
   markHolders()
+else
+  -- Others Redis takes for live may be dead: after a gap every liveness still ahead is rebased
+  -- a lease on (rebaseGap), a killed process's too (the campaign's seeds 97041 and 97059: Redis
+  -- away after a SIGKILL or a failed close, then every replica closed, and the dead ones' tickets
+  -- and leases stayed with no TTL for good). The queue and the lease set expire a lease after the
+  -- last of them lapses (the lease set not before its last lease), unless one runs a script
+  -- before (`oq`: any script takes the TTL off again, gate.lua; a live process runs one every
+  -- heartbeat). A queue lost to it loses no permit (a live owner queues its tickets again at its
+  -- next heartbeat); a lease set lost to it while Redis was away past it reads as a loss (the
+  -- holders flag stays: a recovery window), never as an expiry (`o`).
+  local lastP = redis.call('ZRANGE', P, -1, -1, 'WITHSCORES')
+  local ends = tonumber(lastP[2]) + lease
+  local lastH = redis.call('ZRANGE', H, -1, -1, 'WITHSCORES')
+  if lastH[2] then ends = math.max(ends, tonumber(lastH[2])) end
+  local ttl = math.max(1, ends - now + 1)
+  local q = redis.call('PEXPIRE', Q, ttl)
+  local h = redis.call('PEXPIRE', H, ttl)
+  if q + h > 0 then redis.call('HSET', M, 'oq', 1) end
 end
 return {held, queued, processes}

@@ -12,7 +12,7 @@ describeRedis('BYE alone', () => {
   const lab = useLab();
   const bye = (proc: string) => lab.run(scripts.bye, [proc]);
 
-  it('a process that is not the last leaves the set and nothing else: the others keep their leases and tickets', async () => {
+  it('a process that is not the last leaves the set; the others keep their leases and tickets, both expiring a lease after the last of them lapses unless one runs a script (seeds 97041, 97059: a dead process taken for live past a gap)', async () => {
     await lab.craft({
       m: inUse(2, { h: 1 }),
       h: { 'pb:1': 5_000 },
@@ -25,6 +25,27 @@ describeRedis('BYE alone', () => {
     expect([...state.p.keys()]).toEqual(['pb']);
     expect([...state.h.keys()]).toEqual(['pb:1']);
     expect([...state.q.keys()]).toEqual(['pb:2']);
+    // pb's liveness (4 s) and a lease (10 s) on: past its last lease (5 s).
+    for (const ttl of [state.ttl.h, state.ttl.q]) {
+      expect(ttl).toBeGreaterThan(13_000);
+      expect(ttl).toBeLessThanOrEqual(14_001);
+    }
+    expect(state.m.oq).toBe('1');
+    expectConsistent(state);
+  });
+
+  it("the others' next script takes the TTL off the queue and the lease set again", async () => {
+    await lab.craft({
+      m: inUse(2, { h: 1 }),
+      h: { 'pb:1': 5_000 },
+      q: { 'pb:2': 1 },
+      p: { pa: 4_000, pb: 4_000 },
+    });
+    await bye('pa');
+    await lab.run(scripts.release, ['pb:9']);
+    const state = await lab.state();
+    expect([state.ttl.h, state.ttl.q]).toEqual([-1, -1]);
+    expect(state.m.oq).toBeUndefined();
     expectConsistent(state);
   });
 
@@ -88,8 +109,11 @@ describeRedis('BYE alone', () => {
     const ran = await bye('pa');
     expect(ran.reply).toEqual([1, 1, 1]);
     const state = await lab.state();
-    expect(state.ttl.h).toBe(-1);
     expect(state.m.o).toBeUndefined();
+    // Expiring a lease after ps lapses (1 s + 10 s) unless ps runs a script before.
+    expect(state.ttl.h).toBeGreaterThan(10_000);
+    expect(state.ttl.q).toBeGreaterThan(10_000);
+    expect(state.m.oq).toBe('1');
     expectConsistent(state);
   });
 });

@@ -18,7 +18,7 @@ local nowf = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local META_TTL = 2592000000
 local CHUNK = 1000
 local LAYOUT = RATED and '{{RATE_LAYOUT}}' or '{{LAYOUT}}'
-local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr', 'o')
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr', 'o', 'oq')
 -- Another layout's gate (another version or mode on this prefix): refused before any write.
 -- A rated process adopts a gate kept without a rate; never the other way round.
 local function foreignLayout(found)
@@ -38,4 +38,12 @@ if meta[10] then
     redis.call('HSET', M, 'h', 0)
   end
   redis.call('HDEL', M, 'o')
+end
+-- A process left while others Redis took for live were left (BYE): the queue and the lease set
+-- were set to expire a lease after the last of them lapses. In use again, they keep no TTL; the
+-- lease set gone meanwhile is a loss as any other (the holders flag stays: a recovery window).
+if meta[11] then
+  redis.call('PERSIST', Q)
+  redis.call('PERSIST', H)
+  redis.call('HDEL', M, 'oq')
 end
