@@ -66,7 +66,7 @@ export class RedisStore {
   /** Looks up queued tickets while wake-ups are not pushed. */
   readonly #poll: WakeupPoll;
   #closed = false;
-  /** close() began: nothing new is admitted, the held permits are waited for (`drainMs`). */
+  /** close() began: nothing new is admitted, held permits are waited for (`drainMs`). */
   #draining = false;
   #closing: Promise<void> | undefined = undefined;
 
@@ -397,15 +397,13 @@ export class RedisStore {
   }
 
   /**
-   * Closes the store: sheds every waiter and admits nothing new at once, waits up to `drainMs`
-   * for the permits still held (their leases renewed meanwhile), then gives back the rest of
-   * this process's leases, blocks and tickets, stops the heartbeat and closes the connection the
-   * store opened. Idempotent; the client passed in stays open. A held permit goes back only when
-   * released, never while its call may run (giving them back let a newcomer take them: 9 at cap
-   * 8, leased schedule seed 32001); those held past `drainMs` stay counted until their lease
-   * ends. Releases are sent even while degraded, after the answers still due, and once more on
-   * failure: at most two command timeouts after the drain. A later grant is given back when its
-   * answer comes, if the client is still open; anything else left expires with its lease.
+   * Closes the store: sheds every waiter, admits nothing new, waits up to `drainMs` for held
+   * permits (leases renewed meanwhile), then gives back the rest of this process's leases,
+   * blocks and tickets, stops the heartbeat and closes its own connection (idempotent; your
+   * client stays open). A held permit goes back only when released, never while its call may
+   * run (9 at cap 8 before: leased schedule seed 32001); those held past `drainMs` stay counted
+   * until their lease ends. Releases go even while degraded, once more on failure: two command
+   * timeouts after the drain at most; a later grant goes back when its answer comes.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -417,8 +415,10 @@ export class RedisStore {
     const drained = performance.now() + this.options.drainMs;
     const leased = Promise.all([...this.#leased.values()].map((gate) => gate.close(drained)));
     this.#fifo.shedGates(this.#gates.values());
-    const idle = [...this.#gates.values(), ...this.#leased.values()].map((gate) => gate.onIdle());
-    await within(Promise.all(idle), drained - performance.now());
+    // Nothing held: closed at once (no heartbeat starts in between).
+    const held = [...this.#gates.values(), ...this.#leased.values()].filter((g) => g.held > 0);
+    const left = drained - performance.now();
+    if (held.length > 0) await within(Promise.all(held.map((g) => g.onIdle())), left);
     this.#closed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
