@@ -41,10 +41,10 @@ export function cachedPlatformNow(): number {
 }
 
 /**
- * Calls `fn` once `ms` have passed on the platform clock (the timer unref'd). A Node timer
- * counts from the event loop's cached time, taken when the loop turn began: set late in a busy
- * turn, it fires early by the work before it (a 150 ms `holdAfterAbort` ended 134 ms after the
- * close, CI under load). Early, it is set again for what is left.
+ * Calls `fn` once `ms` have passed on the platform clock (the timer unref'd). A Node timer counts
+ * whole ms on the event loop's clock, so by `performance.now()` it can end early: up to 1 ms
+ * (Node 24), and once 16 ms in CI under load (a 150 ms `holdAfterAbort` ended 134 ms after the
+ * close; not reproduced here). Early, it is set again for what is left.
  */
 export function afterAtLeast(ms: number, fn: () => void): void {
   const due = performance.now() + ms;

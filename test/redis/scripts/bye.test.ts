@@ -11,14 +11,17 @@ import { expectConsistent, inUse, scripts, useLab } from './lab.js';
 describeRedis('BYE alone', () => {
   const lab = useLab();
   const bye = (proc: string) => lab.run(scripts.bye, [proc]);
-
-  it('a process that is not the last leaves the set; the others keep their leases and tickets, both expiring a lease after the last of them lapses unless one runs a script (seeds 97041, 97059: a dead process taken for live past a gap)', async () => {
-    await lab.craft({
+  /** pa about to leave, pb left behind (live 4 s more) with a lease and a ticket. */
+  const othersLeft = () =>
+    lab.craft({
       m: inUse(2, { h: 1 }),
       h: { 'pb:1': 5_000 },
       q: { 'pb:2': 1 },
       p: { pa: 4_000, pb: 4_000 },
     });
+
+  it('a process that is not the last leaves the set; the others keep their leases and tickets, both expiring a lease after the last of them lapses unless one runs a script (seeds 97041, 97059: a dead process taken for live past a gap)', async () => {
+    await othersLeft();
     const ran = await bye('pa');
     expect(ran.reply).toEqual([1, 1, 1]);
     const state = await lab.state();
@@ -35,12 +38,7 @@ describeRedis('BYE alone', () => {
   });
 
   it("the others' next script takes the TTL off the queue and the lease set again", async () => {
-    await lab.craft({
-      m: inUse(2, { h: 1 }),
-      h: { 'pb:1': 5_000 },
-      q: { 'pb:2': 1 },
-      p: { pa: 4_000, pb: 4_000 },
-    });
+    await othersLeft();
     await bye('pa');
     await lab.run(scripts.release, ['pb:9']);
     const state = await lab.state();
