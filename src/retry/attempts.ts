@@ -10,7 +10,14 @@ import type { ResponseLike, RetryEvent } from './types.js';
 
 /** The retrier's clock, sleep, jitter source and hook. */
 export interface RetryEnv {
+  /** Wall clock (epoch ms): only to read an HTTP-date `Retry-After` as a wait. */
   now: () => number;
+  /**
+   * The clock cooldowns and `maxRetryTime` run on: monotonic unless the user gave `now` (a
+   * fake clock drives both). On the wall clock, an NTP step back during a cooldown shed every
+   * call to its partner for as long as the step.
+   */
+  clock: () => number;
   sleep: (ms: number, signal: AbortSignal | undefined) => Promise<void>;
   random: () => number;
   onRetry: ((event: RetryEvent) => void) | undefined;
@@ -44,7 +51,7 @@ export async function retryAttempts<R extends ResponseLike>(
 ): Promise<R> {
   const policy = state.policy;
   const { signal } = call;
-  const start = env.now();
+  const start = env.clock();
   // The budget slot of the retry about to run: taken on the decision to retry, held through
   // the backoff and until that attempt settles.
   let slot = false;
@@ -63,7 +70,7 @@ export async function retryAttempts<R extends ResponseLike>(
             // Wrapped, so p-retry neither rewrites it (non-Errors) nor pre-judges it (TypeErrors).
             throw new AttemptFailure(undefined, error, undefined);
           }
-          const retryAfterMs = noteAnswer(state, response, env.now());
+          const retryAfterMs = noteAnswer(state, response, env);
           if (policy.statuses.has(response.status)) {
             throw new AttemptFailure(response, undefined, retryAfterMs);
           }
@@ -119,13 +126,13 @@ export async function retryAttempts<R extends ResponseLike>(
 export function noteAnswer(
   state: PartnerState,
   response: ResponseLike,
-  now: number,
+  env: Pick<RetryEnv, 'now' | 'clock'>,
 ): number | undefined {
   const status = response.status;
   const cools = status === 429 || status === 503;
   if (!cools && !state.policy.statuses.has(status)) return undefined;
-  const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), now);
-  if (cools && retryAfterMs !== undefined) state.noteRetryAfter(now, retryAfterMs);
+  const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), env.now());
+  if (cools && retryAfterMs !== undefined) state.noteRetryAfter(env.clock(), retryAfterMs);
   return retryAfterMs;
 }
 
@@ -139,7 +146,7 @@ function retryDelay(
 ): number | undefined {
   const policy = state.policy;
   if (failure.response === undefined && !isRetryableError(failure.error)) return undefined;
-  const now = env.now();
+  const now = env.clock();
   // A running cooldown is the partner's Retry-After too: never come back before it ends.
   const partnerAsked = Math.max(failure.retryAfterMs ?? 0, state.cooldownRemaining(now));
   if (partnerAsked > policy.maxRetryAfter) return undefined;

@@ -1,5 +1,6 @@
 import { PartnerCooldownError } from '../common/errors.js';
 import { checkObject, describe } from '../common/options.js';
+import { platformNow } from '../gate/clock.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import { type HostLimiter, OVERFLOW_ORIGINS } from '../partners/host-limiter.js';
 import { originKey, parseTarget } from '../partners/origin.js';
@@ -57,9 +58,11 @@ export class Retrier {
         this.#partnerPolicies.set(name, resolvePolicy(`${where}.`, overrides, this.#policy));
       }
     }
+    const wall = optionalFunction('now', now);
     this.#env = {
       onRetry: optionalFunction('onRetry', onRetry),
-      now: optionalFunction('now', now) ?? (() => Date.now()),
+      now: wall ?? (() => Date.now()),
+      clock: wall ?? platformNow,
       sleep: optionalFunction('sleep', sleep) ?? abortableSleep,
       random: optionalFunction('random', random) ?? Math.random,
     };
@@ -108,7 +111,7 @@ export class Retrier {
 
   /** Per-partner counters: every partner gate of the limiter, then origins without a partner rule. */
   stats(): Record<string, RetryStats> {
-    const now = this.#env.now();
+    const now = this.#env.clock();
     const out: Record<string, RetryStats> = {};
     const limiter = this.#limiter;
     for (const [key, gate] of limiter?.gates() ?? []) {
@@ -129,7 +132,7 @@ export class Retrier {
     // No gate to key by (bad URL, unknown host under 'reject'): the fetch reports it itself.
     if (state === undefined) return passThrough();
     const policy = state.policy;
-    const cooling = state.cooldownRemaining(this.#env.now());
+    const cooling = state.cooldownRemaining(this.#env.clock());
     if (cooling > 0) {
       state.shedCooldown++;
       throw new PartnerCooldownError(state.name, Math.ceil(cooling));
@@ -141,7 +144,7 @@ export class Retrier {
     if (retryable) return retryAttempts(state, call, attempt, this.#env);
     state.attempts++;
     const response = await passThrough();
-    noteAnswer(state, response, this.#env.now());
+    noteAnswer(state, response, this.#env);
     return response;
   }
 
@@ -192,7 +195,7 @@ export class Retrier {
   /** Frees a place: the oldest state with nothing running, else the oldest only cooling down. */
   #evictUngated(): boolean {
     const states = this.#byOrigin;
-    const now = this.#env.now();
+    const now = this.#env.clock();
     let cooling: string | undefined;
     for (const [key, old] of states) {
       if (old.activeRetries !== 0) continue;

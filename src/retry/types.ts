@@ -46,7 +46,11 @@ export interface RetrierOptions extends RetryPolicyOptions {
   partners?: Record<string, RetryPolicyOptions>;
   /** Called before each backoff sleep (logging, tests). A throw ends the call with that error. */
   onRetry?: (event: RetryEvent) => void;
-  /** Wall clock in epoch ms, for HTTP-date `Retry-After` and `maxRetryTime` (default `Date.now`). */
+  /**
+   * A clock in epoch ms, to read an HTTP-date `Retry-After` (default `Date.now`). Given, it also
+   * times cooldowns and `maxRetryTime` (a fake clock in tests); by default those run on the
+   * monotonic `performance.now()`, so a wall-clock step neither stretches nor cuts them.
+   */
   now?: () => number;
   /** The backoff sleep (default: a timer that ends at once, rejecting, when `signal` aborts). */
   sleep?: (ms: number, signal: AbortSignal | undefined) => Promise<void>;
