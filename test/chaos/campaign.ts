@@ -107,9 +107,11 @@ const known: KnownOpen[] =
     ? []
     : (JSON.parse(readFileSync(values['known-open'], 'utf8')) as { open: KnownOpen[] }).open;
 const costly = (s: Schedule) => s.config.rate !== undefined && Math.max(...s.config.costs) > 1;
-const nearBurst = (s: Schedule) => {
+const nearBurst = (s: Schedule, v: Violation) => {
   const cost = Math.max(...s.config.costs);
-  const rates = [s.config.rate, ...s.steps.map((step) => step.rate)];
+  // A fresh fleet is judged before the first step: only the rate it starts with (seed 98056,
+  // rate 25/500 ms burst 8 at the start, at 42% of it, was excused by a later set-rate's burst 2).
+  const rates = [s.config.rate, ...(v.oracle === 'fresh' ? [] : s.steps.map((step) => step.rate))];
   return rates.some((rate) => rate !== undefined && 2 * (cost - 1) > rate.burst);
 };
 const heavy = (s: Schedule) => {
@@ -121,7 +123,7 @@ const excused = (schedule: Schedule, v: Violation) =>
     (k) =>
       k.mode === schedule.config.mode &&
       (k.costly !== true || costly(schedule)) &&
-      (k.nearBurst !== true || nearBurst(schedule)) &&
+      (k.nearBurst !== true || nearBurst(schedule, v)) &&
       (k.heavy !== true || heavy(schedule)) &&
       (k.rated !== true ||
         (schedule.config.rate !== undefined && v.detail.includes('rate units'))) &&
