@@ -205,6 +205,11 @@ export class GateRate {
   #off = false;
   /** A leased gate's share is usable until then (its lease, or an answer overdue). */
   #until = Number.POSITIVE_INFINITY;
+  /**
+   * The most units one call may cost on a leased share: the share and its burst (`limit + burst`
+   * of it), all that any window of `per` may hold of it. Local gates: no bound here (checkCost's).
+   */
+  #carry = Number.POSITIVE_INFINITY;
   #tat = Number.NEGATIVE_INFINITY;
   /** Cost units taken since the gate was made, and calls that found no slot (a leased gate's demand reads them). */
   taken = 0;
@@ -245,21 +250,52 @@ export class GateRate {
     this.#off = !(limit > 0);
     this.#until = until;
     if (!this.#off) {
-      this.interval = rate.per / limit;
-      this.#reach = (burst + 1) * this.interval;
+      const interval = rate.per / limit;
+      // A call that cost more than the burst (the idle credit, waitMs) left the TAT up to its
+      // cost ahead of now, beyond the `burst + 1` intervals Redis counts a share's lead at when
+      // it goes down. At a slower pace that excess is carried in units, not in ms: a window
+      // straddling the change holds no more than the standard lead would have let through.
+      const excess = this.#tat - this.now() - this.#reach;
+      if (excess > 0 && interval > this.interval) {
+        this.#tat += excess * (interval / this.interval - 1);
+      }
+      this.interval = interval;
+      this.#reach = (burst + 1) * interval;
+      this.#carry = limit + burst;
     }
     this.idle();
     this.onSlot();
   }
 
-  /** Ms from `now` until `cost` units conform after `ahead` units queued before them (≤ 0: now). */
+  /**
+   * Ms from `now` until `cost` units conform after `ahead` units queued before them (≤ 0: now).
+   *
+   * A call alone at the head whose cost is more than a full bucket holds (`cost × T > reach`:
+   * on a leased share, whose burst is `floor(burst × share / limit)`) conforms once the TAT lies
+   * that excess behind now: the process sent nothing for that long beyond a full bucket. Idle
+   * time is otherwise forgotten (the TAT is never taken below now), so the credit is spent
+   * within the window it accrued in: the promise's proof (calls a₀ … aₖ summing to S have
+   * `aₖ ≥ a₀ + (S − burst − 1) × T`) uses only the last call's condition, which is unchanged,
+   * and a call alone in a window costs at most what the share carries (`limit + burst` of it:
+   * more waits for a larger share, the process's rate need). Before, such a call conformed only
+   * with a burst share of `cost − 1`: a share of most of the rate (issue 32, the costs limit).
+   */
   waitMs(cost: number, ahead: number, now: number): number {
-    // No share (a leased gate between shares): when a slot comes is Redis's to say, not known here.
-    if (this.#off || now >= this.#until) return 0;
+    // No share (a leased gate between shares), or one too small for this cost: when a slot
+    // comes is Redis's to say, not known here.
+    if (this.#off || now >= this.#until || cost > this.#carry) return 0;
+    const over = ahead === 0 ? cost * this.interval - this.#reach : 0;
+    if (over > 0) return this.#tat <= now - over ? 0 : this.#tat + over - now;
     // `tat - now` first: exactly 0 for a fresh or idle gate, where `tat + x - reach - now` could
     // round to a hair above 0 on a large clock reading and refuse a call that conforms.
     const tat = Math.max(this.#tat, now);
     return tat - now + ((ahead + cost) * this.interval - this.#reach);
+  }
+
+  /** How far ahead of now the TAT runs, in units of the pace (a leased process's close reports it). */
+  lead(): number {
+    const now = this.now();
+    return this.#tat > now ? (this.#tat - now) / this.interval : 0;
   }
 
   /**
@@ -279,7 +315,7 @@ export class GateRate {
    */
   take(cost: number): boolean {
     const now = this.now();
-    if (this.#off || now >= this.#until) {
+    if (this.#off || now >= this.#until || cost > this.#carry) {
       this.throttled++;
       return false; // the next share serves the queue
     }

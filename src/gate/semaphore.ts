@@ -363,11 +363,18 @@ export class Semaphore extends CountingGate {
     taken: number;
     backlog: number;
     throttled: number;
+    /** Units the rate's TAT runs ahead of now (sent ahead of the pace). */
+    lead: number;
   } {
     const rate = coreEntry.admission(this)?.rate;
-    if (rate === undefined) return { taken: 0, backlog: 0, throttled: 0 };
+    if (rate === undefined) return { taken: 0, backlog: 0, throttled: 0, lead: 0 };
     if (share !== undefined) rate.share(share.rate, share.limit, share.burst, share.until);
-    return { taken: rate.taken, backlog: rate.backlog, throttled: rate.throttled };
+    return {
+      taken: rate.taken,
+      backlog: rate.backlog,
+      throttled: rate.throttled,
+      lead: rate.lead(),
+    };
   }
 
   static {

@@ -441,7 +441,7 @@ export class LeasedSemaphore extends Semaphore {
         // The entry goes; on a gate with a rate, what was sent in the last window stays counted
         // until it is a window old (issue 32, item 6: a clean close gives its share back at once).
         const now = performance.now();
-        const rate = this.#rate?.closing(now) ?? { args: NO_RATE, sent: '' };
+        const rate = this.#rate?.closing(now) ?? { args: NO_RATE, sent: '', lead: 0 };
         return this.#calls.leave(this.#requested, rate, this.#lease.down, now, this.#layout);
       });
   }

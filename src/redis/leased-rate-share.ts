@@ -32,6 +32,7 @@ export interface RateShareGate {
     taken: number;
     backlog: number;
     throttled: number;
+    lead: number;
   };
   lease(): LeaseNow;
   /** A refresh now, unless one is on its way (or the gate is closed). */
@@ -124,11 +125,15 @@ export class RateShare {
    * Redis keeps at most its burst share + 1 of them counted for a window (what it may have sent
    * ahead of its pace) and gives the rest of the share back at once (issue 32, item 6).
    */
-  closing(now: number): { args: (string | number)[]; sent: string } {
-    const tail = this.#use.sentByAge(this.#gate.shareRate().taken, now);
+  closing(now: number): { args: (string | number)[]; sent: string; lead: number } {
+    const use = this.#gate.shareRate();
+    const tail = this.#use.sentByAge(use.taken, now);
     const args = this.args(0, '');
     args[1] = Math.min(this.rate.limit, Math.ceil(tail.reduce((a, b) => a + b, 0)));
-    return { args, sent: tail.map((units) => Math.ceil(units)).join(' ') };
+    // How far its TAT runs ahead: after a call that cost more than its burst share (the idle
+    // credit) that is more than burst + 1, and Redis keeps that much counted instead.
+    const lead = Math.ceil(use.lead - 1e-9);
+    return { args, sent: tail.map((units) => Math.ceil(units)).join(' '), lead };
   }
 
   /** The rate's part of an answer: this process's share, and the rate Redis holds (adopted, warned once). */

@@ -32,15 +32,21 @@ export function rateShareOf(rate: ResolvedRate, share: number): number {
 }
 
 /**
- * The least share whose burst share (`rateShareOf`) sends a call of `cost` at once: its GCRA
- * conforms only with a burst of `ceil(cost) - 1` or more (0 for a cost of 1 or less; at most
- * `limit`). A floor of the process's rate share while such a call waits at its head: below it
- * the call could never be sent (issue 32: the cost stall).
+ * The least share that carries a call of `cost` at all: its share and burst share together
+ * (`share + rateShareOf(share)`), all a window of `per` may hold of it, at least the cost (0 for
+ * a cost of 1 or less; at most `limit`, which carries `burst + 1`). The gate's GCRA sends such a
+ * call once the process has gone that much beyond a full bucket without sending (the idle
+ * credit, GateRate.waitMs). A floor of the process's rate share while such a call waits at its
+ * head: below it the call could never be sent (issue 32: the cost stall). Before the idle
+ * credit it was the share whose burst share alone was `cost − 1`: cost 3 at burst 2 needed
+ * the whole rate.
  */
 export function rateNeedOf(rate: ResolvedRate, cost: number): number {
-  const burst = Math.ceil(cost) - 1;
-  if (!(burst > 0) || rate.burst <= 0) return 0;
-  return Math.min(rate.limit, Math.ceil((burst * rate.limit) / rate.burst));
+  if (!(cost > 1)) return 0;
+  // share × (1 + burst / limit) ≥ cost at least, and the floor loses under one unit: a step or two.
+  let share = Math.max(1, Math.floor((cost * rate.limit) / (rate.limit + rate.burst)));
+  while (share < rate.limit && share + rateShareOf(rate, share) < cost) share++;
+  return Math.min(share, rate.limit);
 }
 
 /** A clean close's sends of the last window, in this many buckets by age. */

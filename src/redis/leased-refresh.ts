@@ -136,12 +136,12 @@ export class RefreshCalls {
   /** A clean close: the entry goes (a failure is ignored: the entry lapses with its lease). */
   leave(
     requested: number,
-    rate: { args: readonly (string | number)[]; sent: string },
+    rate: { args: readonly (string | number)[]; sent: string; lead: number },
     down: boolean,
     now: number,
     layout: string,
   ): Promise<void> {
-    const args = this.closeArgs(requested, rate.args, rate.sent, down, now);
+    const args = this.closeArgs(requested, rate.args, rate.sent, down, now, rate.lead);
     return this.call(args, layout).then(
       () => undefined,
       () => undefined,
@@ -150,7 +150,8 @@ export class RefreshCalls {
 
   /**
    * A clean close's arguments: the entry goes (held and demand 0); with a rate, `rate` says what
-   * was sent in the last window and `sent` those sends by age.
+   * was sent in the last window, `sent` those sends by age and `lead` the units its TAT runs
+   * ahead of now.
    */
   closeArgs(
     requested: number,
@@ -158,6 +159,7 @@ export class RefreshCalls {
     sent: string,
     down: boolean,
     now: number,
+    lead = 0,
   ): (string | number)[] {
     return [
       requested,
@@ -177,6 +179,7 @@ export class RefreshCalls {
       0,
       '',
       0,
+      lead,
     ];
   }
 

@@ -71,6 +71,8 @@
                          at most its rate wants): a floor of its rate share, met as the cap's
                          floors are (oldest head first, while they fit)
   ARGV[27] signal        the gate's signal channel ('' none), ARGV[28] signalMs: see Signals
+  ARGV[29] lead          closing: the units its TAT runs ahead of now (a call that cost more
+                         than its burst share leaves more than burst + 1)
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):

@@ -23,14 +23,16 @@ if closing then
   if RATED and rused > 0 then
     -- It paced its share: its sends still in windows are those of its pace, which the fleet's
     -- shares go on from, except what it sent ahead of its pace: its TAT runs at most burst + 1
-    -- intervals ahead of now. So much stays counted for a window (never more than it sent in
+    -- intervals ahead of now, or its lead as it reports it. So much stays counted for a window (never more than it sent in
     -- the last one, ARGV[23]: its sends by age), in a lapsed entry '<id>~0' that walks reap.
     local sent, any = 0, false
     for c in string.gmatch(ARGV[23] or '', '%d+') do
       sent, any = sent + tonumber(c), true
     end
     if not any then sent = rused end
-    local units = math.min(sent, burstOf(rused) + 1)
+    -- A call that cost more than its burst share (sent on idle credit) leaves its TAT further
+    -- ahead, as the process reports (ARGV[29]).
+    local units = math.min(sent, math.max(burstOf(rused) + 1, tonumber(ARGV[29] or 0) or 0))
     rsum = rsum + units
     redis.call('HDEL', L, proc)
     redis.call('HSET', L, '_s', sum, '_r', rsum)
