@@ -5,6 +5,7 @@
  * URL answering 302 to a partner ran the partner hop under the unnamed origin's gate). The
  * steps are the Fetch standard's "HTTP-redirect fetch", as undici implements them.
  */
+import { redactUrl } from '../partners/origin.js';
 import type { InitLike, ResponseLike } from './fetch-response.js';
 
 /** The Fetch standard's redirect statuses. */
@@ -50,8 +51,9 @@ export function nextHop(response: ResponseLike, current: Hop, redirects: number)
   let url: URL;
   try {
     url = new URL(location, current.url);
-  } catch (error) {
-    throw fetchFailed(`invalid redirect location ${JSON.stringify(location)}`, error);
+  } catch {
+    // Not the parser's error as a cause: its `input` and `base` are whole URLs, tokens and all.
+    throw fetchFailed(`invalid redirect location ${JSON.stringify(redactUrl(location))}`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw fetchFailed(`redirect to ${JSON.stringify(url.protocol)} refused: not http(s)`);
@@ -97,9 +99,8 @@ export function firstHop(input: unknown, init: InitLike | undefined, url: URL): 
 }
 
 /** What fetch would reject with: `TypeError('fetch failed')` with the reason as its cause. */
-function fetchFailed(message: string, cause?: unknown): TypeError {
-  const reason = new Error(`limitFetch: ${message}`, cause === undefined ? {} : { cause });
-  return new TypeError('fetch failed', { cause: reason });
+function fetchFailed(message: string): TypeError {
+  return new TypeError('fetch failed', { cause: new Error(`limitFetch: ${message}`) });
 }
 
 /** Bodies fetch can extract again (its "source" is kept): everything but a stream. */

@@ -95,7 +95,7 @@ export class GatedNodeRequest implements WaitTarget {
   /** What a partner rule's cost function sees: the method, origin and path. */
   #costRequest(): { method: string; origin: string; path: string } {
     const req = this.#req;
-    return { method: req.method, origin: originOf(req, this.#options), path: req.path };
+    return { method: req.method, origin: originOf(req, this.#options), path: pathOf(req) };
   }
 
   /** WaitTarget: granted from inside the releasing request's microtask; sent in our own. */
@@ -236,7 +236,11 @@ export class GatedNodeRequest implements WaitTarget {
     this.#heldAtGrant = permit.gate.held;
     const req = this.#req;
     // Leak reports get method, origin and path only: the permit drops the query when read.
-    permit.request = { method: req.method, origin: originOf(req, this.#options), path: req.path };
+    permit.request = {
+      method: req.method,
+      origin: originOf(req, this.#options),
+      path: pathOf(req),
+    };
     if (permit.gate.maxHold !== undefined) {
       permit.onHoldTimeout = (error) => this.#holdTimedOut(error);
     }
@@ -264,12 +268,37 @@ export class GatedNodeRequest implements WaitTarget {
   }
 }
 
-/** The request's origin as the limiter keys it: `protocol//host:port`, IPv6 in brackets. */
+/**
+ * The request's origin as the limiter keys it: `protocol//host:port`, IPv6 in brackets. A
+ * request to a forward proxy (axios's `proxy` option, or `HTTP_PROXY`) names its target in an
+ * absolute-form path (`GET http://partner/x`) and the proxy sends it there: its origin is the
+ * target's, not the proxy's (which every host behind the proxy would share).
+ */
 export function originOf(req: ClientRequest, options: RequestOptions): string {
+  const target = absoluteTarget(req.path);
+  if (target !== undefined) return target.origin;
   const host = req.host;
   const bracketed = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
   return `${req.protocol}//${bracketed}:${options.port ?? (req.protocol === 'https:' ? 443 : 80)}`;
 }
+
+/** The request's path as reports show it: an absolute-form path's own, without the origin. */
+export function pathOf(req: ClientRequest): string {
+  const target = absoluteTarget(req.path);
+  return target === undefined ? req.path : `${target.pathname}${target.search}`;
+}
+
+/** An absolute-form http(s) request target (`http://partner/x`), parsed; else `undefined`. */
+function absoluteTarget(path: string): URL | undefined {
+  if (!ABSOLUTE_FORM.test(path)) return undefined;
+  try {
+    return new URL(path);
+  } catch {
+    return undefined; // the proxy refuses it: gated by the host it is sent to
+  }
+}
+
+const ABSOLUTE_FORM = /^https?:\/\//i;
 
 /**
  * Node's own delivery for a request that got no socket (its agent's connect failed): 'error'

@@ -20,17 +20,46 @@ export function parseTarget(target: string | URL): URL {
     try {
       url = new URL(target);
     } catch {
-      throw new TypeError(`invalid URL ${describe(target)}: expected an absolute http(s) URL`);
+      throw new TypeError(
+        `invalid URL ${JSON.stringify(redactUrl(target))}: expected an absolute http(s) URL`,
+      );
     }
   } else {
     throw new TypeError(`expected a URL or an origin string, got ${describe(target)}`);
   }
   if (DEFAULT_PORTS[url.protocol] === undefined) {
+    const shown = redactUrl(String(target));
+    // "alice:" is the protocol of `alice:TOKEN@host`: named only when the URL shows it too.
+    const protocol = shown.toLowerCase().startsWith(url.protocol)
+      ? ` ${JSON.stringify(url.protocol)}`
+      : '';
     throw new TypeError(
-      `unsupported protocol ${JSON.stringify(url.protocol)} in ${describe(String(target))}: hostgate limits http: and https:`,
+      `unsupported protocol${protocol} in ${JSON.stringify(shown)}: hostgate limits http: and https:`,
     );
   }
   return url;
+}
+
+/**
+ * A URL as an error message may show it (user-supplied URLs carry tokens): the userinfo, up
+ * to the authority's last `@`, becomes `…@`, and the query and fragment `…`. Works on text no
+ * parser accepts too. Without `//` after its scheme, `alice:TOKEN@host` has no scheme but a
+ * userinfo, as a person meant it.
+ */
+export function redactUrl(text: string): string {
+  let end = text.length;
+  for (const mark of ['?', '#']) {
+    const at = text.indexOf(mark);
+    if (at !== -1 && at < end) end = at;
+  }
+  let shown = text.slice(0, end);
+  const scheme = /^[a-z][a-z0-9+.-]*:[/\\]{2}/i.exec(shown);
+  const start = scheme === null ? 0 : scheme[0].length;
+  const slash = shown.slice(start).search(/[/\\]/);
+  const authorityEnd = slash === -1 ? shown.length : start + slash;
+  const at = shown.lastIndexOf('@', authorityEnd - 1);
+  if (at >= start) shown = `${shown.slice(0, start)}…${shown.slice(at)}`;
+  return end < text.length ? `${shown}…` : shown;
 }
 
 /**

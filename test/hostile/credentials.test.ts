@@ -11,7 +11,14 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { statusHandler } from '../../middleware/index.js';
 import { permitTarget } from '../../src/gate/permit-target.js';
-import { detectLeaks, HostLimiter, type LeakSuspect, limitFetch } from '../../src/index.js';
+import {
+  detectLeaks,
+  HostLimiter,
+  type LeakSuspect,
+  LimitedAgent,
+  LimitedHttpAgent,
+  limitFetch,
+} from '../../src/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 
 const SECRET = /s3cret|tok3n|alice|corp\.com|hunter2|%40/i;
@@ -129,5 +136,79 @@ describe('credentials in URLs reach no report (issue 36 item 4)', () => {
       expect(text).not.toMatch(SECRET);
     }
     expect(html).toContain(partner.origin);
+  });
+});
+
+describe('a URL hostgate refuses names no credential in its error', () => {
+  /** Not http(s), or no parser accepts them: each with userinfo and a query token. */
+  const refused = [
+    'ftp://alice:hunter2@files.example/x?token=S3CRET',
+    'ws://alice:hunter2@h.example/?access_token=S3CRET#TOK3N',
+    'http://alice:hunter2@[::1/x?token=S3CRET',
+    'http://alice:hunter2@exa mple.com/?token=S3CRET',
+    'http:\\\\alice:hunter2@exa mple.com\\x?token=S3CRET',
+    'alice:hunter2@files.example/x?token=S3CRET', // no scheme: "alice:" parses as one
+    'ALICE@files.example/x?token=S3CRET',
+    'file:///etc/passwd?token=S3CRET',
+  ];
+
+  it('HostLimiter.gateFor, limitFetch, LimitedAgent: the TypeError keeps the host, not the userinfo or query', async () => {
+    const limiter = new HostLimiter({
+      partners: [{ name: 'ledger', hosts: ['ledger.example'], limit: 1 }],
+    });
+    const limited = limitFetch(async () => new Response('never called'), limiter);
+    const dispatcher = new LimitedAgent(new Agent(), limiter);
+    cleanups.push(() => dispatcher.destroy());
+    for (const url of refused) {
+      let thrown: unknown;
+      try {
+        limiter.gateFor(url);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, url).toBeInstanceOf(TypeError);
+      const messages = [(thrown as Error).message];
+      const rejected = await limited(url).catch((error: Error) => error);
+      expect(rejected, url).toBeInstanceOf(TypeError);
+      messages.push((rejected as Error).message);
+      const failed = await new Promise<Error>((resolve) => {
+        dispatcher.dispatch({ origin: url, path: '/', method: 'GET' }, {
+          onResponseError: (_controller: unknown, error: Error) => resolve(error),
+        } as never);
+      });
+      messages.push(failed.message);
+      for (const message of messages) expect(message, url).not.toMatch(SECRET);
+    }
+    // Still says what was refused, and where to.
+    const ftp = await limited(refused[0]!).catch((error: Error) => error.message);
+    expect(ftp).toMatch(/unsupported protocol "ftp:" in "ftp:\/\/…@files\.example\/x…"/);
+  });
+
+  it('limitFetch: a redirect to a Location no parser accepts fails without its userinfo or query, cause included', async () => {
+    const location = 'http://alice:hunter2@[::1/next?X-Amz-Signature=S3CRET';
+    const limited = limitFetch(
+      async () => new Response(null, { status: 302, headers: { location } }),
+      new HostLimiter(),
+    );
+    const error = await limited('http://127.0.0.1:1/start').catch((e: Error) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    const chain: unknown[] = [];
+    for (let e: unknown = error; e instanceof Error; e = e.cause) chain.push(e, { ...e });
+    expect(chain.length).toBeGreaterThan(2); // fetch failed, and why
+    expect(JSON.stringify(chain.map((e) => (e instanceof Error ? e.message : e)))).not.toMatch(
+      SECRET,
+    );
+  });
+
+  it('LimitedHttpAgent: a host no URL parser accepts fails the request without its userinfo', async () => {
+    const agent = new LimitedHttpAgent(new http.Agent(), new HostLimiter());
+    cleanups.push(() => agent.destroy());
+    const error = await new Promise<Error>((resolve) => {
+      const req = http.request({ host: 'alice:hunter2@files.example', port: 80, agent });
+      req.on('error', resolve);
+      req.end();
+    });
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).not.toMatch(SECRET);
   });
 });
