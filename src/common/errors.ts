@@ -310,24 +310,44 @@ export class DeadlineExceededError extends HostgateError {
 }
 
 /**
- * A permit's request made no progress for `maxHold` (an unread body, a stuck stream), or was
- * held past `maxHoldTotal`; its request was aborted.
+ * A permit's request made no progress for `maxHold` (an unread body, a stuck stream, a partner
+ * that never answered), or was held past `maxHoldTotal`; its request was aborted. For an HTTP
+ * request the message names its origin and says whether any response came: none at all is a
+ * partner that is down or hung, or a wrong port, not a body left unread.
  */
 export class PermitHoldTimeoutError extends HostgateError {
   static readonly CODE = 'HOSTGATE_HOLD_TIMEOUT';
   readonly heldMs: number;
   /** Time without progress (ms) when `maxHold` took it back; `undefined` for `maxHoldTotal`. */
   readonly quietMs: number | undefined;
-  constructor(partner: string | undefined, heldMs: number, quietMs?: number) {
+  /** The request's origin (`scheme://host[:port]`) when the permit was an HTTP request's. */
+  readonly origin: string | undefined;
+  /**
+   * For an HTTP request: whether any of its response (the head, a body chunk) had arrived.
+   * `false`: the partner never answered. `undefined` when the permit was no HTTP request's.
+   */
+  readonly responded: boolean | undefined;
+  constructor(
+    partner: string | undefined,
+    heldMs: number,
+    quietMs?: number,
+    request?: { origin?: string | undefined; responded?: boolean | undefined },
+  ) {
+    const origin = request?.origin === '' ? undefined : request?.origin;
+    const to = `request to ${label(partner)}${origin === undefined || partner?.startsWith(origin) ? '' : ` at ${origin}`}`;
     super(
       'HOSTGATE_HOLD_TIMEOUT',
       quietMs === undefined
-        ? `request to ${label(partner)} held its permit for ${Math.round(heldMs)} ms (maxHoldTotal) and was aborted`
-        : `request to ${label(partner)} made no progress for ${Math.round(quietMs)} ms (maxHold; held ${Math.round(heldMs)} ms) and was aborted; read or cancel response bodies`,
+        ? `${to} held its permit for ${Math.round(heldMs)} ms (maxHoldTotal) and was aborted`
+        : request?.responded === false
+          ? `${to} got no response for ${Math.round(quietMs)} ms (maxHold) and was aborted; is the partner up and listening for HTTP on that host and port?`
+          : `${to} made no progress for ${Math.round(quietMs)} ms (maxHold; held ${Math.round(heldMs)} ms) and was aborted; read or cancel response bodies`,
       partner,
     );
     this.heldMs = heldMs;
     this.quietMs = quietMs;
+    this.origin = origin;
+    this.responded = request?.responded;
   }
 }
 

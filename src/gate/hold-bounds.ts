@@ -101,7 +101,17 @@ export class HoldBounds {
     const handlers = this.parts.outcomes;
     if (handlers !== undefined) for (const handler of handlers) handler.onHoldTimeout?.(permit);
     if (hook !== undefined || holdTimeoutChannel.hasSubscribers) {
-      const error = new PermitHoldTimeoutError(this.gate.name, heldMs, quietMs);
+      // An HTTP layer's permit names its request, and notes progress from the response's
+      // first bytes on: one never alive since its grant had no response at all.
+      const request = permit.request;
+      const error = new PermitHoldTimeoutError(
+        this.gate.name,
+        heldMs,
+        quietMs,
+        request === undefined
+          ? undefined
+          : { origin: request.origin, responded: permit.aliveAt !== permit.acquiredAt },
+      );
       if (holdTimeoutChannel.hasSubscribers) publishHoldTimeout(this.gate, permit, heldMs, error);
       try {
         hook?.(error);
