@@ -23,6 +23,8 @@ export interface Demands {
   signals: number;
   /** The heaviest head waiting (0: none). */
   need: number;
+  /** That head is another than the last refresh reported (the one reported was served). */
+  moved?: boolean;
 }
 
 export class BlockLease {
@@ -50,6 +52,8 @@ export class BlockLease {
   /** Heard since the last refresh left: the fair level (`give`), the state lost (`lost`). */
   #level: { level: number; top: string } | undefined = undefined;
   #lost = false;
+  /** The fair level of Redis's last walk, as the last answer said (-1: every demand fits). */
+  #walked = -1;
 
   constructor(readonly o: ResolvedLeasedOptions) {}
 
@@ -88,6 +92,7 @@ export class BlockLease {
     this.clusterHeld = answer.held;
     this.free = answer.free;
     this.target = answer.target;
+    if (answer.level !== undefined) this.#walked = answer.level;
     this.answeredAt = performance.now();
     this.down = false;
   }
@@ -116,7 +121,11 @@ export class BlockLease {
   }
 
   /** The timer, no refresh on its way: whether to refresh now (`id`: this process's). */
-  due(now: number, { held, wants, rateWants, rate, signals, need }: Demands, id = ''): boolean {
+  due(
+    now: number,
+    { held, wants, rateWants, rate, signals, need, moved = false }: Demands,
+    id = '',
+  ): boolean {
     const o = this.o;
     const since = now - this.lastSent;
     const block = this.block;
@@ -169,6 +178,22 @@ export class BlockLease {
     // meets it is this process's next refresh. Ask once per walk, not once per interval (issue
     // 32: heavy heads waited a timer step to learn they were met, twice, and timed out).
     const headWaits = need > block && since >= o.refreshMs / 2;
-    return more || level || less || moreRate || lessRate || drained || headWaits;
+    // A block no larger than the head waiting, none free, other processes: the units are a
+    // floor met for the head reported (oldest first), not a share of the level. Once that head
+    // was served, say so, so the floor moves on to an older head elsewhere (a cap smaller than
+    // the fleet, campaign seed 99009: cap 1 over 4 processes, the unit stayed with one for half
+    // a lease, 62 calls, while the others' callers timed out; a heavy head's block the same).
+    // Only a floor above the level (as Redis walks at once for it: leasedWalk.lua, `served`):
+    // heads of 1 in a fleet at its cap move at every grant.
+    const walked = this.#level?.level ?? this.#walked;
+    const served =
+      moved &&
+      block > 0 &&
+      block <= need &&
+      walked >= 0 &&
+      Math.min(need, wants) > walked &&
+      this.free === 0 &&
+      this.processes > 1;
+    return more || level || less || moreRate || lessRate || drained || headWaits || served;
   }
 }

@@ -262,9 +262,11 @@ export class LeasedSemaphore extends Semaphore {
     const wants = this.#closed ? 0 : this.#demand.wants(units, now, this.#cap);
     const rateWants = this.#rate?.demand(now) ?? 0;
     if (this.#inflight !== undefined || this.#refused !== undefined) return;
-    const need = heaviestHead(this)?.weight ?? 0;
+    const head = heaviestHead(this);
+    const need = head?.weight ?? 0;
     const signals = this.#signals;
-    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need, signals };
+    const moved = this.#calls.moved(head);
+    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need, signals, moved };
     if (this.#lease.due(now, demands, this.#store.processId)) this.#refresh();
   }
 

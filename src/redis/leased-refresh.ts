@@ -66,6 +66,9 @@ export interface BlockAnswer {
   target: number;
   /** Ms left of a recovery window, 0: none. */
   recoveringMs: number;
+  /** The fair level of the last walk (-1: every demand fits) and the highest id one over it. */
+  level?: number;
+  top?: string;
 }
 
 /** One gate's REFRESH calls: arguments built, sent through the store, answers read. */
@@ -83,6 +86,8 @@ export class RefreshCalls {
    * fleet's heads by when it first heard of each (its token), so the oldest is met first.
    */
   #head: object | undefined = undefined;
+  /** The heaviest head the last refresh reported (undefined: none waited). */
+  #sentHead: object | undefined = undefined;
   #headToken = 0;
   /**
    * The gate's signal channel (commands/leasedRefresh-4.lua, Signals): in its hash slot, beside
@@ -126,7 +131,7 @@ export class RefreshCalls {
       ...this.#faultArgs(sentAt, report.head?.weight ?? 0, report.down, false),
       '',
       1, // it cuts its own share to a lower target (issue 32, item 6)
-      this.#token(report.head),
+      this.#sent(report.head),
       report.rateNeed,
       this.channel,
       this.o.askMs, // a caller below its share says so at most this often
@@ -183,6 +188,16 @@ export class RefreshCalls {
     ];
   }
 
+  #sent(head: object | undefined): number {
+    this.#sentHead = head;
+    return this.#token(head);
+  }
+
+  /** Whether `head` is another than the heaviest head the last refresh reported. */
+  moved(head: object | undefined): boolean {
+    return head !== this.#sentHead;
+  }
+
   /** The token of the heaviest waiting head: the same head, the same token (0: none). */
   #token(head: object | undefined): number {
     if (head === undefined) return 0;
@@ -201,7 +216,21 @@ export class RefreshCalls {
     const [block, leaseMs, cap, processes, blocks, held, free, target, recoveringMs] = reply.map(
       Number,
     ) as [number, number, number, number, number, number, number, number, number];
-    return { block, leaseMs, cap, processes, blocks, held, free, target, recoveringMs };
+    const level = reply[14] === undefined ? undefined : Number(reply[14]);
+    return {
+      block,
+      leaseMs,
+      cap,
+      processes,
+      blocks,
+      held,
+      free,
+      target,
+      recoveringMs,
+      ...(level === undefined || Number.isNaN(level)
+        ? {}
+        : { level, top: String(reply[15] ?? '') }),
+    };
   }
 
   /**
