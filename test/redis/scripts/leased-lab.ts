@@ -60,6 +60,8 @@ export interface RefreshArgs {
   /** The gate's signal channel ('' none), and how often `give` may be said. */
   signal: string;
   signalMs: number;
+  /** Closing: the units its TAT runs ahead of now (0: none reported). */
+  lead: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -92,6 +94,7 @@ export const ARGS: RefreshArgs = {
   rateNeed: 0,
   signal: '',
   signalMs: 100,
+  lead: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -123,6 +126,7 @@ const ORDER: (keyof RefreshArgs)[] = [
   'rateNeed',
   'signal',
   'signalMs',
+  'lead',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */

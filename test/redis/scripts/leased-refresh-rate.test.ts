@@ -240,6 +240,26 @@ describeRedis('leased REFRESH alone: the rate', () => {
     });
   }
 
+  it('a clean close whose last call cost more than its burst share (sent on idle credit) reports its lead: min(sent, lead) counted for a window, where burstOf(6) + 1 would say 3', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { block: 1, held: 1, share: 6, rateWants: 6 }, pb: { share: 3, rateWants: 3 } },
+      r: 9,
+      s: 1,
+    });
+    const ran = await lab.refresh({
+      ...RATED,
+      closing: 1,
+      rateUsed: 6,
+      sent: '5 1 0 0 0 0 0 0',
+      lead: 5,
+    });
+    expect(ran.answer).toMatchObject({ block: 0, counted: 3 + 5 });
+    const state = await lab.state();
+    expect(state.l.get('pa~0')).toMatchObject({ counted: 5 });
+    expectRateCounted(state, RATE, ran.answer.now);
+  });
+
   it('a clean close parks its share for a window: the survivors keep their level, and a process asking for its first share takes the place (a rolling deploy)', async () => {
     // pa, pb and pc at 3-4 of 10, all busy; pa closes. Before: the walk of the close set the
     // level to 5 for the two left, pb and pc grew into pa's share at their next refresh, and
