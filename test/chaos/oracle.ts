@@ -133,7 +133,7 @@ export const BOUNDS = {
    * that the rest of the cap has no room for the heaviest head (then its lease must lapse);
    * a clean close, a demand shift, a new cap or rate: one refresh/heartbeat.
    */
-  recoverMs(a: Applied, config: FleetConfig): number {
+  recoverMs(a: Applied, config: FleetConfig, cap = config.cap): number {
     const { leaseMs, commandTimeoutMs: c } = config;
     const { tickMs } = timings(config);
     const kind = a.step.kind;
@@ -151,8 +151,9 @@ export const BOUNDS = {
         const heldAll = (a.killedUnits ?? 0) > 0 && (a.killedUnits ?? 0) >= (a.totalUnits ?? 0);
         // Redis's own count: what it left of the cap is no room for the heaviest head (a permit
         // held between calls is at no partner, but out of the cap until its lease lapses).
+        // (The cap in force then: a set-limit may have lowered it, seed 99343.)
         const noRoom =
-          a.killedHeld !== undefined && config.cap - a.killedHeld < Math.max(...config.weights);
+          a.killedHeld !== undefined && cap - a.killedHeld < Math.max(...config.weights);
         return heldAll || noRoom ? leaseMs + 3 * tickMs + 2 * c : 0;
       }
       case 'replica-roll':
@@ -200,7 +201,7 @@ export function judge(run: Run): Verdict {
   };
   const deadlines = run.applied.map((a) => ({
     a,
-    until: a.at + BOUNDS.recoverMs(a, config),
+    until: a.at + BOUNDS.recoverMs(a, config, valueAt(run.caps, a.at, config.cap)),
   }));
   /** Faults that explain something at `t`: begun, and not recovered `extra` ms before. */
   const kindsAt = (t: number, extra = BOUNDS.idleMs + BOUNDS.slackMs + callMax) => {

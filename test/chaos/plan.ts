@@ -236,7 +236,9 @@ function drawStep(r: Random, kind: FaultKind, at: number, config: FleetConfig): 
     case 'demand-shift':
       return { at, kind, slot: r() < 0.3 ? -1 : slot, callers: int(r, 0, 10) };
     case 'set-limit':
-      return { at, kind, slot, value: int(r, 1, 12) };
+      // Never below the heaviest weight: a call that could never be granted is the caller's
+      // error (RangeError), not lost capacity (seed 99343 drew 2 under weights up to 3).
+      return { at, kind, slot, value: int(r, Math.max(...config.weights), 12) };
     case 'set-rate': {
       // A new rate whose burst still lets the fleet's costliest call through (cost ≤ burst + 1),
       // as the first one was drawn: a call that could never be granted is the caller's error
