@@ -9,6 +9,7 @@ import { coreEntry } from '../gate/counting-gate.js';
 import type { Semaphore } from '../gate/semaphore.js';
 import type { ResolvedLeasedOptions } from './leased-share.js';
 import type { ResolvedStoreOptions } from './options.js';
+import { LEASED_SMALL_CAP } from './warnings.js';
 
 /**
  * What a leased gate uses of its store (a `RedisStore`), declared here so that store.ts can
@@ -86,6 +87,7 @@ export class RefreshCalls {
    * fleet's heads by when it first heard of each (its token), so the oldest is met first.
    */
   #head: object | undefined = undefined;
+  #warnedSmall = false;
   /** The heaviest head the last refresh reported (undefined: none waited). */
   #sentHead: object | undefined = undefined;
   #headToken = 0;
@@ -216,6 +218,14 @@ export class RefreshCalls {
     const [block, leaseMs, cap, processes, blocks, held, free, target, recoveringMs] = reply.map(
       Number,
     ) as [number, number, number, number, number, number, number, number, number];
+    if (processes > cap && !this.#warnedSmall && cap > 0) {
+      // Loud, once: the mode works there, but every unit moves through Redis (docs/shared-gates.md).
+      this.#warnedSmall = true;
+      process.emitWarning(
+        `shared gate ${JSON.stringify(this.name ?? '')} (mode 'leased') has ${processes} processes and a cap of ${cap}: with fewer units than processes each unit moves between them through Redis, a few round trips idle at every handoff and callers waiting turns; the FIFO mode (one queue in Redis) serves such a gate better`,
+        { code: LEASED_SMALL_CAP },
+      );
+    }
     const level = reply[14] === undefined ? undefined : Number(reply[14]);
     return {
       block,

@@ -3,6 +3,9 @@
  * diagnostics channel is seen only by those who subscribed. Never a key, a URL or a reply.
  */
 
+/** A leased gate with more processes than units of its cap: once per gate and process. */
+export const LEASED_SMALL_CAP = 'HOSTGATE_LEASED_SMALL_CAP';
+
 /** Redis unreachable at start, or for longer than a heartbeat: once per outage. */
 export const STORE_UNAVAILABLE = 'HOSTGATE_STORE_UNAVAILABLE';
 

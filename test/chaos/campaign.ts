@@ -101,6 +101,14 @@ interface KnownOpen {
   heavy?: boolean;
   /** Only schedules with a rate, and only a violation about the rate (not the cap). */
   rated?: boolean;
+  /**
+   * Only schedules whose costliest call is more than the burst share of the rate's equal split
+   * sends at once (cost − 1 > floor(burst × floor(limit / replicas) / limit), under a rate they
+   * run under): each such call idles its process that many intervals (docs/rates.md, Costs).
+   */
+  overShare?: boolean;
+  /** Only schedules with fewer units than replicas (cap < replicas): a handoff per turn. */
+  small?: boolean;
 }
 const known: KnownOpen[] =
   values['known-open'] === undefined
@@ -114,6 +122,16 @@ const nearBurst = (s: Schedule, v: Violation) => {
   const rates = [s.config.rate, ...(v.oracle === 'fresh' ? [] : s.steps.map((step) => step.rate))];
   return rates.some((rate) => rate !== undefined && 2 * (cost - 1) > rate.burst);
 };
+const overShare = (s: Schedule, v: Violation) => {
+  const cost = Math.max(...s.config.costs);
+  const rates = [s.config.rate, ...(v.oracle === 'fresh' ? [] : s.steps.map((step) => step.rate))];
+  return rates.some((rate) => {
+    if (rate === undefined) return false;
+    const split = Math.floor(rate.limit / s.config.replicas);
+    return cost - 1 > Math.floor((rate.burst * split) / rate.limit);
+  });
+};
+const small = (s: Schedule) => s.config.cap < s.config.replicas;
 const heavy = (s: Schedule) => {
   const weight = Math.max(...s.config.weights);
   return weight > 1 && weight > s.config.cap / s.config.replicas;
@@ -125,6 +143,8 @@ const excused = (schedule: Schedule, v: Violation) =>
       (k.costly !== true || costly(schedule)) &&
       (k.nearBurst !== true || nearBurst(schedule, v)) &&
       (k.heavy !== true || heavy(schedule)) &&
+      (k.overShare !== true || overShare(schedule, v)) &&
+      (k.small !== true || small(schedule)) &&
       (k.rated !== true ||
         (schedule.config.rate !== undefined && v.detail.includes('rate units'))) &&
       k.oracle === v.oracle &&

@@ -41,6 +41,11 @@ describeRedis('a leased gate with fewer units than processes', () => {
       seed = (seed * 1103515245 + 12345) % 2147483648;
       return seed / 2147483648;
     };
+    const warned: string[] = [];
+    const onWarning = (warning: Error & { code?: string }) => {
+      if (warning.code === 'HOSTGATE_LEASED_SMALL_CAP') warned.push(warning.message);
+    };
+    process.on('warning', onWarning);
     const waits: number[][] = callers.map(() => []);
     const timeouts: number[] = callers.map(() => 0);
     const until = performance.now() + 3500;
@@ -63,7 +68,11 @@ describeRedis('a leased gate with fewer units than processes', () => {
       }),
     );
     await Promise.all(loops);
+    process.off('warning', onWarning);
     expect(partner.peak, 'the partner never saw 2 at once').toBe(1);
+    // Loud, once per gate: the FIFO mode serves such a gate better.
+    expect(warned.length).toBe(callers.length);
+    expect(warned[0]).toMatch(/"one" \(mode 'leased'\) has [2-4] processes and a cap of 1: .*the FIFO mode/);
     expect(timeouts, 'callers that waited out their 2.5 s deadline, per process').toEqual([
       0, 0, 0, 0,
     ]);
