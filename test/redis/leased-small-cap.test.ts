@@ -72,7 +72,9 @@ describeRedis('a leased gate with fewer units than processes', () => {
     expect(partner.peak, 'the partner never saw 2 at once').toBe(1);
     // Loud, once per gate: the FIFO mode serves such a gate better.
     expect(warned.length).toBe(callers.length);
-    expect(warned[0]).toMatch(/"one" \(mode 'leased'\) has [2-4] processes and a cap of 1: .*the FIFO mode/);
+    expect(warned[0]).toMatch(
+      /"one" \(mode 'leased'\) has [2-4] processes and a cap of 1: .*the FIFO mode/,
+    );
     expect(timeouts, 'callers that waited out their 2.5 s deadline, per process').toEqual([
       0, 0, 0, 0,
     ]);
