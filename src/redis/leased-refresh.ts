@@ -67,9 +67,8 @@ export interface BlockAnswer {
   target: number;
   /** Ms left of a recovery window, 0: none. */
   recoveringMs: number;
-  /** The fair level of the last walk (-1: every demand fits) and the highest id one over it. */
+  /** The fair level of the last walk (-1: every demand fits). */
   level?: number;
-  top?: string;
 }
 
 /** One gate's REFRESH calls: arguments built, sent through the store, answers read. */
@@ -237,9 +236,7 @@ export class RefreshCalls {
       free,
       target,
       recoveringMs,
-      ...(level === undefined || Number.isNaN(level)
-        ? {}
-        : { level, top: String(reply[15] ?? '') }),
+      ...(level === undefined || Number.isNaN(level) ? {} : { level }),
     };
   }
 

@@ -4,6 +4,7 @@
  * schedule's shape (a rate with costs, heavy weights, fewer units than replicas...).
  */
 import { readFileSync } from 'node:fs';
+import { rateShareOf } from '../../src/redis/leased-rate.js';
 import type { OracleKind, Violation } from './oracle.js';
 import type { FaultKind, Mode, Schedule } from './plan.js';
 
@@ -14,20 +15,11 @@ export interface KnownOpen {
   kinds: (FaultKind | 'none' | '*')[];
   item: string;
   note?: string;
-  /** Only schedules with a rate and a call cost above 1 (the leased cost stall). */
-  costly?: boolean;
-  /**
-   * Only schedules whose costliest call needs more than half of some rate they run under for
-   * one process (2 × (cost - 1) > burst: docs/rates.md, leased shares, "Costs").
-   */
-  nearBurst?: boolean;
   /**
    * Only schedules whose heaviest weight is above the cap's units per replica (cap / replicas):
    * every heavy head waits for a walk (docs/shared-gates.md, leased shares, weights).
    */
   heavy?: boolean;
-  /** Only schedules with a rate, and only a violation about the rate (not the cap). */
-  rated?: boolean;
   /**
    * Only schedules whose costliest call is more than the burst share of the rate's equal split
    * sends at once (cost − 1 > floor(burst × floor(limit / replicas) / limit), under a rate they
@@ -43,21 +35,15 @@ export function readKnown(file: string | undefined): KnownOpen[] {
     ? []
     : (JSON.parse(readFileSync(file, 'utf8')) as { open: KnownOpen[] }).open;
 }
-const costly = (s: Schedule) => s.config.rate !== undefined && Math.max(...s.config.costs) > 1;
-const nearBurst = (s: Schedule, v: Violation) => {
-  const cost = Math.max(...s.config.costs);
-  // A fresh fleet is judged before the first step: only the rate it starts with (seed 98056,
-  // rate 25/500 ms burst 8 at the start, at 42% of it, was excused by a later set-rate's burst 2).
-  const rates = [s.config.rate, ...(v.oracle === 'fresh' ? [] : s.steps.map((step) => step.rate))];
-  return rates.some((rate) => rate !== undefined && 2 * (cost - 1) > rate.burst);
-};
 const overShare = (s: Schedule, v: Violation) => {
   const cost = Math.max(...s.config.costs);
+  // A fresh fleet is judged before the first step: only the rate it starts with (seed 98056,
+  // rate 25/500 ms burst 8 at the start, was excused by a later set-rate's burst 2).
   const rates = [s.config.rate, ...(v.oracle === 'fresh' ? [] : s.steps.map((step) => step.rate))];
   return rates.some((rate) => {
     if (rate === undefined) return false;
     const split = Math.floor(rate.limit / s.config.replicas);
-    return cost - 1 > Math.floor((rate.burst * split) / rate.limit);
+    return cost - 1 > rateShareOf(rate, split);
   });
 };
 const small = (s: Schedule) => s.config.cap < s.config.replicas;
@@ -70,13 +56,9 @@ export const excusedBy = (known: readonly KnownOpen[], schedule: Schedule, v: Vi
   known.find(
     (k) =>
       k.mode === schedule.config.mode &&
-      (k.costly !== true || costly(schedule)) &&
-      (k.nearBurst !== true || nearBurst(schedule, v)) &&
       (k.heavy !== true || heavy(schedule)) &&
       (k.overShare !== true || overShare(schedule, v)) &&
       (k.small !== true || small(schedule)) &&
-      (k.rated !== true ||
-        (schedule.config.rate !== undefined && v.detail.includes('rate units'))) &&
       k.oracle === v.oracle &&
       (k.kinds.includes('*') || v.kinds.some((kind) => k.kinds.includes(kind))),
   );

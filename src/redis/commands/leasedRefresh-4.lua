@@ -88,7 +88,8 @@
 
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms),
-  the fair level and the highest id one unit over it as of the last walk (`M.b`, `M.e`)}.
+  the fair level as of the last walk (`M.b`: a process refreshes when a head met as a floor
+  above it was served)}.
 ]]
 local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lease, window = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -342,4 +343,4 @@ local reserved = 0
 if RATED and (meta[21] or '') ~= '' then
   for _, sh in ipairs((parked())) do reserved = reserved + sh end
 end
-return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now, level, top}
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now, level}
