@@ -8,6 +8,7 @@ import { leasedRate, RateUse, rateNeedOf, rateShareOf } from './leased-rate.js';
 import type { LeasedRateView } from './leased-stats.js';
 import type { ResolvedStoreOptions } from './options.js';
 import { rateArg } from './shared-rate.js';
+import { LEASED_SMALL_BURST } from './warnings.js';
 
 /** What the rate's share reads of its gate's block lease, when it applies a share. */
 export interface LeaseNow {
@@ -63,6 +64,7 @@ export class RateShare {
   /** A refresh that cuts the share to its target was sent at once after the last answer. */
   #cutting = false;
   #warned: string | undefined = undefined;
+  #warnedBurst = false;
   /** The rate the applied share is of (a new one from Redis is applied even at the same share). */
   #appliedOf: ResolvedRate | undefined = undefined;
   #until = 0;
@@ -91,8 +93,11 @@ export class RateShare {
    */
   demand(now: number): number {
     const limit = this.rate.limit;
-    const split = Math.ceil(limit / this.#gate.lease().processes);
-    this.need = rateNeedOf(this.rate, this.#gate.costliest());
+    const processes = this.#gate.lease().processes;
+    const split = Math.ceil(limit / processes);
+    const cost = this.#gate.costliest();
+    this.need = rateNeedOf(this.rate, cost);
+    if (!this.#warnedBurst && processes > 1) this.#warnBurst(cost, processes);
     return Math.max(
       this.need,
       this.#use.wants(this.#gate.shareRate(), this.applied, now, limit, split),
@@ -113,6 +118,27 @@ export class RateShare {
       this.share = keep;
       this.apply(sentAt);
     }
+  }
+
+  /**
+   * Loud, once per gate: a call that costs more than an equal share sends at once waits for its
+   * process's idle credit (docs/rates.md, Costs), so such a fleet sends less than its rate.
+   */
+  #warnBurst(cost: number, processes: number): void {
+    const { limit, per, burst } = this.rate;
+    const equal = Math.floor(limit / processes);
+    // A full bucket of an equal share sends its burst share and one more at once.
+    const at = rateShareOf(this.rate, equal) + 1;
+    if (!(cost > at)) return;
+    this.#warnedBurst = true;
+    const enough =
+      equal > 0
+        ? `a burst of at least ${Math.ceil(((cost - 1) * limit) / equal)} serves such calls at once, as does the FIFO mode (one bucket in Redis)`
+        : 'the FIFO mode (one bucket in Redis) serves such calls at once';
+    process.emitWarning(
+      `shared gate ${JSON.stringify(this.#gate.name ?? '')} (mode 'leased', rate ${limit} per ${per} ms, burst ${burst}) has ${processes} processes and a call of cost ${cost}: an equal share of the rate sends at most ${at} at once, so such a call waits until its process has gone ${cost - at} interval(s) of its share without sending, and the fleet sends less than its rate; ${enough}`,
+      { code: LEASED_SMALL_BURST },
+    );
   }
 
   /** The REFRESH script's rate arguments. */

@@ -89,6 +89,8 @@ export class RefreshCalls {
   #warnedSmall = false;
   /** The heaviest head the last refresh reported (undefined: none waited). */
   #sentHead: object | undefined = undefined;
+  /** Its weight (0: none waited). */
+  #sentWeight = 0;
   #headToken = 0;
   /**
    * The gate's signal channel (commands/leasedRefresh-4.lua, Signals): in its hash slot, beside
@@ -189,8 +191,9 @@ export class RefreshCalls {
     ];
   }
 
-  #sent(head: object | undefined): number {
+  #sent(head: { readonly weight: number } | undefined): number {
     this.#sentHead = head;
+    this.#sentWeight = head?.weight ?? 0;
     return this.#token(head);
   }
 
@@ -209,6 +212,28 @@ export class RefreshCalls {
     return this.#headToken;
   }
 
+  /**
+   * Loud, once per gate: the mode works with fewer units than processes, or with a call heavier
+   * than an equal block, but every such unit moves between processes through Redis
+   * (docs/shared-gates.md, Leased shares).
+   */
+  #warnSmall(cap: number, processes: number): void {
+    if (this.#warnedSmall || !(cap > 0) || processes < 2) return;
+    // The largest of the equal blocks (the split's remainder goes one unit to each of a few).
+    const equal = Math.ceil(cap / processes);
+    const heavy = this.#sentWeight > equal;
+    if (processes <= cap && !heavy) return;
+    this.#warnedSmall = true;
+    const why =
+      processes > cap
+        ? 'with fewer units than processes each unit moves between them through Redis, a few round trips idle at every handoff and callers waiting turns'
+        : `a call of weight ${this.#sentWeight} is more than an equal block (at most ${equal}), so it waits for units the others give back through Redis, met one walk at a time, oldest first, while its process's block idles`;
+    process.emitWarning(
+      `shared gate ${JSON.stringify(this.name ?? '')} (mode 'leased') has ${processes} processes and a cap of ${cap}: ${why}; the FIFO mode (one queue in Redis) serves such a gate better`,
+      { code: LEASED_SMALL_CAP },
+    );
+  }
+
   /** An answer came: Redis's time in it is kept for the next refresh; its block part. */
   answered(reply: unknown[]): BlockAnswer {
     this.#seen = Number(reply[13]) || 0;
@@ -217,14 +242,7 @@ export class RefreshCalls {
     const [block, leaseMs, cap, processes, blocks, held, free, target, recoveringMs] = reply.map(
       Number,
     ) as [number, number, number, number, number, number, number, number, number];
-    if (processes > cap && !this.#warnedSmall && cap > 0) {
-      // Loud, once: the mode works there, but every unit moves through Redis (docs/shared-gates.md).
-      this.#warnedSmall = true;
-      process.emitWarning(
-        `shared gate ${JSON.stringify(this.name ?? '')} (mode 'leased') has ${processes} processes and a cap of ${cap}: with fewer units than processes each unit moves between them through Redis, a few round trips idle at every handoff and callers waiting turns; the FIFO mode (one queue in Redis) serves such a gate better`,
-        { code: LEASED_SMALL_CAP },
-      );
-    }
+    this.#warnSmall(cap, processes);
     const level = reply[14] === undefined ? undefined : Number(reply[14]);
     return {
       block,

@@ -6,6 +6,9 @@
 /** A leased gate with more processes than units of its cap: once per gate and process. */
 export const LEASED_SMALL_CAP = 'HOSTGATE_LEASED_SMALL_CAP';
 
+/** A leased rate whose calls cost more than an equal share sends at once: once per gate and process. */
+export const LEASED_SMALL_BURST = 'HOSTGATE_LEASED_SMALL_BURST';
+
 /** Redis unreachable at start, or for longer than a heartbeat: once per outage. */
 export const STORE_UNAVAILABLE = 'HOSTGATE_STORE_UNAVAILABLE';
 
