@@ -52,6 +52,8 @@ export class BlockLease {
   /** Heard since the last refresh left: the fair level (`give`), the state lost (`lost`). */
   #level: { level: number; top: string } | undefined = undefined;
   #lost = false;
+  /** Heard since the last refresh left: units came free that floors met at a walk are owed. */
+  #owed = false;
   /** The fair level of Redis's last walk, as the last answer said (-1: every demand fits). */
   #walked = -1;
 
@@ -74,6 +76,7 @@ export class BlockLease {
     this.sentWants = wants;
     this.#level = undefined;
     this.#lost = false;
+    this.#owed = false;
     const valid = sentAt < this.validUntil;
     const slack = Math.max(1, Math.ceil(held / 10));
     this.heldAtSend =
@@ -108,6 +111,7 @@ export class BlockLease {
   /** A message on the gate's signal channel (commands/leasedRefresh-4.lua, Signals). */
   heard(message: string): void {
     if (message === 'lost') this.#lost = true;
+    if (message === 'owed') this.#owed = true;
     const give = /^give (-?\d+) (.*)$/.exec(message);
     if (give !== null) this.#level = { level: Number(give[1]), top: give[2] ?? '' };
   }
@@ -138,7 +142,17 @@ export class BlockLease {
     // the `lost` signal asks for that refresh instead.
     const every = (idle || heard) && !this.down ? o.leaseMs / 2 : o.refreshMs - o.askMs;
     if (since >= every) return true;
+    // Redis shrank the block below what was held (another process's heavier head, a fairer
+    // share, a met head's turn over): it counts what was held at the refresh until the next one
+    // says less. Say it as soon as some of it is released, so the other process's head is not
+    // held up a whole interval; at once when all of it is (one refresh per shrink): a unit
+    // handed on waited up to a timer step here (a cap smaller than the fleet).
+    const drained = this.heldAtSend > block && held < this.heldAtSend;
+    if (drained && held <= block) return true;
     if (since < o.askMs) return false;
+    // Units came free that a floor met at the walk is owed: if it is this process's head's, its
+    // refresh takes them now, not at its next ask.
+    if (this.#owed && need > block) return true;
     // The subscription came up or was lost since: a signal may be gone, ask once.
     if (signals !== this.#epoch) return true;
     if (this.#lost && (block > 0 || held > 0)) return true;
@@ -169,10 +183,6 @@ export class BlockLease {
       rateWants > share &&
       (heard ? rateAsk || (stale && (rateFree > 0 || this.recovering)) : stale || rateAsk);
     const lessRate = share > 0 && rateWants <= Math.floor(share / 2);
-    // Redis shrank the block below what was held (another process's heavier head, a fairer
-    // share): it counts what was held at the refresh until the next one says less. Say it as
-    // soon as some of it is released, so the other process's head is not held up a whole interval.
-    const drained = this.heldAtSend > block && held < this.heldAtSend;
     // A head the block cannot serve, with none free and no target above the block: its floor
     // waits for a walk (at most every refreshMs / 2, oldest heads first), and the answer that
     // meets it is this process's next refresh. Ask once per walk, not once per interval (issue

@@ -227,6 +227,8 @@ export class LeasedSemaphore extends Semaphore {
   /** Semaphore hook: before a release serves the next waiter, a lapsed block is noticed. */
   protected override released(_permit: Permit, _reason: ReleaseReason): void {
     if (performance.now() >= this.#lease.validUntil) this.#apply();
+    // Held past a shrunk block: the release may be what Redis waits for (BlockLease.due, drained).
+    if (this.#lease.heldAtSend > this.#lease.block) queueMicrotask(() => this.#tick());
   }
 
   /**
@@ -322,9 +324,7 @@ export class LeasedSemaphore extends Semaphore {
     const store = this.#store;
     return new RateShare(rate, this.#o.refreshMs, {
       name: this.name,
-      get options() {
-        return store.options;
-      },
+      options: store.options, // readonly on the store
       shareRate: (share) => this.shareRate(share),
       lease: () => ({
         validUntil: this.#lease.validUntil,
