@@ -65,6 +65,28 @@ describe('the idle credit of a leased share', () => {
     expect(gcra.take(3)).toBe(true);
   });
 
+  it('the fresh-share credit race (campaign seed 72021): a share that follows none starts with a full bucket, no credit for the time it had none', () => {
+    const rate = { limit: 20, per: 1000, burst: 4 };
+    const gcra = new GateRate(
+      rate,
+      () => clock,
+      () => {},
+    );
+    // As a leased gate's rate starts: no share until Redis answers.
+    gcra.share(rate, 0, 0, Number.POSITIVE_INFINITY);
+    clock += 10_000; // the rate was others' to send at meanwhile
+    gcra.share(rate, 4, rateShareOf(rate, 4), Number.POSITIVE_INFINITY); // T = 250, burst 0
+    expect(gcra.waitMs(1, 0, clock)).toBe(0); // a full bucket: burst share + 1 at once
+    expect(gcra.waitMs(3, 0, clock)).toBe(500); // cost 3: two intervals of this share idle first
+    // The same after a lease that lapsed (a share usable until a time now past).
+    clock += 500;
+    expect(gcra.take(3)).toBe(true);
+    gcra.share(rate, 4, 0, clock + 100);
+    clock += 5_000;
+    gcra.share(rate, 4, 0, Number.POSITIVE_INFINITY);
+    expect(gcra.waitMs(3, 0, clock)).toBe(500);
+  });
+
   it('a cost above the share and its burst share waits for a larger share (no timer, no refusal)', () => {
     const rate = { limit: 10, per: 1000, burst: 2 };
     const gcra = shareOf(rate, 2); // carries 2 units a window

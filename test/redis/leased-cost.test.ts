@@ -146,3 +146,43 @@ describeRedis('a leased rate with costs: the idle credit', () => {
     expectPromiseKept(o, rate, (name) => costs.get(name) ?? 1);
   }, 20_000);
 });
+
+describeRedis('a leased rate with costs: no credit for time before a share', () => {
+  const fleet = useFleet('node-redis', redis);
+
+  it('campaign seed 72021, the fresh-share credit race: 6 fresh processes at rate 10/500 ms burst 2 each asking a call of cost 3 at once send no more than limit + burst in any window (each sent its call at once as credit for time it held no share: 13-14 units at a promise of 12)', async () => {
+    const o = await oracle(cleanups);
+    const rate = { limit: 10, per: 500, burst: 2 };
+    const options = {
+      name: 'fresh-credit',
+      limit: 8,
+      mode: 'leased',
+      leaseMs: 2000,
+      refreshMs: 500,
+      rate,
+    } as const;
+    const gates: LeasedSemaphore[] = [];
+    for (let i = 0; i < 6; i++) gates.push((await fleet.store()).semaphore(options));
+    o.loop.reset(); // the slack counts the loop's stalls from here, not the stores' start
+    const costs = new Map<string, number>();
+    let id = 0;
+    // Each process: three calls of cost 3, then one of 1, in turn; all asked at once.
+    await Promise.all(
+      gates.map(async (gate) => {
+        for (const cost of [3, 3, 3, 1]) {
+          const name = String(id++);
+          costs.set(name, cost);
+          await gate.run(
+            async () => {
+              const response = await o.fetch(`${o.origin}/?id=${name}`);
+              await response.text();
+            },
+            { cost, timeout: 10_000 },
+          );
+        }
+      }),
+    );
+    expect(o.arrivals.size).toBe(24);
+    expectPromiseKept(o, rate, (name) => costs.get(name) ?? 1);
+  }, 30_000);
+});
