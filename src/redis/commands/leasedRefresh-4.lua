@@ -334,7 +334,13 @@ local owed = math.max(0, metFloor - block)
 osum = math.max(0, osum - ownOwed + owed)
 if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
 if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) end
-local entry = format(now + lease, block, held, wants, share, counted, untl, RATED and rwants or 0,
+-- Redis counts the entry a gap (a refresh and a command timeout) past the lease the process
+-- uses its block for: a process whose refreshes failed (Redis refusing writes, or away) and
+-- whose lease lapsed on its own clock just after Redis came back grants from its last block
+-- under 'local' until its next refresh, which lands within that gap; counted only to its lease,
+-- another process that refreshed first took that block meanwhile (campaign seed 73144: OOM
+-- errors for 1.1 s, 11 in flight at cap 7 for 0.4 s after Redis answered again).
+local entry = format(now + lease + gapMs, block, held, wants, share, counted, untl, RATED and rwants or 0,
   need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn)
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', string.format('%d', sum), '_r',
