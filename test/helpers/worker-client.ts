@@ -18,5 +18,21 @@ export async function connectWorkerClient(port: number, kind: 'node-redis' | 'io
   const client = createClient({ url, socket: { reconnectStrategy: () => 100 } });
   client.on('error', () => {});
   await client.connect();
-  return { client, close: () => client.close().catch(() => client.destroy()) };
+  // node-redis 6: close() while it reconnects with a command in its offline queue never settles
+  // (the command waits for a connection close() no longer makes; node-redis alone, no hostgate:
+  // a PING sent while Redis was down, close() within 50 ms of Redis back). Bounded, then destroy.
+  const close = async () => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), 2000);
+    });
+    const closed = client.close().then(
+      () => 'closed' as const,
+      () => 'late' as const,
+    );
+    const how = await Promise.race([closed, late]);
+    clearTimeout(timer);
+    if (how === 'late') client.destroy();
+  };
+  return { client, close };
 }
