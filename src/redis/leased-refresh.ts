@@ -88,9 +88,7 @@ export class RefreshCalls {
   #head: object | undefined = undefined;
   #warnedSmall = false;
   /** The heaviest head the last refresh reported (undefined: none waited). */
-  #sentHead: object | undefined = undefined;
-  /** Its weight (0: none waited). */
-  #sentWeight = 0;
+  #sentHead: { readonly weight: number } | undefined = undefined;
   #headToken = 0;
   /**
    * The gate's signal channel (commands/leasedRefresh-4.lua, Signals): in its hash slot, beside
@@ -193,7 +191,6 @@ export class RefreshCalls {
 
   #sent(head: { readonly weight: number } | undefined): number {
     this.#sentHead = head;
-    this.#sentWeight = head?.weight ?? 0;
     return this.#token(head);
   }
 
@@ -221,13 +218,14 @@ export class RefreshCalls {
     if (this.#warnedSmall || !(cap > 0) || processes < 2) return;
     // The largest of the equal blocks (the split's remainder goes one unit to each of a few).
     const equal = Math.ceil(cap / processes);
-    const heavy = this.#sentWeight > equal;
+    const weight = this.#sentHead?.weight ?? 0;
+    const heavy = weight > equal;
     if (processes <= cap && !heavy) return;
     this.#warnedSmall = true;
     const why =
       processes > cap
         ? 'with fewer units than processes each unit moves between them through Redis, a few round trips idle at every handoff and callers waiting turns'
-        : `a call of weight ${this.#sentWeight} is more than an equal block (at most ${equal}), so it waits for units the others give back through Redis, met one walk at a time, oldest first, while its process's block idles`;
+        : `a call of weight ${weight} is more than an equal block (at most ${equal}), so it waits for units the others give back through Redis, met one walk at a time, oldest first, while its process's block idles`;
     process.emitWarning(
       `shared gate ${JSON.stringify(this.name ?? '')} (mode 'leased') has ${processes} processes and a cap of ${cap}: ${why}; the FIFO mode (one queue in Redis) serves such a gate better`,
       { code: LEASED_SMALL_CAP },
