@@ -274,9 +274,8 @@ export class LeasedSemaphore extends Semaphore {
 
   #refresh(setCap = 0, setRate = ''): Promise<void> {
     const sentAt = performance.now();
-    const wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
-    this.#wants = wants;
-    const { valid, held } = this.#lease.sending(sentAt, this.held, wants, this.#signals);
+    this.#wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
+    const { valid, held } = this.#lease.sending(sentAt, this.held, this.#wants, this.#signals);
     this.#rate?.sending(sentAt);
     const rate = this.#rate?.args(this.#rate.wants, setRate) ?? NO_RATE;
     const args = this.#calls.args(
@@ -289,6 +288,7 @@ export class LeasedSemaphore extends Semaphore {
         rate,
         head: heaviestHead(this),
         rateNeed: this.#rate?.need ?? 0,
+        rateLead: this.#rate?.lead(sentAt) ?? 0,
         down: this.#lease.down,
       },
       sentAt,

@@ -70,6 +70,14 @@ export class RateShare {
   #until = 0;
   /** A refresh failed: Redis may have shrunk the share it was sent for; none until an answer. */
   #unsure = false;
+  /**
+   * The units its TAT ran ahead of its pace when its share last went down, reported until a
+   * window after (Redis counts them for that window: includes/leasedCounted.lua, the lead).
+   */
+  #cutLead = 0;
+  #cutLeadUntil = 0;
+  /** The share is being cut here, before asking (sending): Redis hears the lead with it. */
+  #selfCut = false;
   readonly #use: RateUse;
   readonly #gate: RateShareGate;
 
@@ -116,7 +124,35 @@ export class RateShare {
     const keep = this.share > this.target ? Math.min(this.wants, this.target) : this.wants;
     if (keep < this.share) {
       this.share = keep;
+      this.#selfCut = true;
       this.apply(sentAt);
+      this.#selfCut = false;
+    }
+  }
+
+  /**
+   * The units its TAT runs ahead of its pace (whole, for the refresh): now, or as they were
+   * when its share last went down, for a window after. A call that cost more than its burst
+   * share (sent on idle credit) leaves more than `burst + 1`, the most Redis otherwise counts a
+   * cut share's edge at (campaign seed 74047: a cost-2 call sent at share 2, burst 0, then the
+   * share cut to 0 and counted at 1 for the window: 7 units at a promise of 6).
+   */
+  lead(now: number): number {
+    const cut = now < this.#cutLeadUntil ? this.#cutLead : 0;
+    return Math.ceil(Math.max(this.#gate.shareRate().lead, cut) - 1e-9);
+  }
+
+  /** The share goes down from `applied`: the lead it ran at is noted for a window. */
+  #cut(now: number): void {
+    const lead = this.#gate.shareRate().lead;
+    if (!(lead > 0)) return;
+    this.#cutLead = Math.max(now < this.#cutLeadUntil ? this.#cutLead : 0, lead);
+    this.#cutLeadUntil = now + this.rate.per;
+    // Cut to 0 by Redis's answer (not here, before asking), after a call sent ahead of a paced
+    // share's lead: Redis counts the old share only until the answer could have reached it, so
+    // it is told the lead now, while that hold is on (a share above 0 carries it: GateRate.share).
+    if (!this.#selfCut && this.share === 0 && lead > this.#burst + 1 + 1e-9) {
+      setImmediate(() => this.#gate.refreshSoon()).unref?.();
     }
   }
 
@@ -158,8 +194,7 @@ export class RateShare {
     args[1] = Math.min(this.rate.limit, Math.ceil(tail.reduce((a, b) => a + b, 0)));
     // How far its TAT runs ahead: after a call that cost more than its burst share (the idle
     // credit) that is more than burst + 1, and Redis keeps that much counted instead.
-    const lead = Math.ceil(use.lead - 1e-9);
-    return { args, sent: tail.map((units) => Math.ceil(units)).join(' '), lead };
+    return { args, sent: tail.map((units) => Math.ceil(units)).join(' '), lead: this.lead(now) };
   }
 
   /** The rate's part of an answer: this process's share, and the rate Redis holds (adopted, warned once). */
@@ -216,6 +251,7 @@ export class RateShare {
       until = Number.POSITIVE_INFINITY;
     }
     const burst = rateShareOf(rate, share);
+    if (share < this.applied) this.#cut(now);
     const same = share === this.applied && burst === this.#burst;
     if (same && rate === this.#appliedOf && until === this.#until) return;
     this.#appliedOf = rate;

@@ -51,6 +51,8 @@ export interface Report {
   head: { readonly weight: number } | undefined;
   /** The rate share the costliest waiting head needs (RateShare.need), 0: none. */
   rateNeed: number;
+  /** The units its rate's TAT runs ahead, or ran when its share last went down (RateShare.lead). */
+  rateLead: number;
   /** The last refresh failed. */
   down: boolean;
 }
@@ -136,6 +138,7 @@ export class RefreshCalls {
       report.rateNeed,
       this.channel,
       this.o.askMs, // a caller below its share says so at most this often
+      report.rateLead,
     ];
   }
 

@@ -15,8 +15,9 @@
  *   clean closes parked for a window (`<until ms>:<share>` items: a replacement asking for its
  *   first share takes one; the level keeps their places meanwhile; includes/leasedClose.lua).
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
- *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`
- *   (commands/includes/leasedEntry.lua; entries of an older writer end sooner), `<id>~<k>` a
+ *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`, and
+ *   ` <lead>` only while a rate hold counts a lead (commands/includes/leasedEntry.lua; entries
+ *   of an older writer end sooner), `<id>~<k>` a
  *   closed process's sends of its last window by age (rate only), and `_s` the sum of
  *   max(block, held) over its entries, `_r` Σ rc (each entry's counted rate share). A TTL of three
  *   leases, renewed by a refresh that finds under one and a half left by `M.lx` (or registers, or

@@ -8,7 +8,7 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import type { LeasedSemaphore } from '../../src/redis/index.js';
-import { expectPromiseKept, oracle } from '../helpers/rate-oracle.js';
+import { expectPromiseKept, type Oracle, oracle } from '../helpers/rate-oracle.js';
 import { describeRedis } from '../helpers/redis-server.js';
 import { privateRedis, useFleet } from './clients.js';
 
@@ -17,6 +17,38 @@ const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
+
+/**
+ * `n` fresh processes of one leased gate (cap 8, lease 2 s, refresh 500 ms) at `rate`, the
+ * oracle's loop stalls counted from here, and `send(p, cost, timeout)`: one call of `cost`
+ * through process `p` to the partner, its cost kept for the partner's windows (`costOf`).
+ */
+async function costFleet(
+  fleet: ReturnType<typeof useFleet>,
+  o: Oracle,
+  n: number,
+  name: string,
+  rate: { limit: number; per: number; burst: number },
+) {
+  const options = { name, limit: 8, mode: 'leased', leaseMs: 2000, refreshMs: 500, rate } as const;
+  const gates: LeasedSemaphore[] = [];
+  for (let i = 0; i < n; i++) gates.push((await fleet.store()).semaphore(options));
+  o.loop.reset(); // the slack counts the loop's stalls from here, not the stores' start
+  const costs = new Map<string, number>();
+  let id = 0;
+  const send = (p: number, cost: number, timeout: number) => {
+    const call = String(id++);
+    costs.set(call, cost);
+    return gates[p]!.run(
+      async () => {
+        const response = await o.fetch(`${o.origin}/?id=${call}`);
+        await response.text();
+      },
+      { cost, timeout },
+    );
+  };
+  return { send, costOf: (call: string) => costs.get(call) ?? 1 };
+}
 
 describeRedis('a leased rate with costs', () => {
   const fleet = useFleet('node-redis', redis);
@@ -153,36 +185,38 @@ describeRedis('a leased rate with costs: no credit for time before a share', () 
   it('campaign seed 72021, the fresh-share credit race: 6 fresh processes at rate 10/500 ms burst 2 each asking a call of cost 3 at once send no more than limit + burst in any window (each sent its call at once as credit for time it held no share: 13-14 units at a promise of 12)', async () => {
     const o = await oracle(cleanups);
     const rate = { limit: 10, per: 500, burst: 2 };
-    const options = {
-      name: 'fresh-credit',
-      limit: 8,
-      mode: 'leased',
-      leaseMs: 2000,
-      refreshMs: 500,
-      rate,
-    } as const;
-    const gates: LeasedSemaphore[] = [];
-    for (let i = 0; i < 6; i++) gates.push((await fleet.store()).semaphore(options));
-    o.loop.reset(); // the slack counts the loop's stalls from here, not the stores' start
-    const costs = new Map<string, number>();
-    let id = 0;
+    const { send, costOf } = await costFleet(fleet, o, 6, 'fresh-credit', rate);
     // Each process: three calls of cost 3, then one of 1, in turn; all asked at once.
     await Promise.all(
-      gates.map(async (gate) => {
-        for (const cost of [3, 3, 3, 1]) {
-          const name = String(id++);
-          costs.set(name, cost);
-          await gate.run(
-            async () => {
-              const response = await o.fetch(`${o.origin}/?id=${name}`);
-              await response.text();
-            },
-            { cost, timeout: 10_000 },
-          );
-        }
+      Array.from({ length: 6 }, async (_, p) => {
+        for (const cost of [3, 3, 3, 1]) await send(p, cost, 10_000);
       }),
     );
     expect(o.arrivals.size).toBe(24);
-    expectPromiseKept(o, rate, (name) => costs.get(name) ?? 1);
+    expectPromiseKept(o, rate, costOf);
+  }, 30_000);
+});
+
+describeRedis('a leased rate with costs: a cut after the idle credit', () => {
+  const fleet = useFleet('node-redis', redis);
+
+  it('campaign seed 74047, the cut-after-idle-credit race: 8 processes at rate 4/500 ms burst 1, half sending calls of cost 2 (a share of 2 sends one on idle credit, then is cut to 0 as its floor goes) and half of cost 1, send no more than limit + burst in any window (the cut share was counted at 1 for the window after, and the unit it had sent went to another: 6 at a promise of 5)', async () => {
+    const o = await oracle(cleanups);
+    const rate = { limit: 4, per: 500, burst: 1 };
+    const { send, costOf } = await costFleet(fleet, o, 8, 'cut-lead', rate);
+    let busy = true;
+    const loops = Array.from({ length: 16 }, async (_, k) => {
+      const p = k % 8;
+      const cost = p % 2 === 0 ? 2 : 1;
+      while (busy) {
+        await send(p, cost, 2000).catch(() => undefined);
+        if (cost === 2) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    });
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    busy = false;
+    await Promise.all(loops);
+    expect(o.arrivals.size).toBeGreaterThan(5);
+    expectPromiseKept(o, rate, costOf);
   }, 30_000);
 });

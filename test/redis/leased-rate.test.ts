@@ -208,8 +208,10 @@ describeRedis('request rates on leased shared gates', () => {
     expect(tail.every((e) => e.share === 0)).toBe(true);
     expect(tail.reduce((sum, e) => sum + e.counted, 0)).toBe(1);
     expect(Math.max(...tail.map((e) => e.until))).toBeGreaterThanOrEqual(before + rate.per);
-    // The rest goes to b within its next refreshes, not as a's last sends leave the window.
-    await until(() => gb.stats().shared.rate!.share === 5, 'b leasing all but the tail');
+    // The rest goes to b within its next refreshes, not as a's last sends leave the window (a
+    // b whose next refresh came after the tail's window, on a loaded machine, goes to 6 at once:
+    // waiting for exactly 5 then timed out in one full run).
+    await until(() => gb.stats().shared.rate!.share >= 5, 'b leasing all but the tail');
     await until(() => gb.stats().shared.rate!.share === 6, 'b leasing the whole rate');
     // The last call not before a window after the close.
     expect(performance.now() - closedAt).toBeGreaterThanOrEqual(rate.per - 50);

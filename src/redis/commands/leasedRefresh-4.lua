@@ -71,8 +71,9 @@
                          at most its rate wants): a floor of its rate share, met as the cap's
                          floors are (oldest head first, while they fit)
   ARGV[27] signal        the gate's signal channel ('' none), ARGV[28] signalMs: see Signals
-  ARGV[29] lead          closing: the units its TAT runs ahead of now (a call that cost more
-                         than its burst share leaves more than burst + 1)
+  ARGV[29] lead          the units its TAT runs ahead of now (a call that cost more than its
+                         burst share leaves more than burst + 1); not closing, at least those it
+                         ran ahead when its share last went down, for a window after
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -105,6 +106,8 @@ local tol, gapMs, closing = tonumber(ARGV[20] or 0), tonumber(ARGV[21] or 0), AR
 local selfcut = ARGV[24] == '1'
 local head = tonumber(ARGV[25] or 0) or 0
 local rneed = tonumber(ARGV[26] or 0) or 0
+-- The units its TAT runs ahead (closing: now; else as of its share's last cut, for a window).
+local rlead = tonumber(ARGV[29] or 0) or 0
 local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
 local function tell(message)
   -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then
@@ -206,6 +209,7 @@ end
 local sum, rsum = tonumber(cur[2] or 0), tonumber(cur[3] or 0)
 local before, ownBlock, ownHeld, ownWants = 0, 0, 0, 0
 local ownShare, ownCounted, ownUntil, rbefore, ownRateWants, ownOwed = 0, 0, 0, 0, 0, 0
+local ownLead = 0
 -- Its head as the last refresh reported it: need, since, token.
 local ownNeed, ownSince, ownHead = 0, 0, 0
 -- When its entry lapses (0: it has none).
@@ -213,15 +217,15 @@ local ownExpiry = 0
 -- Since when Redis knows of this process's heaviest head: kept while the head is the same.
 local since = need > 0 and now or 0
 if mine then
-  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc = parse(cur[1])
+  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, _, rc, rl = parse(cur[1])
   ownExpiry = e
   ownBlock, ownHeld, ownWants, ownRateWants, ownOwed = b, h, w, rw, ow
   ownNeed, ownSince, ownHead = nd, sn, tk
   if need > 0 and nd == need and tk == head and sn > 0 then since = sn end
   before = math.max(ownBlock, ownHeld)
-  ownShare, ownCounted, ownUntil = rs, rk, ru
+  ownShare, ownCounted, ownUntil, ownLead = rs, rk, ru, rl
   -- What `_r` holds for it (an entry of an older writer: as counted now).
-  rbefore = rc or countedOf(rs, rk, ru)
+  rbefore = rc or countedOf(rs, rk, ru, rl)
 end
 -- FIFO keys beside ours: checked when a process registers (once per process and lease), not
 -- at every refresh; FIFO processes of a versioned layout refuse ours themselves.
@@ -319,7 +323,7 @@ if not recovering and after < before and osum - ownOwed > 0 then
   -- ms at each handoff, 16% of a cap of 3 over 6 processes.
   tell('owed')
 end
-local share, rtarget, rcOwn, counted, untl = 0, 0, 0, 0, 0
+local share, rtarget, rcOwn, counted, untl, lead = 0, 0, 0, 0, 0, 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
 if RATED and not recovering and share == 0 and rused == 0 and rwants > 0 and block > held then
@@ -341,7 +345,7 @@ if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) 
 -- another process that refreshed first took that block meanwhile (campaign seed 73144: OOM
 -- errors for 1.1 s, 11 in flight at cap 7 for 0.4 s after Redis answered again).
 local entry = format(now + lease + gapMs, block, held, wants, share, counted, untl, RATED and rwants or 0,
-  need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn)
+  need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn, lead)
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', string.format('%d', sum), '_r',
     string.format('%d', rsum))

@@ -154,6 +154,8 @@ export interface Entry {
    * entry is written without it, as an older writer's (the script reads it as counted now).
    */
   rc?: number;
+  /** Only while a rate hold is on after calls sent ahead of their pace: the hold's lead. */
+  rl?: number;
 }
 
 const FIELDS: (keyof Entry)[] = [
@@ -171,6 +173,7 @@ const FIELDS: (keyof Entry)[] = [
   'owed',
   'rateNeed',
   'rc',
+  'rl',
 ];
 
 /** REFRESH's reply, named. */
@@ -276,9 +279,13 @@ export function formatEntry(entry: Entry): string {
 export function parseEntry(text: string): Entry {
   const numbers = text.split(' ').map(Number);
   const entry = Object.fromEntries(
-    FIELDS.map((field, i) => [field, numbers[i] ?? (field === 'rc' ? undefined : 0)]),
+    FIELDS.map((field, i) => [
+      field,
+      numbers[i] ?? (field === 'rc' || field === 'rl' ? undefined : 0),
+    ]),
   ) as unknown as Entry;
   if (entry.rc === undefined) delete entry.rc;
+  if (entry.rl === undefined) delete entry.rl;
   return entry;
 }
 
@@ -375,8 +382,8 @@ export function expectBlocksWithinCap(state: LeasedState): void {
 /**
  * A share as the script counts it at `now` (countedOf in leasedCounted.lua, written out again
  * as its comment states the rule): the hold `counted` in full until `until - per`, then the
- * share, one call and the burst the cut lost until `until` (unless the share has grown past the
- * hold), then the share alone.
+ * share, one call and the burst the cut lost (at a share of 0, at least the lead it reported,
+ * `rl`) until `until` (unless the share has grown past the hold), then the share alone.
  */
 export function countedAt(entry: Entry, now: number, rate: string): number {
   const [limit, per, burst] = rate.split(':').map(Number) as [number, number, number];
@@ -384,7 +391,9 @@ export function countedAt(entry: Entry, now: number, rate: string): number {
   if (entry.until <= now) return entry.share;
   if (entry.until - per > now) return Math.max(entry.share, entry.counted);
   if (entry.counted <= entry.share) return entry.share; // a hold the share grew past: no edge
-  return entry.share + 1 + Math.max(0, burstOf(entry.counted) - burstOf(entry.share));
+  // The edge: one call and the lost burst; at a share of 0, at least the lead it reported.
+  const paced = 1 + Math.max(0, burstOf(entry.counted) - burstOf(entry.share));
+  return entry.share > 0 ? entry.share + paced : Math.max(paced, entry.rl ?? 0);
 }
 
 /**

@@ -9,6 +9,7 @@
 import { expect, it } from 'vitest';
 import { describeRedis } from '../../helpers/redis-server.js';
 import {
+  countedAt,
   expectAhead,
   expectBlocksWithinCap,
   expectRateCounted,
@@ -24,6 +25,8 @@ const RATE = '10:10000:4';
 const PER = 10_000;
 /** A process of a gate with a rate, as the gate sends it (holdMs: a command timeout). */
 const RATED: Partial<RefreshArgs> = { rate: RATE, holdMs: 500 };
+const countedAtFor = (entry: Parameters<typeof countedAt>[0], at: number) =>
+  countedAt(entry, at, RATE);
 
 /** pa with a head of cost 3 waiting (a rate floor of 5: burst share floor(0.4 × 5) = 2), walking. */
 const COST_3_HEAD: Partial<RefreshArgs> = {
@@ -257,6 +260,77 @@ describeRedis('leased REFRESH alone: the rate', () => {
     expect(ran.answer).toMatchObject({ block: 0, counted: 3 + 5 });
     const state = await lab.state();
     expect(state.l.get('pa~0')).toMatchObject({ counted: 5 });
+    expectRateCounted(state, RATE, ran.answer.now);
+  });
+
+  it('the cut-after-idle-credit race (campaign seed 74047): a process that sent a call on idle credit and cuts its share to 0 reports its lead, and Redis counts that lead for the window after, where one call and the lost burst (2) would let another share take what it had sent', async () => {
+    // pa sent a call of cost 4 at share 4 (burst share 1: a paced share runs at most 2 ahead)
+    // and cuts itself to 0; pb wants the whole rate.
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 4, rateWants: 4, rc: 4 }, pb: { share: 6, rateWants: 10, rc: 6 } },
+      r: 10,
+    });
+    const pa = await lab.refresh({ ...RATED, rateUsed: 0, rateWants: 0, lead: 4 });
+    expect(pa.answer).toMatchObject({ share: 0, counted: 10 });
+    const state = await lab.state();
+    expect(state.l.get('pa')).toMatchObject({ share: 0, counted: 4, rc: 4, rl: 4 });
+    expectAhead(state.l.get('pa')!.until, pa, PER);
+    expectRateCounted(state, RATE, pa.answer.now);
+    // pb is held at 6 for that window (before: 8, beside the 4 units pa had just sent).
+    const pb = await lab.refresh({ ...RATED, processId: 'pb', rateUsed: 6, rateWants: 10 });
+    expect(pb.answer.share).toBe(6);
+    expectRateCounted(await lab.state(), RATE, pb.answer.now);
+    // Without a reported lead the edge is as before: one call and the lost burst.
+    await lab.craft({ l: { pa: { share: 4, rateWants: 4, rc: 4 } }, r: 10 });
+    await lab.refresh({ ...RATED, rateUsed: 0, rateWants: 0 });
+    expect((await lab.state()).l.get('pa')).toMatchObject({ counted: 4, rc: 2 });
+  });
+
+  it('a cut to 0 Redis made, told the lead by the refresh that follows it: the hold keeps its end and counts that lead as its edge; an entry without a lead keeps fourteen numbers', async () => {
+    // pa was cut from 6 to 0 (the hold in full until the answer reached it), and its answer
+    // found its TAT 5 units ahead (a call of cost 5 sent on idle credit while the answer was on
+    // its way): it refreshes at once and says so.
+    const at = await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 0, counted: 6, until: PER + 400, rateWants: 0, rc: 6 } },
+      r: 6,
+    });
+    const pa = await lab.refresh({ ...RATED, rateUsed: 0, rateWants: 0, lead: 5 });
+    const entry = (await lab.state()).l.get('pa')!;
+    expect(entry).toMatchObject({ share: 0, counted: 6, until: at + PER + 400, rl: 5 });
+    // In full until `until - per`; then the lead, where one call and the lost burst say 3.
+    expect(pa.answer.counted).toBe(6);
+    expect(countedAtFor(entry, entry.until - 1)).toBe(5);
+    // A share above 0 carries the lead into its pace (GateRate.share): the edge as before.
+    expect(countedAtFor({ ...entry, share: 1 }, entry.until - 1)).toBe(1 + 3);
+    expectRateCounted(await lab.state(), RATE, pa.answer.now);
+    const raw = (await lab.command('HGET', L, 'pa')) as string;
+    expect(raw.split(' ')).toHaveLength(15);
+    await lab.craft({ l: { pb: { share: 3, rateWants: 3, rc: 3 } }, r: 9 });
+    await lab.refresh({ ...RATED, processId: 'pb', rateUsed: 3, rateWants: 3, lead: 2 });
+    expect(((await lab.command('HGET', L, 'pb')) as string).split(' ')).toHaveLength(14);
+  });
+
+  it('a clean close while a cut to 0 is still counted: its tail keeps what the hold counted (min(sent, that)), where before the entry and its hold went with nothing left', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: {
+        pa: { share: 0, counted: 4, until: PER / 2, rateWants: 0, rc: 4, rl: 4 },
+        pb: { share: 6, rateWants: 6, rc: 6 },
+      },
+      r: 10,
+    });
+    const ran = await lab.refresh({
+      ...RATED,
+      closing: 1,
+      rateUsed: 0,
+      sent: '0 0 0 4 0 0 0 0',
+      lead: 0,
+    });
+    expect(ran.answer.counted).toBe(6 + 4);
+    const state = await lab.state();
+    expect(state.l.get('pa~0')).toMatchObject({ counted: 4 });
     expectRateCounted(state, RATE, ran.answer.now);
   });
 

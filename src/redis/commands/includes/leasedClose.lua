@@ -3,8 +3,8 @@
   rate, what the process may still have in the fleet's windows stays counted for one, in a tail
   entry `<id>~0`. Returns the script's reply.
   Uses (leasedRefresh-4.lua): L, M, proc, closing, RATED, rused, rper, now, sum, rsum, osum,
-  ownOwed, ownShare, others_live, lease, cap, n, blocks, helds, rateStr; format (leasedEntry),
-  burstOf (leasedCounted), parked, WALK_FULL (leasedWalk). Parks its rate share (M.pk) while
+  ownOwed, ownShare, ownCounted, ownUntil, ownLead, rlead, others_live, lease, cap, n, blocks,
+  helds, rateStr; format (leasedEntry), burstOf and countedOf (leasedCounted), parked, WALK_FULL (leasedWalk). Parks its rate share (M.pk) while
   others are live, in a fleet walked in one call.
 ]]
 if closing then
@@ -20,7 +20,9 @@ if closing then
     while #items > 16 do table.remove(items, 1) end
     redis.call('HSET', M, 'pk', table.concat(items, ' '))
   end
-  if RATED and rused > 0 then
+  -- A hold still on (its share went down lately, to 0 too) counts as its sends ahead of the pace.
+  local holding = RATED and ownUntil > now and countedOf(0, ownCounted, ownUntil, ownLead) or 0
+  if RATED and (rused > 0 or holding > 0 or rlead > 0) then
     -- It paced its share: its sends still in windows are those of its pace, which the fleet's
     -- shares go on from, except what it sent ahead of its pace: its TAT runs at most burst + 1
     -- intervals ahead of now, or its lead as it reports it. So much stays counted for a window (never more than it sent in
@@ -31,8 +33,9 @@ if closing then
     end
     if not any then sent = rused end
     -- A call that cost more than its burst share (sent on idle credit) leaves its TAT further
-    -- ahead, as the process reports (ARGV[29]).
-    local units = math.min(sent, math.max(burstOf(rused) + 1, tonumber(ARGV[29] or 0) or 0))
+    -- ahead, as the process reports (ARGV[29], or as when its share last went down).
+    local paced = rused > 0 and burstOf(rused) + 1 or 0
+    local units = math.min(sent, math.max(paced, rlead, holding))
     rsum = rsum + units
     redis.call('HDEL', L, proc)
     redis.call('HSET', L, '_s', sum, '_r', rsum)

@@ -1,5 +1,6 @@
 --[[
-  An entry of a leased gate's blocks hash `L`, read and written: fourteen numbers, space-separated
+  An entry of a leased gate's blocks hash `L`, read and written: fourteen numbers (fifteen during a
+  lead's hold), space-separated
   (the layout: src/redis/leased-scripts.ts). Functions only: uses nothing of the script.
 ]]
 -- An entry: expiry, block, held, wants, share, counted, until, rate wants, need (the heaviest
@@ -8,18 +9,21 @@
 -- lacks: Σ in M.o, kept from the heads of others that take units between walks), rate need (the
 -- share its costliest head needs for a burst share that fits it: a floor of the rate's fair
 -- share) and what it adds to `L._r` (rc: its counted rate share as of its last write or walk, so
--- that `_r` is Σ rc exactly and a walk split over many refreshes corrects it entry by entry).
+-- that `_r` is Σ rc exactly and a walk split over many refreshes corrects it entry by entry)
+-- and, only while a rate hold is on after calls sent ahead of their pace, the hold's lead (rl:
+-- the units its TAT ran ahead when its share went down, leasedCounted.lua; 0 when absent). Every
+-- other entry has the fourteen numbers an older writer reads.
 -- Entries written before 'need' end at 'rate wants', before 'since' at 'need', before 'owed' at
 -- 'head', before 'rate need' at 'owed', before 'rc' at 'rate need' (rc nil: read as counted now;
 -- format() keeps it nil, so `_r` stays as that entry's writer left it).
 local function parse(entry)
-  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc = string.match(entry,
-    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl = string.match(entry,
+    '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)(.*)$')
   if e then
     -- The current layout in one match (a walk reads thousands).
     return tonumber(e), tonumber(b), tonumber(h), tonumber(w), tonumber(rs), tonumber(rk),
       tonumber(ru), tonumber(rw), tonumber(nd), tonumber(sn), tonumber(tk), tonumber(ow),
-      tonumber(rn), tonumber(rc)
+      tonumber(rn), tonumber(rc), tonumber(string.match(rl, '^ (%d+)$') or 0)
   end
   local rest
   e, b, h, w, rest = string.match(entry, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
@@ -30,13 +34,17 @@ local function parse(entry)
   local rn = rnrc and string.match(rnrc, '^ (%d+)$')
   return tonumber(e), tonumber(b), tonumber(h), tonumber(w),
     tonumber(rs or 0), tonumber(rk or 0), tonumber(ru or 0), tonumber(rw or 0), tonumber(nd or 0),
-    tonumber(sn or 0), tonumber(tk or 0), tonumber(ow or 0), tonumber(rn or 0), nil
+    tonumber(sn or 0), tonumber(tk or 0), tonumber(ow or 0), tonumber(rn or 0), nil, 0
 end
 -- One string.format, not a chain of `..`: Lua turns each number of a chain into text by '%.14g'
 -- (libc's floating-point path), a refresh's most costly Lua work; '%d' writes the same digits
 -- for whole numbers (and whole numbers past 1e14 in full, where '%.14g' wrote an exponent).
 local ENTRY = '%d %d %d %d %d %d %d %d %d %d %d %d %d'
-local function format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc)
+local function format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl)
+  if rc and rl and rl > 0 then
+    return string.format(ENTRY .. ' %d %d', e, b, h, w, rs, rk, ru, rw, nd, sn or 0, tk or 0,
+      ow or 0, rn or 0, rc, rl)
+  end
   if rc then
     return string.format(ENTRY .. ' %d', e, b, h, w, rs, rk, ru, rw, nd, sn or 0, tk or 0, ow or 0,
       rn or 0, rc)

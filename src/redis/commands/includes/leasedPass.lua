@@ -69,8 +69,8 @@ for i = 1, #kv, 2 do
       count(id, wants, need, since, rwants, rneed, ownBlock, ownHeld, ownOwed)
     end
   elseif id ~= '_s' and id ~= '_r' then
-    local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc = parse(kv[i + 1])
-    local c = countedOf(rs, rk, ru)
+    local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl = parse(kv[i + 1])
+    local c = countedOf(rs, rk, ru, rl)
     -- An entry of an older writer: `_r` taken to hold it as counted now.
     rc = rc or c
     if e <= now then
@@ -82,7 +82,7 @@ for i = 1, #kv, 2 do
         rsum = rsum + c - rc
         if b > 0 or h > 0 or rc ~= c then
           moved[#moved + 1] = id
-          moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, 0, 0, c)
+          moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, 0, 0, c, rl)
         end
       else
         rsum = rsum - rc
@@ -93,7 +93,7 @@ for i = 1, #kv, 2 do
       if rc ~= c then
         rsum = rsum + c - rc
         moved[#moved + 1] = id
-        moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c)
+        moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c, rl)
       end
     end
   end

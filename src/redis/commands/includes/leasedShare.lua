@@ -4,8 +4,9 @@
   keeps counted (countedOf), and room left for its edge.
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
   rneed, since, holdMs, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
-  ownUntil, meta[21] (M.pk); burstOf, countedOf (leasedCounted), floorMet (leasedFloor), parked.
-  Sets: share, rtarget, rsum, rcOwn, counted and untl (the entry's rate hold); takes a parked
+  ownUntil, ownLead, rlead, meta[21] (M.pk); burstOf, edgeOf, countedOf (leasedCounted),
+  floorMet (leasedFloor), parked.
+  Sets: share, rtarget, rsum, rcOwn, counted, untl and lead (the entry's rate hold); takes a parked
   place (M.pk).
 ]]
 if RATED and not recovering and not closing and ownShare == 0 and rwants > 0
@@ -53,24 +54,27 @@ if RATED then
   -- ahead of the slower one, and the burst the faster one allowed). A share that goes up needs
   -- none: its first call after the change still waits out the slower pace. An earlier hold
   -- keeps its own end.
-  local hk, hu = 0, 0
+  local hk, hu, hl = 0, 0, 0
   if not closing then
-    if ownUntil > now then hk, hu = ownCounted, ownUntil end
+    if ownUntil > now then hk, hu, hl = ownCounted, ownUntil, ownLead end
     if rused > share then hk, hu = math.max(hk, rused), math.max(hu, now + holdMs + rper) end
     if math.max(ownShare, rused) > share then
       hk, hu = math.max(hk, ownShare, rused), math.max(hu, now + rper)
     end
     if hu > 0 then
+      -- Its lead as it reports it (rlead: the units its TAT ran ahead when its share last went
+      -- down, for a window after): a call sent on idle credit before the cut (leasedCounted).
+      hl = math.max(hl, rlead)
       -- Room for the edge: a share that changes takes one call less, and a cut burst's less.
       for _ = 1, 2 do
-        local edge = 1 + math.max(0, burstOf(hk) - burstOf(share))
+        local edge = edgeOf(share, hk, hl)
         if share + edge > avail then share = math.max(0, avail - edge) end
       end
     end
   else
     share = 0
   end
-  counted, untl = hk, hu
-  rcOwn = countedOf(share, hk, hu)
+  counted, untl, lead = hk, hu, hu > 0 and hl or 0
+  rcOwn = countedOf(share, hk, hu, hl)
   rsum = rothers + rcOwn
 end

@@ -54,10 +54,10 @@ if passing or now - walked >= scan or closing or grown or served then
     for i = 1, #all, 2 do
       local id = all[i]
       if id ~= '_s' and id ~= '_r' and id ~= proc then
-        local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc = parse(all[i + 1])
+        local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl = parse(all[i + 1])
         -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
         -- The owner reads its entry's rc, which the walk sets to that: Σ rc is `_r`.
-        local c = countedOf(rs, rk, ru)
+        local c = countedOf(rs, rk, ru, rl)
         if e <= now then
           if RATED and e + rper > now and c > 0 then
             -- Lapsed (or closed), but its last sends still land in windows until per after its
@@ -65,7 +65,7 @@ if passing or now - walked >= scan or closing or grown or served then
             rsum = rsum + c
             if b > 0 or h > 0 or rc ~= c then
               moved[#moved + 1] = id
-              moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, 0, 0, c)
+              moved[#moved + 1] = format(e, 0, 0, 0, rs, rk, ru, 0, 0, 0, 0, 0, 0, c, rl)
             end
           else
             dead[#dead + 1] = id
@@ -81,7 +81,7 @@ if passing or now - walked >= scan or closing or grown or served then
           if rs == 0 and rw > 0 then firsts = firsts + 1 end
           if rc ~= c then
             moved[#moved + 1] = id
-            moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c)
+            moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c, rl)
           end
         end
       end
