@@ -56,7 +56,7 @@ export class RateShare {
   target = 0;
   counted = 0;
   wants = 0;
-  /** The share its costliest waiting head needs (rateNeedOf), as of the last demand. */
+  /** The share its costliest waiting head needs (rateNeedOf; 1 at least while one waits), as of the last demand. */
   need = 0;
   /** The share this process sends at now, and its burst. */
   applied = 0;
@@ -104,7 +104,11 @@ export class RateShare {
     const processes = this.#gate.lease().processes;
     const split = Math.ceil(limit / processes);
     const cost = this.#gate.costliest();
-    this.need = rateNeedOf(this.rate, cost);
+    // Any waiting head needs a share of one call at least: a floor met oldest head first, so
+    // with fewer calls per window than processes the shares move from head to head. Without
+    // it the level is 0 and the calls left over go to the lowest ids, for good: 8 processes of
+    // calls of cost 1 at 4 per 500 ms, four sent their first call and then nothing for seconds.
+    this.need = cost > 0 ? Math.max(1, rateNeedOf(this.rate, cost)) : 0;
     if (!this.#warnedBurst && processes > 1) this.#warnBurst(cost, processes);
     return Math.max(
       this.need,

@@ -220,3 +220,30 @@ describeRedis('a leased rate with costs: a cut after the idle credit', () => {
     expectPromiseKept(o, rate, costOf);
   }, 30_000);
 });
+
+describeRedis('a leased rate with fewer calls per window than processes', () => {
+  const fleet = useFleet('node-redis', redis);
+
+  it('the lowest-ids race: 8 processes of calls of cost 1 at 4 per 500 ms each send between 1 and 4 s after the start (the calls left over at a level of 0 went to the lowest ids for good: four processes sent nothing after their first calls)', async () => {
+    const o = await oracle(cleanups);
+    const rate = { limit: 4, per: 500, burst: 1 };
+    const { send, costOf } = await costFleet(fleet, o, 8, 'lowest-ids', rate);
+    const start = performance.now();
+    const sent = new Array<number>(8).fill(0);
+    let busy = true;
+    const loops = Array.from({ length: 16 }, async (_, k) => {
+      const p = k % 8;
+      while (busy) {
+        await send(p, 1, 8000).catch(() => undefined);
+        const at = performance.now() - start;
+        if (at >= 1000 && at < 4000) sent[p]!++;
+      }
+    });
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    busy = false;
+    await Promise.all(loops);
+    // 24 calls in those 3 s at most, 3 per process if even; 4-6 each here (before: 0 for four).
+    expect(Math.min(...sent), `calls per process: ${sent.join(' ')}`).toBeGreaterThanOrEqual(1);
+    expectPromiseKept(o, rate, costOf);
+  }, 30_000);
+});
