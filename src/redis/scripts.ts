@@ -6,7 +6,10 @@
  * - `H` holders: ZSET lease unit -> expiry (ms, Redis time), one member per unit of the cap, so
  *   `ZCARD H` is the units held: a lease of weight w is its id plus `<id>#2` … `<id>#<w>`, all
  *   added, renewed, expired and removed together. A ticket granted by a release gets a short
- *   claim window; its owner's claim (or heartbeat) turns it into a full lease.
+ *   claim window; its owner's claim (or heartbeat) turns it into a full lease. A grant whose
+ *   owner heard its wake-up ends half a ms later (`HEARD` in holders.lua): the mark that
+ *   tells it from a lease (every other score is a whole ms), so that a script can take back such
+ *   a grant when its owner stopped listening before it claimed (takeBackDeaf, fill.lua).
  * - `Q` tickets: ZSET ticket id -> arrival sequence (FIFO)
  * - `S` arrival sequence counter
  * - `P` processes: ZSET process id -> end of its liveness window (renewed by its heartbeat): a

@@ -64,6 +64,7 @@ export interface GateStore {
   readonly options: ResolvedStoreOptions;
   readonly closed: boolean;
   readonly degraded: boolean;
+  readonly wakeups: WakeupMode;
   readonly wakeupEpoch: number;
   nextId(weight?: number, cost?: number): string;
   acquire(id: string, deadlineMs: number): Promise<AcquireAnswer>;
@@ -86,6 +87,9 @@ export function bindStore<Gate>(store: StoreOfGates<Gate>, gate: Gate): GateStor
     },
     get degraded() {
       return store.degraded;
+    },
+    get wakeups() {
+      return store.wakeups;
     },
     get wakeupEpoch() {
       return store.wakeupEpoch;

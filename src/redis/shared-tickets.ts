@@ -13,6 +13,7 @@ import type { SharedLeases } from './shared-leases.js';
 import type { WaiterQueue } from './shared-queue.js';
 import type { SharedRate } from './shared-rate.js';
 import type { SharedShed } from './shared-shed.js';
+import { StarvedRecheck } from './shared-starved.js';
 import type { ClusterView, GateStore, PartsGate, WaiterExits } from './shared-store.js';
 import {
   DONE,
@@ -56,6 +57,8 @@ export class SharedTickets implements WaiterExits {
   readonly fallback: SharedFallback;
   readonly shed: SharedShed;
   readonly maxQueue: number;
+  /** Asks Redis again while this process waits holding nothing (shared-starved.ts). */
+  readonly starved: StarvedRecheck;
 
   constructor(readonly parts: TicketsParts) {
     this.gate = parts.gate;
@@ -74,6 +77,7 @@ export class SharedTickets implements WaiterExits {
     );
     this.shed = parts.shed;
     this.maxQueue = parts.maxQueue;
+    this.starved = new StarvedRecheck(parts.gate, parts.queue, parts.store);
   }
 
   /**

@@ -1,11 +1,18 @@
 /**
  * Issue 32, item 4: one SIGKILLed FIFO replica must not stop the survivors. Cap 5, 3 replicas
- * × 10 callers, the store's defaults (lease 10 s, heartbeat 2 s, queueTimeout 5 s), one
+ * × 10 callers, the store's defaults (lease 10 s, heartbeat 2 s, queueTimeout 1 s), one
  * replica SIGKILLed while everyone is busy: the partner must never see 0 requests in flight for
  * more than 500 ms while the survivors have demand.
+ *
+ * Then the race that made it fail under CI load: grants the killed replica's subscription
+ * still heard, made after the SIGKILL but before Redis saw its connections close, that it never
+ * claimed (3 s at 0, their claim window).
  */
-import { expect, it } from 'vitest';
-import { describeRedis } from '../helpers/redis-server.js';
+import { expect, it, onTestFinished } from 'vitest';
+import { redisStore } from '../../src/redis/index.js';
+import { scripts } from '../../src/redis/scripts.js';
+import { connectResp, describeRedis } from '../helpers/redis-server.js';
+import { CLIENT_KINDS, connectClient } from './clients.js';
 import { countingPartner, faultFor, openFleet, stopFleet, useFleet } from './fifo-fleet.js';
 import { untilRedis } from './replicas.js';
 
@@ -61,4 +68,60 @@ describeRedis('a SIGKILLed FIFO replica', () => {
       await partner.close();
     }
   }, 20_000);
+
+  for (const kind of CLIENT_KINDS) {
+    it(`a grant the killed replica heard but never claimed goes on within a poll, not after its claim window (${kind})`, async () => {
+      // The survivor: a store at the defaults (heartbeat 2 s, so a poll of 250 ms; claim window
+      // 3 s), holding the cap of 1, with a waiter queued behind the victim's ticket.
+      const { client, close } = await connectClient(kind, file.redis);
+      const store = redisStore({ client, prefix: 'heard:' });
+      onTestFinished(async () => {
+        await store.close();
+        await close();
+      });
+      const gate = store.semaphore({ name: 'g', limit: 1 });
+      const held = await gate.acquire();
+      // The victim, as Redis sees a process: its wake-up subscription and its ACQUIRE, with the
+      // arguments a store at the defaults sends (lease, liveness, wake prefix, known, first use,
+      // claim window, no rate); then its connections close, as a SIGKILL's do.
+      const sub = await connectResp(file.redis.port);
+      const heard: string[] = [];
+      sub.onPush((value) => {
+        const [type, , message] = value as string[];
+        if (type === 'smessage') heard.push(message!);
+      });
+      await sub.command('SSUBSCRIBE', 'heard:{g}:wake:victim');
+      const victim = await connectResp(file.redis.port);
+      const keys = ['h', 'q', 's', 'p', 'm'].map((k) => `heard:{g}:${k}`);
+      const common = [1, 10_000, 5000, 'heard:{g}:wake:', 1, 100, 3000, ''];
+      const own = ['victim', 'victim:1', 1, 10_000];
+      const acquired = await victim.command(
+        'EVAL',
+        scripts.acquire.source,
+        5,
+        ...keys,
+        ...common,
+        ...own,
+      );
+      expect((acquired as number[])[0]).toBe(0); // a ticket, at the head
+      const waiting = gate.acquire({ timeout: 10_000 });
+      await store.settled();
+      held.release();
+      for (let t = 0; !heard.includes('victim:1'); t += 5) {
+        if (t > 5000) throw new Error('the victim was never told of its grant');
+        await faultFor(5);
+      }
+      sub.close();
+      victim.close();
+      const killed = performance.now();
+      const permit = await waiting;
+      const waited = performance.now() - killed;
+      permit.release();
+      console.log(
+        `heard, never claimed (${kind}): the survivor granted ${waited.toFixed(0)} ms after`,
+      );
+      // Before the fix: the grant's claim window (3 s) and the survivor's next heartbeat after it.
+      expect(waited).toBeLessThan(1000);
+    }, 20_000);
+  }
 });

@@ -32,7 +32,7 @@ if redis.call('ZCOUNT', P, now, '+inf') == 0 then
   queued = 0
   local last = redis.call('ZRANGE', H, -1, -1, 'WITHSCORES')
   if last[2] then
-    redis.call('PEXPIRE', H, math.max(1, tonumber(last[2]) - now + 1))
+    redis.call('PEXPIRE', H, math.max(1, math.ceil(tonumber(last[2]) - now + 1)))
     redis.call('HSET', M, 'o', 1)
   end
   markHolders()
@@ -50,7 +50,7 @@ else
   local ends = tonumber(lastP[2]) + lease
   local lastH = redis.call('ZRANGE', H, -1, -1, 'WITHSCORES')
   if lastH[2] then ends = math.max(ends, tonumber(lastH[2])) end
-  local ttl = math.max(1, ends - now + 1)
+  local ttl = math.max(1, math.ceil(ends - now + 1))
   local q = redis.call('PEXPIRE', Q, ttl)
   local h = redis.call('PEXPIRE', H, ttl)
   if q + h > 0 then redis.call('HSET', M, 'oq', 1) end

@@ -14,6 +14,7 @@ import {
   scripts,
   unitsOf,
   useLab,
+  WAKE,
 } from './lab.js';
 
 describeRedis('HEARTBEAT alone', () => {
@@ -79,6 +80,29 @@ describeRedis('HEARTBEAT alone', () => {
     expect(ran.reply.slice(0, 4)).toEqual([[], [], 1, 0]);
     const state = await lab.state();
     expectAhead(state.h.get('pa:1'), ran, COMMON.claimMs);
+    expectConsistent(state);
+  });
+
+  it('a grant its owner heard, then stopped listening for (killed before its CLAIM), goes back to the head of the queue when tickets wait for units: the unit goes on', async () => {
+    // pk heard its grant pk:1 (the mark: half a ms) and its connections closed; pl heard pl:1
+    // and still listens. pk's lease, and pk:2 (a whole ms: a lease near its end, or a grant
+    // its owner took itself, unheard), are never taken back.
+    await lab.craft({
+      m: inUse(4, { h: 1 }),
+      h: { 'pk:1': 1_000.5, 'pk:0': 8_000, 'pk:2': 1_000, 'pl:1': 1_000.5 },
+      q: { 'pb:1': 5 },
+      p: { pk: 4_000, pl: 4_000, pb: 4_000 },
+      s: 5,
+    });
+    const heard = await lab.listen('pb', 'pl');
+    const ran = await beat('pb', [], ['pb:1']);
+    expect(ran.reply.slice(2, 4)).toEqual([4, 1]);
+    const state = await lab.state();
+    expect([...state.h.keys()].sort()).toEqual(['pb:1', 'pk:0', 'pk:2', 'pl:1']);
+    expectAhead(state.h.get('pb:1'), ran, COMMON.claimMs);
+    expect([...state.q]).toEqual([['pk:1', 4]]); // ahead of every ticket: it keeps its turn
+    expect(heard.get(`${WAKE}pb`)).toEqual(['pb:1']);
+    expect(heard.get(`${WAKE}pl`)).toEqual(['pl:1']); // asked again: a wake-up told twice
     expectConsistent(state);
   });
 

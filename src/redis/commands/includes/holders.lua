@@ -33,6 +33,10 @@ local function addUnits(args, score, id)
     args[#args + 1] = unit
   end
 end
+-- The fraction of a ms a grant's claim window ends later when its owner heard the wake-up: the
+-- mark that tells such a grant from a lease (every other score of H is a whole ms), for
+-- takeBackDeaf (fill.lua). A CLAIM or heartbeat that turns it into a lease drops it.
+local HEARD = 0.5
 local function grantUnits(id, score)
   local args = {}
   addUnits(args, score, id)

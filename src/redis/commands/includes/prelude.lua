@@ -29,6 +29,6 @@
 --- @include "recovery"
 --- @include "rate"
 --- @include "holders"
---- @include "fill"
 --- @include "queue"
+--- @include "fill"
 --- @include "reply"

@@ -1,0 +1,65 @@
+/**
+ * A process whose tickets of a shared gate wait while it holds none of the gate's permits asks
+ * Redis again on its own (the gate's heartbeat script): `pollMs` after it found itself so, then
+ * twice as long each time, until that reaches `heartbeatMs` (from there its heartbeat asks).
+ *
+ * Why: Redis takes back a grant whose owner died before claiming it only when a script runs
+ * (takeBackDeaf, commands/includes/fill.lua). When such grants and the dead owner's leases hold
+ * every permit, the others' callers all wait and none of them releases or acquires: nothing
+ * runs a script until a heartbeat (up to `heartbeatMs`) or a waiter's deadline. fifo-sigkill
+ * saw the survivors at 0 for 3 s, the grants' claim window, under CI load. Pushed wake-ups
+ * only: while they are polled, every poll asks already.
+ */
+
+import type { WaiterQueue } from './shared-queue.js';
+import type { GateStore, PartsGate } from './shared-store.js';
+
+export class StarvedRecheck {
+  #timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  #delay: number;
+
+  constructor(
+    readonly gate: PartsGate,
+    readonly queue: WaiterQueue,
+    readonly store: GateStore,
+  ) {
+    this.#delay = store.options.pollMs;
+  }
+
+  /** Tickets in Redis (or on their way), no permit held, wake-ups pushed, Redis answering. */
+  get starved(): boolean {
+    const { store } = this;
+    return (
+      this.queue.ticketed > 0 &&
+      this.gate.held === 0 &&
+      store.wakeups === 'push' &&
+      !store.degraded &&
+      !store.closed
+    );
+  }
+
+  /** Redis answered about the gate: armed if this process is starved, reset once it is not. */
+  update(): void {
+    if (!this.starved) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#delay = this.store.options.pollMs;
+      return;
+    }
+    if (this.#timer !== undefined) return;
+    if (this.#delay >= this.store.options.heartbeatMs) return;
+    this.#timer = setTimeout(() => this.#fire(), this.#delay);
+    this.#timer.unref?.();
+  }
+
+  #fire(): void {
+    this.#timer = undefined;
+    if (!this.starved) {
+      this.#delay = this.store.options.pollMs;
+      return;
+    }
+    this.store.recheck();
+    this.#delay *= 2;
+    this.update();
+  }
+}
