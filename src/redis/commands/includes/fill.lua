@@ -11,11 +11,15 @@
 -- rule already allows; a live owner just hears its wake-up twice) and heard by nobody, it is
 -- taken back: its units go on, its ticket to the head of the queue, where fill passes it over as
 -- any deaf owner's (a live owner is granted by its own heartbeat or poll). Only when tickets
--- wait for units, so the scan costs nothing on a gate with room. Grants of this ms are left
--- alone (just told; this script's own among them). `deaf`: the owners fill found deaf.
+-- wait for units, so the scan costs nothing on a gate with room; and only grants older than
+-- a tenth of a second (at most a quarter of the claim window): a live owner claims well within
+-- that, so a saturated gate's every release does not ask its fresh grants' owners again (a
+-- process whose tickets wait asks Redis again after pollMs: shared-starved.ts). `deaf`: the
+-- owners fill found deaf.
 local function takeBackDeaf(deaf)
-  local rows = redis.call('ZRANGE', H, '(' .. now, '(' .. (now + claim), 'BYSCORE', 'LIMIT', 0,
-    CHUNK, 'WITHSCORES')
+  local upto = now + claim - math.min(100, math.floor(claim / 4)) + HEARD
+  local rows = redis.call('ZRANGE', H, '(' .. now, upto, 'BYSCORE', 'LIMIT', 0, CHUNK,
+    'WITHSCORES')
   local back, heard = {}, {}
   for i = 1, #rows, 2 do
     local id = rows[i]
