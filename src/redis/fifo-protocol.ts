@@ -12,6 +12,7 @@ import { LAYOUT, RATE_LAYOUT, type Script, scripts } from './scripts.js';
 import { rateTail } from './shared-rate.js';
 import type { SharedSemaphore } from './shared-semaphore.js';
 import type { AcquireAnswer, ClusterCounts, GrantAnswer } from './shared-store.js';
+import { STORE_CLOSE_UNFINISHED } from './warnings.js';
 
 /** Ids per RELEASE script. */
 const RELEASE_CHUNK = 1000;
@@ -367,17 +368,33 @@ export class FifoProtocol {
   /**
    * After `drain`: this process leaves each gate it used (BYE), so the last one to close takes
    * what no live process owns with it (a lease a snapshot brought back, a dead process's ticket)
-   * and no key without a TTL stays behind. Best effort: bounded by `deadline`, errors ignored.
+   * and no key without a TTL stays behind. Best effort: bounded by `deadline` (a command timeout
+   * at least); a gate it could not leave is named in a process warning.
    */
   async bye(gates: Iterable<SharedSemaphore>, deadline: number): Promise<void> {
-    const sent = [...gates]
-      .filter((gate) => gate.known)
-      .map((gate) =>
-        this.calls
-          .timed(this.#eval(scripts.bye, gate, [...this.#common(gate), this.host.processId]))
-          .catch(() => undefined),
+    const left = new Set<SharedSemaphore>();
+    const known = [...gates].filter((gate) => gate.known);
+    const sent = known.map((gate) =>
+      this.calls
+        .timed(this.#eval(scripts.bye, gate, [...this.#common(gate), this.host.processId]))
+        .then(
+          () => left.add(gate),
+          () => undefined,
+        ),
+    );
+    // A command timeout at least: a drain that used the deadline (Redis back from an outage a
+    // moment before, answers slow) left it none, and every gate was left without its BYE.
+    const bound = Math.max(deadline - performance.now(), this.host.options.commandTimeoutMs);
+    await within(Promise.allSettled(sent), bound);
+    const missed = known.filter((gate) => !left.has(gate));
+    if (missed.length > 0) {
+      // Loud: the last process to leave a gate is what gives its queue and lease set a TTL.
+      const names = missed.map((gate) => JSON.stringify(gate.name ?? '')).join(', ');
+      process.emitWarning(
+        `hostgate: close() could not leave shared gate(s) ${names} (Redis did not answer within ${Math.round(this.host.options.commandTimeoutMs)} ms): if no other process uses them again, their queue and lease set keep no TTL; the next process that uses a gate takes care of them`,
+        { code: STORE_CLOSE_UNFINISHED },
       );
-    await within(Promise.allSettled(sent), Math.max(0, deadline - performance.now()));
+    }
   }
 
   /**

@@ -9,6 +9,9 @@ export const LEASED_SMALL_CAP = 'HOSTGATE_LEASED_SMALL_CAP';
 /** A leased rate whose calls cost more than an equal share sends at once: once per gate and process. */
 export const LEASED_SMALL_BURST = 'HOSTGATE_LEASED_SMALL_BURST';
 
+/** A clean close that could not leave its FIFO gates (Redis unreachable then): once per close. */
+export const STORE_CLOSE_UNFINISHED = 'HOSTGATE_STORE_CLOSE_UNFINISHED';
+
 /** Redis unreachable at start, or for longer than a heartbeat: once per outage. */
 export const STORE_UNAVAILABLE = 'HOSTGATE_STORE_UNAVAILABLE';
 

@@ -202,6 +202,8 @@ export async function runSchedule(
   const name = `c${schedule.seed}-${schedule.mode}-${++runs}`;
   const token = `${process.pid}-${runs}`;
   const errors: string[] = [];
+  /** Replicas whose close the library warned it could not finish. */
+  let unfinished = 0;
   await redis.heal();
   // Workers: the fleet, plus one for every new start the schedule has.
   const extra = steps.reduce(
@@ -288,6 +290,7 @@ export async function runSchedule(
     try {
       const m = await reply(worker, 'closed', 15_000);
       collect(i, m.calls as CallRecord[]);
+      unfinished += Number(m.unfinished ?? 0);
       for (const [k, n] of Object.entries((m.errors ?? {}) as Record<string, number>)) {
         errors.push(`replica ${i}: ${k} ×${n}`);
       }
@@ -518,6 +521,7 @@ export async function runSchedule(
     calls,
     states,
     leftovers: left,
+    unfinished,
     errors,
     end,
   };

@@ -12,7 +12,8 @@
  *
  * Commands (→ reply): `open` OpenGate → `opened` { processId } (or `open-failed`); `go`;
  * `callers` { n }; `stall` { ms } (a synchronous busy loop); `set-limit` { value } and
- * `set-rate` { rate } → `set` { ok, error }; `close` → `closed` { calls, errors }.
+ * `set-rate` { rate } → `set` { ok, error }; `close` → `closed` { calls, errors, unfinished (the
+ * closes the library warned it could not finish: HOSTGATE_STORE_CLOSE_UNFINISHED) }.
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -262,12 +263,19 @@ onParent<{ rate: Rate }>('set-rate', ({ rate }) => {
   );
 });
 
+/** Closes the library said it could not finish (Redis unreachable: a gate not left). */
+let unfinished = 0;
+process.on('warning', (warning) => {
+  if ((warning as { code?: string }).code === 'HOSTGATE_STORE_CLOSE_UNFINISHED') unfinished++;
+});
+
 onParent('close', () => {
   const c = current;
   if (c === undefined) {
-    void toParent({ type: 'closed', calls: [], errors: {} });
+    void toParent({ type: 'closed', calls: [], errors: {}, unfinished: 0 });
     return;
   }
+  const before = unfinished;
   current = undefined;
   c.target = 0;
   c.abort.abort();
@@ -276,9 +284,15 @@ onParent('close', () => {
     // close waits for their permits, drainMs; giving them back at once put 9 at cap 8).
     await Promise.all([c.store.close(), ...c.loops]);
     await c.closeClient();
-    await toParent({ type: 'closed', calls: c.calls, errors: Object.fromEntries(c.errors) });
+    await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on a tick
+    await toParent({
+      type: 'closed',
+      calls: c.calls,
+      errors: Object.fromEntries(c.errors),
+      unfinished: unfinished - before,
+    });
   })().catch((error: unknown) =>
-    toParent({ type: 'closed', calls: c.calls, errors: { close: String(error) } }),
+    toParent({ type: 'closed', calls: c.calls, errors: { close: String(error) }, unfinished: 0 }),
   );
 });
 

@@ -84,6 +84,37 @@ for (const kind of CLIENT_KINDS) {
       local.release();
     });
 
+    it('campaign seed 75026, the unfinished close: a close that cannot leave its gate (Redis paused through it) names the gate in HOSTGATE_STORE_CLOSE_UNFINISHED, where it said nothing and the gate kept a queue and lease set with no TTL; a close with Redis up says nothing', async () => {
+      const warned: Error[] = [];
+      const onWarning = (warning: Error) => {
+        if ((warning as { code?: string }).code === 'HOSTGATE_STORE_CLOSE_UNFINISHED')
+          warned.push(warning);
+      };
+      process.on('warning', onWarning);
+      try {
+        const [a, b] = [
+          await fleet.store({ commandTimeoutMs: 200 }),
+          await fleet.store({ commandTimeoutMs: 200 }),
+        ];
+        for (const store of [a, b]) {
+          const gate = store.semaphore({ name: 'close-unfinished', limit: 1 });
+          (await gate.acquire()).release(); // known to Redis: a close leaves it
+          await store.settled();
+        }
+        await a.close(); // Redis up: left
+        await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on a tick
+        expect(warned).toEqual([]);
+        redis().pause();
+        await b.close();
+        redis().resume();
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(warned).toHaveLength(1);
+        expect(warned[0]!.message).toContain('"close-unfinished"');
+      } finally {
+        process.off('warning', onWarning);
+      }
+    });
+
     it('close() returns while Redis is paused before the store has subscribed to its wake-ups', async () => {
       const store = await fleet.store({ commandTimeoutMs: 200 });
       store.semaphore({ name: 'close-unsubscribed', limit: 1 }); // starts subscribing
