@@ -56,7 +56,7 @@ export class RateShare {
   target = 0;
   counted = 0;
   wants = 0;
-  /** The share its costliest waiting head needs (rateNeedOf; 1 at least while one waits), as of the last demand. */
+  /** The share its costliest waiting head needs (rateNeedOf; 1 at least while one waits). */
   need = 0;
   /** The share this process sends at now, and its burst. */
   applied = 0;

@@ -77,7 +77,12 @@ export class SharedTickets implements WaiterExits {
     );
     this.shed = parts.shed;
     this.maxQueue = parts.maxQueue;
-    this.starved = new StarvedRecheck(parts.gate, parts.queue, parts.store);
+    this.starved = new StarvedRecheck(
+      parts.gate,
+      parts.queue,
+      parts.store,
+      parts.rate !== undefined,
+    );
   }
 
   /**
