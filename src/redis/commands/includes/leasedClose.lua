@@ -4,8 +4,9 @@
   entry `<id>~0`. Returns the script's reply.
   Uses (leasedRefresh-4.lua): L, M, proc, closing, RATED, rused, rper, now, sum, rsum, osum,
   ownOwed, ownShare, ownCounted, ownUntil, ownLead, rlead, others_live, lease, cap, n, blocks,
-  helds, rateStr; format (leasedEntry), burstOf and countedOf (leasedCounted), parked, WALK_FULL (leasedWalk). Parks its rate share (M.pk) while
-  others are live, in a fleet walked in one call.
+  helds, rateStr; format (leasedEntry), burstOf and countedOf (leasedCounted), parked,
+  WALK_FULL (leasedWalk). Parks its rate share (M.pk) while others are live, in a fleet walked
+  in one call.
 ]]
 if closing then
   -- A clean close: the entry goes at once, and the hash with the last one; nothing is owed to it.
@@ -25,8 +26,9 @@ if closing then
   if RATED and (rused > 0 or holding > 0 or rlead > 0) then
     -- It paced its share: its sends still in windows are those of its pace, which the fleet's
     -- shares go on from, except what it sent ahead of its pace: its TAT runs at most burst + 1
-    -- intervals ahead of now, or its lead as it reports it. So much stays counted for a window (never more than it sent in
-    -- the last one, ARGV[23]: its sends by age), in a lapsed entry '<id>~0' that walks reap.
+    -- intervals ahead of now, or its lead as it reports it. So much stays counted for a window
+    -- (never more than it sent in the last one, ARGV[23]: its sends by age), in a lapsed entry
+    -- '<id>~0' that walks reap.
     local sent, any = 0, false
     for c in string.gmatch(ARGV[23] or '', '%d+') do
       sent, any = sent + tonumber(c), true
