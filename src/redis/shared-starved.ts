@@ -9,6 +9,12 @@
  * runs a script until a heartbeat (up to `heartbeatMs`) or a waiter's deadline. fifo-sigkill
  * saw the survivors at 0 for 3 s, the grants' claim window, under CI load. Pushed wake-ups
  * only: while they are polled, every poll asks already.
+ *
+ * Not on a gate with a rate (SharedTickets makes none; its heartbeat still asks). Its processes
+ * hold nothing most of the time while their tickets wait for slots, so every process asked every
+ * `pollMs`; measured with it, fifo-rate-stall (a replica SIGSTOPped 1.5 s) saw 57-62 calls in the
+ * busiest second at a promise of 55 beside a CPU hog (56 without it, every run), and failed once
+ * in CI at 56 in 750 ms. Not traced further.
  */
 
 import type { WaiterQueue } from './shared-queue.js';
@@ -22,14 +28,6 @@ export class StarvedRecheck {
     readonly gate: PartsGate,
     readonly queue: WaiterQueue,
     readonly store: GateStore,
-    /**
-     * The gate has a rate: never asked here (its heartbeat still asks). Its processes hold
-     * nothing most of the time while their tickets wait for slots, so every process asked every
-     * `pollMs`; measured with it, fifo-rate-stall (a replica SIGSTOPped 1.5 s) saw 57-62 calls in
-     * the busiest second at a promise of 55 beside a CPU hog (56 without it, every run), and
-     * failed once in CI at 56 in 750 ms. Not traced further.
-     */
-    readonly rated = false,
   ) {
     this.#delay = store.options.pollMs;
   }
@@ -38,7 +36,6 @@ export class StarvedRecheck {
   get starved(): boolean {
     const { store } = this;
     return (
-      !this.rated &&
       this.queue.ticketed > 0 &&
       this.gate.held === 0 &&
       store.wakeups === 'push' &&

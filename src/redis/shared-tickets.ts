@@ -57,8 +57,11 @@ export class SharedTickets implements WaiterExits {
   readonly fallback: SharedFallback;
   readonly shed: SharedShed;
   readonly maxQueue: number;
-  /** Asks Redis again while this process waits holding nothing (shared-starved.ts). */
-  readonly starved: StarvedRecheck;
+  /**
+   * Asks Redis again while this process waits holding nothing (shared-starved.ts); none on a
+   * gate with a rate (its heartbeat asks: see StarvedRecheck).
+   */
+  readonly starved: StarvedRecheck | undefined;
 
   constructor(readonly parts: TicketsParts) {
     this.gate = parts.gate;
@@ -77,12 +80,10 @@ export class SharedTickets implements WaiterExits {
     );
     this.shed = parts.shed;
     this.maxQueue = parts.maxQueue;
-    this.starved = new StarvedRecheck(
-      parts.gate,
-      parts.queue,
-      parts.store,
-      parts.rate !== undefined,
-    );
+    this.starved =
+      parts.rate === undefined
+        ? new StarvedRecheck(parts.gate, parts.queue, parts.store)
+        : undefined;
   }
 
   /**

@@ -284,7 +284,6 @@ onParent('close', () => {
     // close waits for their permits, drainMs; giving them back at once put 9 at cap 8).
     await Promise.all([c.store.close(), ...c.loops]);
     await c.closeClient();
-    await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on a tick
     await toParent({
       type: 'closed',
       calls: c.calls,
