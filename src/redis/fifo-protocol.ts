@@ -64,13 +64,14 @@ export class FifoProtocol {
   }
 
   /**
-   * A wake-up message: a granted ticket's id (its owner claims it), or `<id>@<ms>`, the head
-   * of the queue told when its rate slot comes (its owner claims it then).
+   * A wake-up message: a granted ticket's id (its owner claims it), `<id>@<ms>`, the head of
+   * the queue told when its rate slot comes (its owner claims it then), or `<id>@<ms>@<ours>`,
+   * our ticket the backup of another process's head (SharedTickets.slotHint).
    */
   wake(message: string): void {
-    const at = message.indexOf('@');
-    if (at < 0) this.#tickets.get(message)?.wake(message);
-    else this.#tickets.get(message.slice(0, at))?.slotHint(message);
+    const parts = message.split('@');
+    if (parts.length === 1) this.#tickets.get(message)?.wake(message);
+    else this.#tickets.get(parts[2] ?? parts[0]!)?.slotHint(message);
   }
 
   /** One of `gate`'s scripts; a gate kept in another layout rejects with `SharedLayoutError`. */

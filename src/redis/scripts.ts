@@ -42,8 +42,8 @@
  * ms; issue 32's campaign does so with one script): the scores of `H` (lease and claim
  * expiries) and of `P` (liveness ends); in `M`: `r` (recovery window end, 0 for none), `t`
  * (GCRA's timestamp, fractional ms), `lr` (last run), and the time after the `@` of `n`
- * (`<ticket>@<ms>`, when the head was told its slot; only used to tell it again, never to
- * grant). `Q`'s scores are arrival sequence numbers, not times. A grant's age (for a rate's
+ * (`<ticket>@<ms>`, when the head was told its slot; used to tell it again, and to pass over
+ * an owner that has not come `lateMs` after it, kept in `od`; never to grant). `Q`'s scores are arrival sequence numbers, not times. A grant's age (for a rate's
  * late grants) is read from its `H` score less the claim window, so it moves with `H`.
  *
  * `H` and `Q` have no TTL (an empty sorted set is deleted by Redis itself), so a `volatile-*`

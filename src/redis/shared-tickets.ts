@@ -259,11 +259,41 @@ export class SharedTickets implements WaiterExits {
     else if (waiter.state === QUEUED) this.#claim(waiter);
   }
 
-  /** `<ticket>@<ms>`: the head's slot comes in ms; if the ticket is ours, claimed then. */
+  /**
+   * `<ticket>@<ms>`: the head's slot comes in ms; if the ticket is ours, claimed then.
+   * `<ticket>@<ms>@<ours>`: another process's head, and our ticket is its backup (the first of
+   * another process behind it): if nothing newer reaches us, we ask Redis `lateMs` after that
+   * slot, and Redis passes the head over if its owner has not come (includes/rate.lua).
+   */
   slotHint(hint: string): void {
-    const waiter = this.queue.byTicket(hint.slice(0, hint.lastIndexOf('@')));
+    const [head = '', ms = '', backup] = hint.split('@');
+    if (backup !== undefined) {
+      const ours = this.queue.byTicket(backup);
+      if (ours !== undefined && ours.state !== DONE) this.#backupAfter(Number(ms));
+      return;
+    }
+    const waiter = this.queue.byTicket(head);
     if (waiter === undefined || waiter.state === DONE) return;
+    // Our ticket is the head: the head we were the backup of was served.
+    clearTimeout(this.#backupTimer);
     this.rate?.arm(hint);
+  }
+
+  #backupTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+
+  #backupAfter(ms: number): void {
+    const rate = this.rate;
+    if (rate === undefined || !(ms >= 0)) return;
+    clearTimeout(this.#backupTimer);
+    this.#backupTimer = setTimeout(
+      () => {
+        this.#backupTimer = undefined;
+        const { store } = this;
+        if (this.queue.ticketed > 0 && !store.degraded && !store.closed) store.recheck();
+      },
+      ms + rate.lateMs + 10,
+    );
+    this.#backupTimer.unref?.();
   }
 
   /** Our head's slot came: claimed now (Redis grants it in the claim, if it is still the head). */

@@ -7,6 +7,9 @@
  * Then the race that made it fail under CI load: grants the killed replica's subscription
  * still heard, made after the SIGKILL but before Redis saw its connections close, that it never
  * claimed (3 s at 0, their claim window).
+ *
+ * And on a gate with a rate, a head told of its slot whose owner never claims it (killed, or
+ * stopped): only that claim ran a script at the slot, so the others waited for a heartbeat.
  */
 import { expect, it, onTestFinished } from 'vitest';
 import { redisStore } from '../../src/redis/index.js';
@@ -17,6 +20,48 @@ import { countingPartner, faultFor, openFleet, stopFleet, useFleet } from './fif
 import { untilRedis } from './replicas.js';
 
 const CAP = 5;
+
+/**
+ * A victim process as Redis sees one: its wake-up subscription (the messages it heard) and its
+ * ACQUIRE of ticket `victim:1` on gate `g` under `prefix`, with the arguments a store at the
+ * defaults sends (cap, lease, liveness, wake prefix, known, first use, claim window, rate).
+ */
+async function victimAcquires(port: number, prefix: string, cap: number, rate = '') {
+  const sub = await connectResp(port);
+  const heard: string[] = [];
+  sub.onPush((value) => {
+    const [type, , message] = value as string[];
+    if (type === 'smessage') heard.push(message!);
+  });
+  await sub.command('SSUBSCRIBE', `${prefix}{g}:wake:victim`);
+  const conn = await connectResp(port);
+  const keys = ['h', 'q', 's', 'p', 'm'].map((k) => `${prefix}{g}:${k}`);
+  const common = [cap, 10_000, 5000, `${prefix}{g}:wake:`, 1, 100, 3000, rate];
+  const acquired = await conn.command(
+    'EVAL',
+    scripts.acquire.source,
+    5,
+    ...keys,
+    ...common,
+    'victim',
+    'victim:1',
+    1,
+    10_000,
+  );
+  /** Its connections close, as a SIGKILL's do. */
+  const die = () => {
+    sub.close();
+    conn.close();
+  };
+  return { heard, granted: (acquired as unknown[])[0], die };
+}
+
+/** Ms from now until `waiting` is granted (its permit released at once). */
+async function grantedAfter(waiting: Promise<{ release(): void }>): Promise<number> {
+  const from = performance.now();
+  (await waiting).release();
+  return performance.now() - from;
+}
 
 describeRedis('a SIGKILLed FIFO replica', () => {
   const file = useFleet(3);
@@ -81,46 +126,59 @@ describeRedis('a SIGKILLed FIFO replica', () => {
       });
       const gate = store.semaphore({ name: 'g', limit: 1 });
       const held = await gate.acquire();
-      // The victim, as Redis sees a process: its wake-up subscription and its ACQUIRE, with the
-      // arguments a store at the defaults sends (lease, liveness, wake prefix, known, first use,
-      // claim window, no rate); then its connections close, as a SIGKILL's do.
-      const sub = await connectResp(file.redis.port);
-      const heard: string[] = [];
-      sub.onPush((value) => {
-        const [type, , message] = value as string[];
-        if (type === 'smessage') heard.push(message!);
-      });
-      await sub.command('SSUBSCRIBE', 'heard:{g}:wake:victim');
-      const victim = await connectResp(file.redis.port);
-      const keys = ['h', 'q', 's', 'p', 'm'].map((k) => `heard:{g}:${k}`);
-      const common = [1, 10_000, 5000, 'heard:{g}:wake:', 1, 100, 3000, ''];
-      const own = ['victim', 'victim:1', 1, 10_000];
-      const acquired = await victim.command(
-        'EVAL',
-        scripts.acquire.source,
-        5,
-        ...keys,
-        ...common,
-        ...own,
-      );
-      expect((acquired as number[])[0]).toBe(0); // a ticket, at the head
+      // The victim: its ACQUIRE at the defaults, no rate; then its connections close.
+      const victim = await victimAcquires(file.redis.port, 'heard:', 1);
+      expect(victim.granted).toBe(0); // a ticket, at the head
       const waiting = gate.acquire({ timeout: 10_000 });
       await store.settled();
       held.release();
-      for (let t = 0; !heard.includes('victim:1'); t += 5) {
+      for (let t = 0; !victim.heard.includes('victim:1'); t += 5) {
         if (t > 5000) throw new Error('the victim was never told of its grant');
         await faultFor(5);
       }
-      sub.close();
-      victim.close();
-      const killed = performance.now();
-      const permit = await waiting;
-      const waited = performance.now() - killed;
-      permit.release();
+      victim.die();
+      const waited = await grantedAfter(waiting);
       console.log(
         `heard, never claimed (${kind}): the survivor granted ${waited.toFixed(0)} ms after`,
       );
       // Before the fix: the grant's claim window (3 s) and the survivor's next heartbeat after it.
+      expect(waited).toBeLessThan(1000);
+    }, 20_000);
+  }
+});
+
+describeRedis('a SIGKILLed FIFO replica on a gate with a rate', () => {
+  const file = useFleet(0);
+
+  for (const [kind, fate] of CLIENT_KINDS.flatMap((k) =>
+    (['died', 'stalls'] as const).map((f) => [k, f] as const),
+  )) {
+    it(`a head told of its slot whose process ${fate} is passed over after its slot, not after a heartbeat (${kind})`, async () => {
+      // Rate 5/s, burst 0 (a slot every 200 ms); the store's defaults otherwise (heartbeat 2 s).
+      const { client, close } = await connectClient(kind, file.redis);
+      const pre = `slot-${kind}-${fate}:`;
+      const store = redisStore({ client, prefix: pre });
+      onTestFinished(async () => {
+        await store.close();
+        await close();
+      });
+      const gate = store.semaphore({ name: 'g', limit: 5, rate: { limit: 5, per: 1000 } });
+      (await gate.acquire()).release(); // takes the slot of now: the next comes in 200 ms
+      // The victim: its ACQUIRE with the gate's rate; its ticket is the head, told of its slot.
+      const victim = await victimAcquires(file.redis.port, pre, 5, '5:1000:0');
+      expect(victim.granted).toBe(0); // a ticket, at the head, waiting for its slot
+      const waiting = gate.acquire({ timeout: 10_000 }); // queued behind it
+      await store.settled();
+      // Died: its connections close (a SIGKILL). Stalls: they stay open, and it never claims (a
+      // SIGSTOP, a blocked event loop): Redis's wake-ups still reach its socket.
+      if (fate === 'died') victim.die();
+      else onTestFinished(victim.die);
+      const waited = await grantedAfter(waiting);
+      console.log(
+        `told head ${fate} (${kind}): the survivor granted ${waited.toFixed(0)} ms after (its slot: 200 ms)`,
+      );
+      // Before the fix: nothing ran a script at the head's slot but its owner's claim; the
+      // survivor's next heartbeat (2 s) did (stalls: granting the stalled head first).
       expect(waited).toBeLessThan(1000);
     }, 20_000);
   }

@@ -15,6 +15,7 @@
 --- @include "includes/prelude"
 
 local id, late = ARGV[9], ARGV[10]
+shows = string.match(id, '^(.*):')
 if RATED then
   -- Granted by a release (a claim window: its score is the grant's time + claim) and claimed
   -- too late to go in its slot, or the owner read its grant's answer too late (late '1'): the

@@ -10,6 +10,7 @@
 --- @include "includes/prelude"
 
 local ids, units = {}, {}
+shows = ARGV[9] and string.match(ARGV[9], '^(.*):')
 for i = 9, #ARGV do
   ids[#ids + 1] = ARGV[i]
   for _, unit in ipairs(unitsOf(ARGV[i])) do units[#units + 1] = unit end

@@ -62,7 +62,7 @@ local function fill()
         local ends = redis.call('ZSCORE', P, owner)
         alive[owner] = ends ~= false and tonumber(ends) > now
       end
-      if deaf[owner] then
+      if deaf[owner] or (RATED and alive[owner] and isOverdue(head, owner)) then
         passed[#passed + 1] = popped[2]
         passed[#passed + 1] = head
       elseif alive[owner] then
@@ -71,20 +71,24 @@ local function fill()
           queued = queued + 1
           return true
         end
-        if RATED then
-          local wait = slotWait(costOf(head), 0)
-          if wait > 0 then
-            redis.call('ZADD', Q, popped[2], head)
-            queued = queued + 1
-            hintHead(head, owner, wait)
-            return false
-          end
-        end
+        local wait = RATED and slotWait(costOf(head), 0) or 0
         -- SPUBLISH: the channel is in the gate's slot, so on a Cluster the hint stays on this
         -- shard. pcall: an ACL user without channel permission, or a Redis before 7.0 (no
         -- SPUBLISH), polls instead (its waiters are told so). Sent before the grant is written:
         -- nothing runs between the two, and whether it was heard decides the grant.
-        local heard = redis.pcall('SPUBLISH', wake .. owner, head)
+        local heard = 1
+        if wait > 0 then
+          -- Its slot is to come: the head, back in place, is told when (includes/rate.lua).
+          redis.call('ZADD', Q, popped[2], head)
+          if hintHead(head, owner, wait) then
+            queued = queued + 1
+            return false
+          end
+          redis.call('ZREM', Q, head)
+          heard = 0
+        else
+          heard = redis.pcall('SPUBLISH', wake .. owner, head)
+        end
         if heard == 0 and owner ~= caller then
           -- Nobody is subscribed to the owner's channel: its process is gone (a SIGKILL closes
           -- its connections at once, long before its liveness window ends) or its wake-ups are
@@ -116,4 +120,5 @@ local function fill()
     chunked('ZADD', Q, passed, 2)
     queued = queued + #passed / 2
   end
+  if RATED then saveOverdue() end
 end

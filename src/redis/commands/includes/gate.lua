@@ -8,6 +8,9 @@ local claim = tonumber(ARGV[7])
 -- The calling process, for the scripts that name it (ACQUIRE, HEARTBEAT): a grant to it needs
 -- no wake-up, it learns of it from this reply or its next heartbeat.
 local caller = nil
+-- The process this script shows alive (the caller; CLAIM's and RELEASE's id owner): a process
+-- passed over as overdue (includes/rate.lua) is served again once it runs a script.
+local shows = nil
 -- The caller's rate, 'limit:per:burst', or '' for a gate without one.
 local rateArg = ARGV[8]
 local RATED = rateArg ~= ''
@@ -18,7 +21,8 @@ local nowf = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local META_TTL = 2592000000
 local CHUNK = 1000
 local LAYOUT = RATED and '{{RATE_LAYOUT}}' or '{{LAYOUT}}'
-local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr', 'o', 'oq')
+local meta = redis.call('HMGET', M, 'c', 'r', 'v', 'h', 't', 'b', 'rt', 'n', 'lr', 'o', 'oq',
+  'od')
 -- Another layout's gate (another version or mode on this prefix): refused before any write.
 -- A rated process adopts a gate kept without a rate; never the other way round.
 local function foreignLayout(found)
