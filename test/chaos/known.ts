@@ -16,8 +16,8 @@ export interface KnownOpen {
   item: string;
   note?: string;
   /**
-   * Only schedules whose heaviest weight is above the cap's units per replica (cap / replicas):
-   * every heavy head waits for a walk (docs/shared-gates.md, leased shares, weights).
+   * Only schedules whose heaviest weight is at or above the cap's units per replica (cap /
+   * replicas): every heavy head waits for a walk (docs/shared-gates.md, leased shares, weights).
    */
   heavy?: boolean;
   /**
@@ -47,9 +47,12 @@ const overShare = (s: Schedule, v: Violation) => {
   });
 };
 const small = (s: Schedule) => s.config.cap < s.config.replicas;
+// At cap / replicas too (seed 80110: cap 6 over 2 processes, weights up to 3, callers 8 and 1):
+// a call that needs a whole equal part waits for a walk whenever its process's block follows a
+// lighter demand down, and its process's rate share idles meanwhile.
 const heavy = (s: Schedule) => {
   const weight = Math.max(...s.config.weights);
-  return weight > 1 && weight > s.config.cap / s.config.replicas;
+  return weight > 1 && weight >= s.config.cap / s.config.replicas;
 };
 /** The known-open entry that excuses `v` in `schedule`, if any. */
 export const excusedBy = (known: readonly KnownOpen[], schedule: Schedule, v: Violation) =>

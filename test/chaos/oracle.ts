@@ -86,6 +86,7 @@ export const ORACLES = [
   'use', // a rolling deploy (or no fault) keeping under 70% of the cap or the rate in use
   'late', // a waiter answered past its deadline (its own process not stalled)
   'starved', // a waiter timed out with no fault to explain it
+  'overtaken', // a waiter overtaken far past its place, no fault to explain it
   'redis-state', // Redis counting more than the cap held (FIFO: live lease units; leased Σ max(block, held))
   'keys-left', // a key of the gate with no TTL after every process closed
 ] as const;
@@ -127,6 +128,13 @@ export const BOUNDS = {
   slackMs: 600,
   /** A fresh fleet's use from one refresh after its first call (issue 32: ≥ 80%). */
   freshShare: 0.8,
+  /**
+   * A waiter is overtaken past its place when the other replicas send more calls during its
+   * wait than this many times the callers the fleet had waiting (every caller has one call at a
+   * time), and it waited at least `overtakenMinMs`.
+   */
+  overtakenPlaces: 3,
+  overtakenMinMs: 500,
   /** A rolling deploy's (or a quiet run's) use of the cap or the rate (issue 32 asks 90%). */
   useShare: 0.7,
   /**
@@ -185,6 +193,18 @@ function valueAt<T>(series: readonly [number, T][], t: number, fallback: T): T {
     value = v;
   }
   return value;
+}
+
+/** The first index of a sorted list whose value is at least `t`. */
+function lowerBound(list: readonly number[], t: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (list[mid]! < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 function fmtMs(ms: number): string {
@@ -573,6 +593,52 @@ export function judge(run: Run): Verdict {
       oracle: 'starved',
       at: x.asked,
       detail: `${starved.length} calls timed out with no fault to explain it, first: weight ${x.weight} on replica ${x.slot} asked at ${fmtMs(x.asked)}, deadline ${fmtMs(x.timeout)}`,
+      kinds: ['none'],
+    });
+  }
+
+  // --- fairness: a waiter the others overtook far past its place (its wait, counted in the
+  // calls the other replicas sent meanwhile, against how many callers the fleet had waiting) ---
+  // Every caller has one call at a time, so a FIFO waiter lets through fewer calls than the
+  // fleet has callers; a leased waiter about as many, its process's share being in proportion
+  // to its callers. A starved process (the lowest-ids race: its calls waited for ever while the
+  // others sent) is far past that. Calls still waiting at the close are recorded too (aborted).
+  const bySlot = new Map<number, number[]>();
+  const allAt = run.arrivals.map((a) => a.at).sort((p, q) => p - q);
+  for (const a of run.arrivals) {
+    const list = bySlot.get(a.slot) ?? [];
+    list.push(a.at);
+    bySlot.set(a.slot, list);
+  }
+  for (const list of bySlot.values()) list.sort((p, q) => p - q);
+  const countIn = (list: readonly number[] | undefined, from: number, to: number) =>
+    list === undefined ? 0 : lowerBound(list, to) - lowerBound(list, from);
+  const demandMax = (from: number, to: number) => {
+    let d = valueAt(run.demand, from, 0);
+    for (const [at, v] of run.demand) if (at > from && at < to) d = Math.max(d, v);
+    return d;
+  };
+  let worstOvertaken: { x: Call; others: number; place: number } | undefined;
+  let overtaken = 0;
+  for (const x of run.calls) {
+    if (x.stalled || x.wait < BOUNDS.overtakenMinMs || explained(x)) continue;
+    const to = x.asked + x.wait;
+    const others = countIn(allAt, x.asked, to) - countIn(bySlot.get(x.slot), x.asked, to);
+    const place = BOUNDS.overtakenPlaces * Math.max(1, demandMax(x.asked, to));
+    if (others <= place) continue;
+    overtaken++;
+    if (
+      worstOvertaken === undefined ||
+      others / place > worstOvertaken.others / worstOvertaken.place
+    )
+      worstOvertaken = { x, others, place };
+  }
+  if (worstOvertaken) {
+    const { x, others, place } = worstOvertaken;
+    violations.push({
+      oracle: 'overtaken',
+      at: x.asked,
+      detail: `${overtaken} calls overtaken past their place with no fault to explain it, worst: weight ${x.weight} on replica ${x.slot} asked at ${fmtMs(x.asked)} waited ${fmtMs(x.wait)} (${x.outcome}) while the others sent ${others} calls (place ${place})`,
       kinds: ['none'],
     });
   }

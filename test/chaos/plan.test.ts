@@ -51,6 +51,17 @@ function run(over: Partial<Run>, schedule: Partial<Schedule> = {}): Run {
   };
 }
 
+/** `count` arrivals of weight and cost 1 from replica `slot`, one every `every` ms from `from`. */
+function evenArrivals(count: number, from: number, every: number, slot = 0) {
+  return Array.from({ length: count }, (_, i) => ({
+    at: from + i * every,
+    w: 1,
+    cost: 1,
+    slot,
+    latency: 1,
+  }));
+}
+
 /** In flight at the partner: `level` units from `from` to `to`, busy all along otherwise. */
 function busy(level: number, end = 5000, step = 50): [number, number][] {
   const log: [number, number][] = [[0, 0]];
@@ -214,13 +225,7 @@ describe('chaos oracle on synthetic logs', () => {
     // as 28 units in 250 ms over a promise of 13.
     const own = { limit: 40, per: 500, burst: 7 };
     const set = { limit: 10, per: 1000, burst: 3 };
-    const arrivals = Array.from({ length: 120 }, (_, i) => ({
-      at: 2100 + i * 12.5,
-      w: 1,
-      cost: 1,
-      slot: 0,
-      latency: 1,
-    }));
+    const arrivals = evenArrivals(120, 2100, 12.5);
     const step = { at: 2000, kind: 'flushall' as const };
     const rates: Run['rates'] = [
       [0, own],
@@ -314,6 +319,31 @@ describe('chaos oracle on synthetic logs', () => {
     // Its own process stalled: not the gate's fault.
     const stalled = calls.map((c) => ({ ...c, stalled: true }));
     expect(judge(run({ inflight: busy(4), calls: stalled })).violations).toEqual([]);
+  });
+
+  it('a waiter the other replica overtook far past its place fails (the lowest-ids race); one it overtook within its place does not', () => {
+    // Replica 1 sends a call every 40 ms from 100 ms to 4.1 s; the fleet has 8 callers.
+    const arrivals = evenArrivals(100, 100, 40, 1);
+    const waiter = (wait: number, outcome = 'aborted') => ({
+      slot: 0,
+      asked: 500,
+      wait,
+      timeout: 10_000,
+      outcome,
+      stalled: false,
+      weight: 1,
+    });
+    // Waited 3.5 s (still waiting at the close) while replica 1 sent 88: starved.
+    const starved = judge(run({ inflight: busy(4), arrivals, calls: [waiter(3500)] }));
+    expect(starved.violations.map((v) => v.oracle)).toEqual(['overtaken']);
+    expect(starved.violations[0]?.detail).toMatch(/the others sent 88 calls \(place 24\)/);
+    // 600 ms behind 15 of the other's: within 3 places per caller waiting.
+    expect(
+      judge(run({ inflight: busy(4), arrivals, calls: [waiter(600, 'ok')] })).violations,
+    ).toEqual([]);
+    // Its own process stalled, or a fault during the wait: not judged here.
+    const stalled = { ...waiter(3500), stalled: true };
+    expect(judge(run({ inflight: busy(4), arrivals, calls: [stalled] })).violations).toEqual([]);
   });
 
   it('a fresh fleet under 80% of its cap one refresh after its first call fails', () => {

@@ -124,16 +124,15 @@ async function caller(c: Current, index: number): Promise<void> {
     } catch (error) {
       const outcome = outcomeOf(error);
       const waited = performance.now() - asked;
-      if (outcome !== 'aborted') {
-        c.calls.push([
-          askedEpoch,
-          Math.round(waited),
-          config.queueTimeout,
-          outcome,
-          stalledDuring(asked, asked + waited) ? 1 : 0,
-          weight,
-        ]);
-      }
+      // (aborted: still waiting when the replica closed; the oracle's fairness check counts it)
+      c.calls.push([
+        askedEpoch,
+        Math.round(waited),
+        config.queueTimeout,
+        outcome,
+        stalledDuring(asked, asked + waited) ? 1 : 0,
+        weight,
+      ]);
       // A shed comes at once: back off a little instead of spinning.
       if (outcome !== 'timeout') await pause(20 + Math.floor(c.random() * 30));
       continue;
