@@ -321,6 +321,21 @@ describe('chaos oracle on synthetic logs', () => {
     expect(judge(run({ inflight: busy(4), calls: stalled })).violations).toEqual([]);
   });
 
+  it('a call asked in the first-use window that timed out long after it was starved (the lowest-ids race); one that timed out within it was not', () => {
+    const call = (timeout: number) => ({
+      slot: 0,
+      asked: 50,
+      wait: timeout,
+      timeout,
+      outcome: 'timeout',
+      stalled: false,
+      weight: 1,
+    });
+    const late = judge(run({ inflight: busy(4), calls: [call(4000)] }));
+    expect(late.violations.map((v) => v.oracle)).toEqual(['starved']);
+    expect(judge(run({ inflight: busy(4), calls: [call(300)] })).violations).toEqual([]);
+  });
+
   it('a waiter the other replica overtook far past its place fails (the lowest-ids race); one it overtook within its place does not', () => {
     // Replica 1 sends a call every 40 ms from 100 ms to 4.1 s; the fleet has 8 callers.
     const arrivals = evenArrivals(100, 100, 40, 1);
