@@ -386,7 +386,7 @@ export class SharedSemaphore extends Semaphore {
     view.queued = queued;
     view.ownHeld = this.#leases.units();
     if (cap !== view.cap && Number.isSafeInteger(cap) && cap > 0) this.#adoptCap(cap);
-    this.#tickets.starved?.update();
+    this.#tickets.starved.update();
   }
 
   /**

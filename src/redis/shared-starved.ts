@@ -10,15 +10,17 @@
  * saw the survivors at 0 for 3 s, the grants' claim window, under CI load. Pushed wake-ups
  * only: while they are polled, every poll asks already.
  *
- * Not on a gate with a rate (SharedTickets makes none; its heartbeat still asks). Its processes
- * hold nothing most of the time while their tickets wait for slots, so every process asked every
- * `pollMs`; measured with it, fifo-rate-stall (a replica SIGSTOPped 1.5 s) saw 57-62 calls in the
- * busiest second at a promise of 55 beside a CPU hog (56 without it, every run), and failed once
- * in CI at 56 in 750 ms. Not traced further.
+ * On a gate with a rate, only while Redis last said its cap was full: its processes hold nothing
+ * most of the time while their tickets wait for *slots* (a head that does not come to its slot
+ * is passed over through its backup, includes/rate.lua), so every process asked every `pollMs`;
+ * measured so, fifo-rate-stall (a replica SIGSTOPped 1.5 s, the cap never full) saw 57-62 calls
+ * in the busiest second at a promise of 55 beside a CPU hog (56 without it, every run), and
+ * failed once in CI at 56 in 750 ms. A killed replica's heard grants hold *units*: with the cap
+ * full the others asked only at their heartbeats (1.9 s in fifo-sigkill's rated case).
  */
 
 import type { WaiterQueue } from './shared-queue.js';
-import type { GateStore, PartsGate } from './shared-store.js';
+import type { ClusterView, GateStore, PartsGate } from './shared-store.js';
 
 export class StarvedRecheck {
   #timer: ReturnType<typeof setTimeout> | undefined = undefined;
@@ -28,6 +30,9 @@ export class StarvedRecheck {
     readonly gate: PartsGate,
     readonly queue: WaiterQueue,
     readonly store: GateStore,
+    readonly view: ClusterView,
+    /** A gate with a rate: starved only while its cap is full (see above). */
+    readonly rated: boolean,
   ) {
     this.#delay = store.options.pollMs;
   }
@@ -40,7 +45,8 @@ export class StarvedRecheck {
       this.gate.held === 0 &&
       store.wakeups === 'push' &&
       !store.degraded &&
-      !store.closed
+      !store.closed &&
+      (!this.rated || this.view.held >= this.view.cap)
     );
   }
 

@@ -58,10 +58,10 @@ export class SharedTickets implements WaiterExits {
   readonly shed: SharedShed;
   readonly maxQueue: number;
   /**
-   * Asks Redis again while this process waits holding nothing (shared-starved.ts); none on a
-   * gate with a rate (its heartbeat asks: see StarvedRecheck).
+   * Asks Redis again while this process waits holding nothing (shared-starved.ts); on a gate
+   * with a rate only while its cap is full.
    */
-  readonly starved: StarvedRecheck | undefined;
+  readonly starved: StarvedRecheck;
 
   constructor(readonly parts: TicketsParts) {
     this.gate = parts.gate;
@@ -80,10 +80,13 @@ export class SharedTickets implements WaiterExits {
     );
     this.shed = parts.shed;
     this.maxQueue = parts.maxQueue;
-    this.starved =
-      parts.rate === undefined
-        ? new StarvedRecheck(parts.gate, parts.queue, parts.store)
-        : undefined;
+    this.starved = new StarvedRecheck(
+      parts.gate,
+      parts.queue,
+      parts.store,
+      parts.view,
+      parts.rate !== undefined,
+    );
   }
 
   /**

@@ -114,20 +114,28 @@ describeRedis('a SIGKILLed FIFO replica', () => {
     }
   }, 20_000);
 
-  for (const kind of CLIENT_KINDS) {
-    it(`a grant the killed replica heard but never claimed goes on within a poll, not after its claim window (${kind})`, async () => {
+  for (const [kind, rated] of CLIENT_KINDS.flatMap(
+    (k) =>
+      [
+        [k, false],
+        [k, true],
+      ] as const,
+  )) {
+    it(`a grant the killed replica heard but never claimed goes on within a poll, not after its claim window (${kind}${rated ? ', with a rate' : ''})`, async () => {
       // The survivor: a store at the defaults (heartbeat 2 s, so a poll of 250 ms; claim window
       // 3 s), holding the cap of 1, with a waiter queued behind the victim's ticket.
       const { client, close } = await connectClient(kind, file.redis);
-      const store = redisStore({ client, prefix: 'heard:' });
+      const pre = `heard-${kind}-${rated}:`;
+      const store = redisStore({ client, prefix: pre });
       onTestFinished(async () => {
         await store.close();
         await close();
       });
-      const gate = store.semaphore({ name: 'g', limit: 1 });
+      const rate = rated ? { rate: { limit: 1000, per: 1000, burst: 10 } } : {};
+      const gate = store.semaphore({ name: 'g', limit: 1, ...rate });
       const held = await gate.acquire();
-      // The victim: its ACQUIRE at the defaults, no rate; then its connections close.
-      const victim = await victimAcquires(file.redis.port, 'heard:', 1);
+      // The victim: its ACQUIRE at the defaults; then its connections close.
+      const victim = await victimAcquires(file.redis.port, pre, 1, rated ? '1000:1000:10' : '');
       expect(victim.granted).toBe(0); // a ticket, at the head
       const waiting = gate.acquire({ timeout: 10_000 });
       await store.settled();
