@@ -130,8 +130,8 @@ export const BOUNDS = {
   freshShare: 0.8,
   /**
    * A waiter is overtaken past its place when the other replicas send more calls during its
-   * wait than this many times the callers the fleet had waiting (every caller has one call at a
-   * time), and it waited at least `overtakenMinMs`.
+   * wait than this many times the callers the fleet had (every caller has one call at a time),
+   * or the calls already waiting when it asked, and it waited at least `overtakenMinMs`.
    */
   overtakenPlaces: 3,
   overtakenMinMs: 500,
@@ -624,6 +624,11 @@ export function judge(run: Run): Verdict {
     for (const [at, v] of run.demand) if (at > from && at < to) d = Math.max(d, v);
     return d;
   };
+  // Calls waiting at `t` (every replica's): after a demand shift the calls asked before it still
+  // wait ahead of a new one (seed 83015: 36 callers shifted to 5, 30 older calls ahead).
+  const askedAt = run.calls.map((x) => x.asked).sort((p, q) => p - q);
+  const endedAt = run.calls.map((x) => x.asked + x.wait).sort((p, q) => p - q);
+  const waitingAt = (t: number) => lowerBound(askedAt, t + 1e-6) - lowerBound(endedAt, t + 1e-6);
   let worstOvertaken: { x: Call; others: number; place: number } | undefined;
   let overtaken = 0;
   for (const x of run.calls) {
@@ -632,7 +637,7 @@ export function judge(run: Run): Verdict {
     const to = x.asked + x.wait;
     if (x.stalled || to - from < BOUNDS.overtakenMinMs || byFault(x)) continue;
     const others = countIn(allAt, from, to) - countIn(bySlot.get(x.slot), from, to);
-    const place = BOUNDS.overtakenPlaces * Math.max(1, demandMax(from, to));
+    const place = BOUNDS.overtakenPlaces * Math.max(1, demandMax(from, to), waitingAt(x.asked) - 1);
     if (others <= place) continue;
     overtaken++;
     if (
