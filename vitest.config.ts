@@ -40,11 +40,13 @@ const FAULTS = [
   'test/redis/multiprocess-{cap,faults}.test.ts', // replicas, Redis paused, killed, failed over
   'test/redis/over-admission.test.ts', // each documented way over the cap, measured
   'test/redis/store-faults.test.ts', // stalls, outages and restarts under one store
+  'test/chaos/replay.test.ts', // campaign schedules that found a fault, replayed (fleets)
   'test/bench-smoke.test.ts', // benchmarks in child processes (CI runs them again: bench:smoke)
   'test/express/demo.test.ts', // the demo's own processes, with Redis
 ];
 const HEAVY = [
   'test/redis/**/*.test.ts', // private redis-server processes, forked replicas
+  'test/chaos/replay.test.ts', // the campaign's fleet and redis-server
   'test/partners/rate.test.ts', // a store on the Redis at 127.0.0.1:6379
   'test/bench-smoke.test.ts', // benchmarks in child processes (the fleet's with Redis)
   'test/docs/doc-tests.test.ts', // builds the package, runs tsc and node

@@ -121,6 +121,32 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
+  it('the silent heavy head: a process that stopped refreshing (killed) keeps its block counted but no floor and nothing owed, so a live heavy head is met beside it (seed 82285: the survivors at 0 until its lease lapsed)', async () => {
+    // cap 4: pb's head of 3 is the oldest, its floor met at the last walk and owed (it holds 1
+    // unit of it), but pb last refreshed two gaps ago (gapMs 3 s here; its entry lives a lease
+    // and a gap past that refresh); pa's head of 3 came later.
+    const silentFor = 2 * ARGS.gapMs + 100;
+    await lab.craft({
+      m: inUse(4, { o: 2 }),
+      l: {
+        pb: {
+          block: 1,
+          held: 1,
+          wants: 3,
+          need: 3,
+          since: -5000,
+          owed: 2,
+          expiry: ARGS.leaseMs + ARGS.gapMs - silentFor,
+        },
+      },
+      s: 1,
+    });
+    const ran = await lab.refresh({ wants: 3, need: 3, head: 1, scanMs: 0 });
+    // Before: pb's floor met again (oldest) and its 2 owed units kept from pa: target 0-1.
+    expect(ran.answer).toMatchObject({ target: 3, block: 3 });
+    expectBlocksWithinCap(await lab.state());
+  });
+
   it('heavy head starved behind lighter ones: the head waiting longest is met first, though lighter heads that came after it would fill the cap (smallest first met four heads of 1 and never the 3)', async () => {
     // The campaign's seeds 20025, 20038, 20048, 20109: weighted gates whose heavy waiters timed
     // out while lighter heads of other processes took every unit, walk after walk.

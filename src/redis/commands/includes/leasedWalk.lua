@@ -72,12 +72,23 @@ if passing or now - walked >= scan or closing or grown or served then
           end
         else
           others_live = others_live + 1
+          -- Silent: no refresh for two gaps (each an interval and a command timeout; a live
+          -- process refreshes every interval), so killed or stopped. Its block stays counted
+          -- until its lease lapses, but no floor is met for its head, nothing is owed to it and
+          -- its share does not grow past what it has: a SIGKILLed process's heavy head, met
+          -- oldest first, held its share of the cap for nobody while the survivors' heads did
+          -- not fit beside it (seed 82285: cap 4 over 2, weights up to 3, the partner at 0 for
+          -- 1.4-1.9 s).
+          local silent = now - (e - lease - gapMs) > 2 * gapMs
           sum = sum + math.max(b, h)
-          osum = osum + ow
+          if not silent then osum = osum + ow end
           rsum = rsum + c
           blocks, helds = blocks + b, helds + h
           ids[#ids + 1] = id
           want[id], rwant[id], needs[id], rneeds[id], sinces[id] = w, rw, nd, rn, sn
+          if silent then
+            want[id], needs[id], rneeds[id] = math.min(w, math.max(b, h)), 0, 0
+          end
           if rs == 0 and rw > 0 then firsts = firsts + 1 end
           if rc ~= c then
             moved[#moved + 1] = id
