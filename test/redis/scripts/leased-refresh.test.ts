@@ -123,9 +123,9 @@ describeRedis('leased REFRESH alone: the cap', () => {
 
   it('the silent heavy head: a process that stopped refreshing (killed) keeps its block counted but no floor and nothing owed, so a live heavy head is met beside it (seed 82285: the survivors at 0 until its lease lapsed)', async () => {
     // cap 4: pb's head of 3 is the oldest, its floor met at the last walk and owed (it holds 1
-    // unit of it), but pb last refreshed two gaps ago (gapMs 3 s here; its entry lives a lease
-    // and a gap past that refresh); pa's head of 3 came later.
-    const silentFor = 2 * ARGS.gapMs + 100;
+    // unit of it), but pb last refreshed half a lease and a gap ago (its entry lives a lease and
+    // a gap past that refresh); pa's head of 3 came later.
+    const silentFor = ARGS.leaseMs / 2 + ARGS.gapMs + 100;
     await lab.craft({
       m: inUse(4, { o: 2 }),
       l: {

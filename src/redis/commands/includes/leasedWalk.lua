@@ -72,14 +72,16 @@ if passing or now - walked >= scan or closing or grown or served then
           end
         else
           others_live = others_live + 1
-          -- Silent: no refresh for two gaps (each an interval and a command timeout; a live
-          -- process refreshes every interval), so killed or stopped. Its block stays counted
+          -- Silent: no refresh for half a lease and a gap (each an interval and a command
+          -- timeout), the longest a live process goes between refreshes (a busy one whose
+          -- signals are heard refreshes every half lease), so killed or stopped (its entry is
+          -- written to end a lease and a gap after its refresh). Its block stays counted
           -- until its lease lapses, but no floor is met for its head, nothing is owed to it and
           -- its share does not grow past what it has: a SIGKILLed process's heavy head, met
           -- oldest first, held its share of the cap for nobody while the survivors' heads did
           -- not fit beside it (seed 82285: cap 4 over 2, weights up to 3, the partner at 0 for
           -- 1.4-1.9 s).
-          local silent = now - (e - lease - gapMs) > 2 * gapMs
+          local silent = now > e - lease / 2
           sum = sum + math.max(b, h)
           if not silent then osum = osum + ow end
           rsum = rsum + c
