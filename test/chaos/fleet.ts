@@ -77,6 +77,15 @@ export class Pool {
 }
 
 /** Waits for a message of `type` carrying `token` (or any, without one); rejects after `ms`. */
+/** The looser of two caps, or of two rates when one allows as much as the other in every way. */
+function looser(a: unknown, b: unknown): unknown {
+  if (typeof a === 'number' && typeof b === 'number') return Math.max(a, b);
+  const [x, y] = [a as Rate, b as Rate];
+  const covers = (p: Rate, q: Rate) =>
+    p.limit / p.per >= q.limit / q.per && p.burst >= q.burst && p.limit >= q.limit;
+  return covers(x, y) ? x : y;
+}
+
 function reply(worker: Worker, type: string, ms: number, token?: string): Promise<FleetMessage> {
   return new Promise((resolve, reject) => {
     const onMessage = (raw: unknown) => {
@@ -448,9 +457,19 @@ export async function runSchedule(
           else from.worker.send({ type: 'set-rate', rate: step.rate });
           // Recorded whatever the answer: a call that timed out at the client may still run in
           // Redis later (ioredis queues it while Redis is away), so the new value is possible.
-          if (step.kind === 'set-limit') caps.push([at, step.value!]);
-          else rates.push([at, step.rate!]);
-          await reply(from.worker, 'set', 5000).catch(() => undefined);
+          // A set that failed may as well not have run (Redis refused it out of memory, or the
+          // leased refresh carrying it failed): judged by the looser of the two (seed 84273: a
+          // rate set to 30/s during OOM errors failed, and the fleet rightly ran at the 80/s
+          // Redis kept).
+          const series: [number, unknown][] = step.kind === 'set-limit' ? caps : rates;
+          const before = series[series.length - 1]?.[1];
+          const entry: [number, unknown] = [
+            at,
+            step.kind === 'set-limit' ? step.value! : step.rate!,
+          ];
+          series.push(entry);
+          const m = await reply(from.worker, 'set', 5000).catch(() => undefined);
+          if (m?.ok === false && before !== undefined) entry[1] = looser(before, entry[1]);
         }
         break;
       }
