@@ -71,7 +71,7 @@ local function saveOverdue()
     overdue[shows] = nil
     overdueDirty = true
   end
-  if not overdueDirty and meta[12] == nil then return end
+  if not overdueDirty and not meta[12] then return end
   -- Kept while their processes live (a dead one's tickets are skipped anyway); at most 64.
   local list = {}
   for owner in pairs(overdue) do

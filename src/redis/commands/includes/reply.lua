@@ -19,16 +19,16 @@ end
 -- The hint names another process's head: the caller is told when it is that head's backup
 -- (`<head>@<ms>@<its ticket>`, includes/rate.lua).
 local function withRate(reply)
-  local me, told = caller or shows, hint
+  local me, said = caller or shows, hint
   if hint ~= '' and me then
     local head = string.match(hint, '^(.*)@')
     local owner = string.match(head, '^(.*):')
     if owner ~= me then
       local backup, other = backupOf(head, owner)
-      if other == me then told = hint .. '@' .. backup end
+      if other == me then said = hint .. '@' .. backup end
     end
   end
-  reply[#reply + 1] = told
+  reply[#reply + 1] = said
   reply[#reply + 1] = RATED and math.max(0, math.ceil(slotWait(1, 0))) or 0
   reply[#reply + 1] = string.format('%.17g', backlog)
   reply[#reply + 1] = rateStr
