@@ -54,6 +54,8 @@ export class BlockLease {
   #lost = false;
   /** Heard since the last refresh left: units came free that floors met at a walk are owed. */
   #owed = false;
+  /** Heard since the last refresh left: a floor met at the walk lacks units held over the level. */
+  #floor = false;
   /** The fair level of Redis's last walk, as the last answer said (-1: every demand fits). */
   #walked = -1;
 
@@ -77,6 +79,7 @@ export class BlockLease {
     this.#level = undefined;
     this.#lost = false;
     this.#owed = false;
+    this.#floor = false;
     const valid = sentAt < this.validUntil;
     const slack = Math.max(1, Math.ceil(held / 10));
     this.heldAtSend =
@@ -112,6 +115,7 @@ export class BlockLease {
   heard(message: string): void {
     if (message === 'lost') this.#lost = true;
     if (message === 'owed') this.#owed = true;
+    if (message === 'floor') this.#floor = true;
     const give = /^give (-?\d+) (.*)$/.exec(message);
     if (give !== null) this.#level = { level: Number(give[1]), top: give[2] ?? '' };
   }
@@ -172,7 +176,9 @@ export class BlockLease {
     // (as before, when every refresh gave it back): a unit in use moves only after its call, so
     // moving it sooner only churns (a fresh fleet of 7 at cap 4 held 2 of 4, campaign seed 20000).
     const fair = this.#fair(wants, id);
-    const over = block > held || since >= o.refreshMs - o.askMs;
+    // Given back at once too when a floor met at the walk lacks units (`floor`): its head waits
+    // for exactly these, and the level that met it moves only at a walk.
+    const over = block > held || since >= o.refreshMs - o.askMs || this.#floor;
     const level = fair !== undefined && ((block > fair && over) || (block < fair && wants > block));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
     const less = block > held && wants <= Math.floor(block / 2);

@@ -2,7 +2,8 @@
  * A leased gate's signals (issue 35): Redis tells the processes of a gate, on one channel in the
  * gate's slot (`<prefix>{<name>}:wake:give`, SPUBLISH from the refresh script), that a process
  * waits for capacity (`give <level> <top>`: the fair level as of the last walk), that units came
- * free which heads met at the walk are owed (`owed`), or that the gate's state was missing
+ * free which heads met at the walk are owed (`owed`), that such a head lacks units held over the
+ * level (`floor`: given back now, not at the interval), or that the gate's state was missing
  * (`lost`: a first use or a loss). A hint, never a grant: a busy process
  * refreshes on change only while this channel is subscribed (the wake-up connection of the
  * store, pushed), and every refresh interval as before while it is not, and once more after each
