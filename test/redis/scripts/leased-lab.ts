@@ -255,6 +255,24 @@ export interface LeasedLab {
  * A meta hash of a gate in use: cap, layout, no recovery, run just now, never walked (the next
  * refresh walks `L`; `t: -1` with the walk's `b` `e` `n` `k` `u`: walked just now).
  */
+/**
+ * Campaign seed 82285's killed process: a head of 3 known for 5 s (the oldest), 2 units of it
+ * owed, 1 held, and no refresh for half a lease and a gap (its entry lives a lease and a gap past
+ * its last refresh): silent.
+ */
+export function silentHeavyHead(): Partial<Entry> {
+  const silentFor = ARGS.leaseMs / 2 + ARGS.gapMs + 100;
+  return {
+    block: 1,
+    held: 1,
+    wants: 3,
+    need: 3,
+    since: -5000,
+    owed: 2,
+    expiry: ARGS.leaseMs + ARGS.gapMs - silentFor,
+  };
+}
+
 export function inUse(cap = ARGS.cap, extra: Record<string, string | number> = {}) {
   return { v: LEASED_LAYOUT, c: cap, r: 0, x: -1, t: 0, lr: -1, ...extra };
 }

@@ -14,6 +14,7 @@ import {
   L,
   M,
   parseEntry,
+  silentHeavyHead,
   useLeasedLab,
 } from './leased-lab.js';
 
@@ -125,22 +126,7 @@ describeRedis('leased REFRESH alone: the cap', () => {
     // cap 4: pb's head of 3 is the oldest, its floor met at the last walk and owed (it holds 1
     // unit of it), but pb last refreshed half a lease and a gap ago (its entry lives a lease and
     // a gap past that refresh); pa's head of 3 came later.
-    const silentFor = ARGS.leaseMs / 2 + ARGS.gapMs + 100;
-    await lab.craft({
-      m: inUse(4, { o: 2 }),
-      l: {
-        pb: {
-          block: 1,
-          held: 1,
-          wants: 3,
-          need: 3,
-          since: -5000,
-          owed: 2,
-          expiry: ARGS.leaseMs + ARGS.gapMs - silentFor,
-        },
-      },
-      s: 1,
-    });
+    await lab.craft({ m: inUse(4, { o: 2 }), l: { pb: silentHeavyHead() }, s: 1 });
     const ran = await lab.refresh({ wants: 3, need: 3, head: 1, scanMs: 0 });
     // Before: pb's floor met again (oldest) and its 2 owed units kept from pa: target 0-1.
     expect(ran.answer).toMatchObject({ target: 3, block: 3 });

@@ -7,7 +7,15 @@
  */
 import { expect, it } from 'vitest';
 import { describeRedis } from '../../helpers/redis-server.js';
-import { type Entry, inUse, L, M, ratedInUse, useLeasedLab } from './leased-lab.js';
+import {
+  type Entry,
+  inUse,
+  L,
+  M,
+  ratedInUse,
+  silentHeavyHead,
+  useLeasedLab,
+} from './leased-lab.js';
 
 /** fair() of leasedFair.lua: levels with floors met oldest head first, extra units to low ids. */
 function fairOf(
@@ -245,5 +253,27 @@ describeRedis('leased REFRESH: the walk of a large fleet, a slice per refresh', 
     const owed = Number(state.m.o);
     expect(owed).toBeGreaterThanOrEqual(owedOf(state));
     expect(owed).toBeLessThanOrEqual(owedOf(state) + rise);
+  });
+
+  it('the silent heavy head in a fleet walked in slices: a process that stopped refreshing keeps its block counted but no floor and nothing owed (seed 82285, past WALK_FULL)', async () => {
+    // As leased-refresh's "the silent heavy head", beside 200 idle entries: pb's head of 3 is the
+    // oldest and owed 2, but pb last refreshed half a lease and a gap ago; pa's head of 3 came
+    // later. The small walk stopped meeting a silent floor in 82285's fix; the slices did not.
+    const l: Record<string, Partial<Entry>> = {};
+    for (let i = 0; i < 200; i++) l[`q${String(i).padStart(3, '0')}`] = {};
+    l.pb = silentHeavyHead();
+    // pa's entry too: a slice counts the entries it finds (pa's head, known since later).
+    l.pa = { wants: 3, need: 3, head: 1, since: -1000 };
+    await lab.craft({ m: inUse(4, { o: 2, t: -10_000 }), l, s: 1 });
+    const head = { cap: 4, wants: 3, need: 3, head: 1 };
+    await walkThrough(head);
+    const state = await lab.state();
+    expect(Number(state.m.n)).toBe(202); // a walk in slices: more than WALK_FULL entries
+    // pb counts as the block it has (1): pa's 3 fit beside it, every demand met.
+    expect(state.m.f ?? '').not.toContain('pb');
+    expect(Number(state.m.o ?? 0)).toBe(0);
+    const pa = await lab.refresh(head);
+    // Before: pb's floor met again (oldest) and its owed units kept from pa: target 0.
+    expect(pa.answer).toMatchObject({ target: 3, block: 3 });
   });
 });

@@ -11,11 +11,11 @@
   leasedEntry.lua), so no sum over the hash is needed at once. An entry written after its slice
   was walked counts at the next walk: the levels are as of a walk, as they always were.
   `M.o` (Σ owed, only a restraint on grabs: leasedRefresh-4.lua) errs high, never low: `wo` is
-  Σ owed of the live entries as their slices found them plus every rise of an entry's owed while
-  the pass is under way (the script adds it, `opass`), so an entry that rose after its slice, or
-  came after the cursor passed it, is counted at its new value; one that fell or left stays
-  counted at the old until the next pass. A slice takes a reaped entry's owed out of `M.o` at
-  once.
+  Σ owed of the live entries (but silent ones, as in the small walk) as their slices found
+  them plus every rise of an entry's owed while the pass is under way (the script adds it,
+  `opass`), so an entry that rose after its slice, or came after the cursor passed it, is
+  counted at its new value; one that fell or left stays counted at the old until the next pass.
+  A slice takes a reaped entry's owed out of `M.o` at once.
   Uses (leasedWalk.lua and the script): as leasedWalk.lua; leasedLevel.lua. Sets: opass (a pass
   goes on after this slice).
 ]]
@@ -89,7 +89,13 @@ for i = 1, #kv, 2 do
         dead[#dead + 1] = id
       end
     else
-      count(id, w, nd, sn, rw, rn, b, h, ow)
+      -- Silent (no refresh for half a lease and a gap: killed or stopped), as in the small walk
+      -- (leasedWalk.lua): its block counted, but no floor, nothing owed, no growth.
+      if now > e - lease / 2 then
+        count(id, math.min(w, math.max(b, h)), 0, sn, rw, 0, b, h, 0)
+      else
+        count(id, w, nd, sn, rw, rn, b, h, ow)
+      end
       if rc ~= c then
         rsum = rsum + c - rc
         moved[#moved + 1] = id
