@@ -25,6 +25,8 @@ export interface Demands {
   need: number;
   /** That head is another than the last refresh reported (the one reported was served). */
   moved?: boolean;
+  /** The heaviest head the last refresh reported (0: none). */
+  reported?: number;
 }
 
 export class BlockLease {
@@ -131,7 +133,7 @@ export class BlockLease {
   /** The timer, no refresh on its way: whether to refresh now (`id`: this process's). */
   due(
     now: number,
-    { held, wants, rateWants, rate, signals, need, moved = false }: Demands,
+    { held, wants, rateWants, rate, signals, need, moved = false, reported = 0 }: Demands,
     id = '',
   ): boolean {
     const o = this.o;
@@ -153,6 +155,28 @@ export class BlockLease {
     // handed on waited up to a timer step here (a cap smaller than the fleet).
     const drained = this.heldAtSend > block && held < this.heldAtSend;
     if (drained && held <= block) return true;
+    // A head heavier than 1 gets its units through Redis in a chain: a walk meets its floor (at
+    // once for a new head, leasedWalk.lua `unmet`), `floor` asks the processes over the level to
+    // give back, `owed` says units came free, its process takes them, and once it is served
+    // its process says so, so the next head is met. Each link asks at once, not at the next
+    // `askMs`, and a served heavy head gets no turn: its units served one call, and the calls
+    // after it fit the level (issue 32, weights heavier than a replica's part of the cap: a
+    // fresh fleet of 2 at cap 4 with heads of 3 and a rate of 30/s sent 8 of 30 calls in a
+    // second, one process at a time while the other's head waited; campaign seed 86007).
+    const walked = this.#level?.level ?? this.#walked;
+    const fair = this.#fair(wants, id);
+    const reportedFloor = Math.min(reported, this.sentWants);
+    const heavyServed =
+      moved &&
+      reportedFloor > 1 &&
+      walked >= 0 &&
+      reportedFloor > walked &&
+      block > 0 &&
+      this.free === 0 &&
+      this.processes > 1;
+    const heavyOwed = this.#owed && need > 1 && need > block;
+    const heavyGive = this.#floor && fair !== undefined && block > fair;
+    if (heavyServed || heavyOwed || heavyGive) return true;
     if (since < o.askMs) return false;
     // Units came free that a floor met at the walk is owed: if it is this process's head's, its
     // refresh takes them now, not at its next ask.
@@ -175,10 +199,8 @@ export class BlockLease {
     // it, give back at once what is idle, and what is in use no more often than every interval
     // (as before, when every refresh gave it back): a unit in use moves only after its call, so
     // moving it sooner only churns (a fresh fleet of 7 at cap 4 held 2 of 4, campaign seed 20000).
-    const fair = this.#fair(wants, id);
-    // Given back at once too when a floor met at the walk lacks units (`floor`): its head waits
-    // for exactly these, and the level that met it moves only at a walk.
-    const over = block > held || since >= o.refreshMs - o.askMs || this.#floor;
+    // (Given back at once when a heavy floor met at the walk lacks units: `heavyGive` above.)
+    const over = block > held || since >= o.refreshMs - o.askMs;
     const level = fair !== undefined && ((block > fair && over) || (block < fair && wants > block));
     // A block twice what is wanted: give the unused part back now, for processes that need it.
     const less = block > held && wants <= Math.floor(block / 2);
@@ -193,7 +215,8 @@ export class BlockLease {
     // waits for a walk (at most every refreshMs / 2, oldest heads first), and the answer that
     // meets it is this process's next refresh. Ask once per walk, not once per interval (issue
     // 32: heavy heads waited a timer step to learn they were met, twice, and timed out).
-    const headWaits = need > block && since >= o.refreshMs / 2;
+    // A new heavy head asks at once: Redis meets it now if nothing older is gathering units.
+    const headWaits = need > block && (since >= o.refreshMs / 2 || (moved && need > 1));
     // A block no larger than the head waiting, none free, other processes: the units are a
     // floor met for the head reported (oldest first), not a share of the level. Once that head
     // was served, say so, so the floor moves on to an older head elsewhere (a cap smaller than
@@ -204,14 +227,12 @@ export class BlockLease {
     // 2.7-3.1 of 4 (seed 99138; 3.2 and more before).
     // Only a floor above the level (as Redis walks at once for it: leasedWalk.lua, `served`):
     // heads of 1 in a fleet at its cap move at every grant.
-    const walked = this.#level?.level ?? this.#walked;
     const served =
       moved &&
       since >= o.refreshMs / 2 &&
       block > 0 &&
-      block <= need &&
       walked >= 0 &&
-      Math.min(need, wants) > walked &&
+      reportedFloor > walked &&
       this.free === 0 &&
       this.processes > 1;
     return more || level || less || moreRate || lessRate || drained || headWaits || served;

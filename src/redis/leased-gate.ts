@@ -267,9 +267,9 @@ export class LeasedSemaphore extends Semaphore {
     const head = heaviestHead(this);
     const need = head?.weight ?? 0;
     const signals = this.#signals;
-    const moved = this.#calls.moved(head);
-    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need, signals, moved };
-    if (this.#lease.due(now, demands, this.#store.processId)) this.#refresh();
+    const demands = { held: this.held, wants, rateWants, rate: this.#rate, need, signals };
+    const reported = this.#calls.reported(head);
+    if (this.#lease.due(now, { ...demands, ...reported }, this.#store.processId)) this.#refresh();
   }
 
   #refresh(setCap = 0, setRate = ''): Promise<void> {

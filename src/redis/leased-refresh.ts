@@ -197,9 +197,12 @@ export class RefreshCalls {
     return this.#token(head);
   }
 
-  /** Whether `head` is another than the heaviest head the last refresh reported. */
-  moved(head: object | undefined): boolean {
-    return head !== this.#sentHead;
+  /**
+   * The heaviest head the last refresh reported, against `head` (the heaviest waiting now):
+   * `moved` if it is another, `reported` its weight (0: none).
+   */
+  reported(head: object | undefined): { moved: boolean; reported: number } {
+    return { moved: head !== this.#sentHead, reported: this.#sentHead?.weight ?? 0 };
   }
 
   /** The token of the heaviest waiting head: the same head, the same token (0: none). */

@@ -201,7 +201,8 @@ describeRedis('leased REFRESH alone: the cap', () => {
     // the cap counted and the partner at 40% of the rate.
     await lab.craft({
       m: inUse(4, { t: -1, b: 1, e: '', n: 4, f: '' }),
-      l: { pb: { block: 3, held: 3, wants: 3 } },
+      // pa reported its head before (a new head above the level would be met by a walk now).
+      l: { pb: { block: 3, held: 3, wants: 3 }, pa: { wants: 3, need: 2, head: 1, since: -100 } },
       s: 3,
     });
     const pa = await lab.refresh({ wants: 3, need: 2, head: 1 });

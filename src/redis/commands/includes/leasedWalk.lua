@@ -1,6 +1,7 @@
 --[[
   The walk over `L`, at most every `scanMs` (and at a close, or when this process's demand grew
-  past a level that fit every demand, or a head met as a floor was served): expired entries reaped (a lapsed one's rate kept counted
+  past a level that fit every demand, or a head met as a floor was served, or a new heavy head
+  waits unmet): expired entries reaped (a lapsed one's rate kept counted
   for a window), `_s`, `_r` and `M.o` summed again, and the fair-share levels stored in `M` for
   the refreshes until the next walk. A hash of more than WALK_FULL entries is walked a slice per
   refresh instead (includes/leasedPass.lua): one script never walks a large fleet at once.
@@ -28,9 +29,17 @@ local grown = (level < 0 and wants > ownWants) or (RATED and rlevel < 0 and rwan
 local ownFloor = math.min(ownNeed, ownWants)
 local served = level >= 0 and ownFloor > level and floorMet(ownFloor, ownSince, proc, met)
   and (need ~= ownNeed or head ~= ownHead)
+-- A new head heavier than 1 and above the level, not met, while no floor met at the last walk
+-- lacks units (M.o 0: nothing gathers for an older head): meet it now, not at the next scan (a
+-- fresh fleet of 2 at cap 4 with heads of 3 sent 8-18 of 30 calls/s: each new heavy head waited
+-- for a walk while its process's rate share idled, campaign seed 86007). Heads of 1 take a unit
+-- whole between walks (leasedRefresh-4.lua). Only a walk in one call, as `served`.
+local newFloor = math.min(need, wants)
+local unmet = level >= 0 and newFloor > 1 and newFloor > level and osum == 0
+  and (need ~= ownNeed or head ~= ownHead) and not floorMet(newFloor, since, proc, met)
 local passing = (meta[18] or '') ~= ''
 local WALK_FULL = 128
-if passing or now - walked >= scan or closing or grown or served then
+if passing or now - walked >= scan or closing or grown or served or unmet then
   -- The walk's functions, built only by a refresh that walks (most do not).
 --- @include "leasedFair"
 --- @include "leasedLevel"
