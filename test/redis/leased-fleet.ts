@@ -25,6 +25,8 @@ export interface LeasedFleetOptions {
   delayMs?: number;
   /** Each caller's weight (default 1). */
   weight?: number;
+  /** Weights each caller takes in turn (caller i starts at weights[i]), instead of `weight`. */
+  weights?: readonly number[];
   /** A request rate on the gate (leased in shares). */
   rate?: { limit: number; per: number; burst?: number };
   /** What a caller does with a permit (default: one call to the counting partner). */
@@ -103,7 +105,12 @@ export async function leasedFleet(
     for (let i = 0; i < options.callers; i++) {
       member.loops.push(
         (async () => {
+          let turn = i;
           while (member.running) {
+            const weights = options.weights;
+            const weight = weights
+              ? (weights[turn++ % weights.length] ?? 1)
+              : (options.weight ?? 1);
             try {
               await gate.run(
                 options.call ??
@@ -111,7 +118,7 @@ export async function leasedFleet(
                     const res = await fetch(`${partner.origin}/ok?delay=${delay}`);
                     await res.arrayBuffer();
                   }),
-                { weight: options.weight ?? 1 },
+                { weight },
               );
             } catch {
               // shed (queue timeout, store unavailable, closed): try again unless stopped

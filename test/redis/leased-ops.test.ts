@@ -98,6 +98,39 @@ describeRedis('a leased gate in ordinary operations (issue 32)', () => {
     }
   }, 30_000);
 
+  it(
+    'heavy heads beside a rate (seed 86007): 2 processes at cap 4, weights 1-3 in turn, rate 30/s: the fleet sends at least 70% of its rate at the partner',
+    busyMachine,
+    async () => {
+      // Cap 4 is far more than 30 short calls a second need: the rate binds, and a heavy head
+      // that waits idles its process's share of the rate. Before: every link of a heavy head's
+      // handoff (walk, give back, owed, take, served) waited an askMs or a turn, one process
+      // sent at a time, 29-39 calls in 2 s (15-19 a second; the campaign's 8-18).
+      const rate = { limit: 30, per: 1000, burst: 5 };
+      const f = await leasedFleet(redis, {
+        name: 'heavy-rate',
+        processes: 2,
+        callers: 6,
+        cap: 4,
+        leaseMs: 2000,
+        commandTimeoutMs: 500,
+        delayMs: 15,
+        weights: [1, 1, 1, 2, 3],
+        rate,
+      });
+      fleet = f;
+      // A first use's window (one refresh), then a refresh for the levels.
+      await new Promise((r) => setTimeout(r, Math.max(0, f.startedAt + 2000 - performance.now())));
+      const from = f.partner.arrived;
+      await new Promise((r) => setTimeout(r, 2000));
+      const sent = f.partner.arrived - from;
+      console.log(`heavy heads beside a rate: ${sent} calls in 2 s (rate 30/s)`);
+      expect(f.partner.peak).toBeLessThanOrEqual(4);
+      expect(sent, 'calls in 2 s at 30/s').toBeGreaterThanOrEqual(0.7 * 2 * rate.limit);
+      expect(sent).toBeLessThanOrEqual(2 * rate.limit + rate.burst + 1);
+    },
+  );
+
   it('a gate nobody uses any more leaves no key: a clean close removes its entry, the last one the blocks hash, and the hash has a TTL while used', async () => {
     const [sa, sb] = [await stores.store(), await stores.store()];
     const options = {

@@ -212,6 +212,28 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
+  it('a new heavy head above the level, no met floor gathering units: the walk comes now and meets it, not at the next scan (seed 86007)', async () => {
+    // Cap 4 over 2: pb holds a block of 3; the last walk (1 ms ago) found level 1 and no floor.
+    const craft = (o: number) =>
+      lab.craft({
+        m: inUse(4, { t: -1, b: 1, e: '', n: 2, f: '', o }),
+        l: { pb: { block: 3, held: 0, wants: 3 } },
+        s: 3,
+      });
+    await craft(0);
+    const pa = await lab.refresh({ wants: 3, need: 3, head: 7 });
+    // Before: no walk until the scan, its share below the head's need none (target 0).
+    expect(pa.answer.target).toBe(3);
+    const state = await lab.state();
+    expect(state.m.f).toBe(`${state.l.get('pa')!.since} pa`);
+    expect(state.l.get('pa')!.owed).toBe(3 - pa.answer.block);
+    expectBlocksWithinCap(state);
+    // A floor met at the last walk still lacks units (M.o 2): it is older and gathers first.
+    await lab.command('FLUSHALL');
+    await craft(2);
+    expect((await lab.refresh({ wants: 3, need: 3, head: 7 })).answer.target).toBe(0);
+  });
+
   it('a head met as a floor is served (the process reports another head): the next walk comes now, not a scan later, so the next head in age order is met', async () => {
     // Seed 20025: a heavy head in every process, a few floors met per walk, and a weight-3 head
     // waited walk after walk (1.4-2.5 s).
