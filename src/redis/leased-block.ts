@@ -166,7 +166,9 @@ export class BlockLease {
     const walked = this.#level?.level ?? this.#walked;
     const fair = this.#fair(wants, id);
     const reportedFloor = Math.min(reported, this.sentWants);
+    // (`moved` stays true until a refresh succeeds: while they fail, the throttled path below.)
     const heavyServed =
+      !this.down &&
       moved &&
       reportedFloor > 1 &&
       walked >= 0 &&
