@@ -56,6 +56,11 @@ export class BlockLease {
   #lost = false;
   /** Heard since the last refresh left: units came free that floors met at a walk are owed. */
   #owed = false;
+  /**
+   * When an `owed` was first heard and not yet followed by a refresh a no-show later (Redis
+   * passes an owner over that has not come by then: leasedWalk.lua, the owed no-show).
+   */
+  #owedAt: number | undefined = undefined;
   /** Heard since the last refresh left: a floor met at the walk lacks units held over the level. */
   #floor = false;
   /** The fair level of Redis's last walk, as the last answer said (-1: every demand fits). */
@@ -82,6 +87,9 @@ export class BlockLease {
     this.#lost = false;
     this.#owed = false;
     this.#floor = false;
+    if (this.#owedAt !== undefined && sentAt >= this.#owedAt + this.#noShowMs) {
+      this.#owedAt = undefined;
+    }
     const valid = sentAt < this.validUntil;
     const slack = Math.max(1, Math.ceil(held / 10));
     this.heldAtSend =
@@ -116,10 +124,18 @@ export class BlockLease {
   /** A message on the gate's signal channel (commands/leasedRefresh-4.lua, Signals). */
   heard(message: string): void {
     if (message === 'lost') this.#lost = true;
-    if (message === 'owed') this.#owed = true;
+    if (message === 'owed') {
+      this.#owed = true;
+      this.#owedAt ??= performance.now();
+    }
     if (message === 'floor') this.#floor = true;
     const give = /^give (-?\d+) (.*)$/.exec(message);
     if (give !== null) this.#level = { level: Number(give[1]), top: give[2] ?? '' };
+  }
+
+  /** Redis's no-show time (3 asks, at least 50 ms) and a little, so this ask lands past it. */
+  get #noShowMs(): number {
+    return Math.max(50, 3 * this.o.askMs) + 20;
   }
 
   /** This process's fair share by the level heard (floors aside), for a demand of `wants`. */
@@ -179,6 +195,11 @@ export class BlockLease {
     const heavyOwed = this.#owed && need > 1 && need > block;
     const heavyGive = this.#floor && fair !== undefined && block > fair;
     if (heavyServed || heavyOwed || heavyGive) return true;
+    // Units came free for another's floor a no-show ago and this process still waits: ask, so
+    // that an owner that never came (killed at that moment) is passed over now, not when its
+    // entry falls silent (seed 88263: cap 1 over 6, the survivors at 0 for 3.1 s).
+    const owedAt = this.#owedAt;
+    if (owedAt !== undefined && now >= owedAt + this.#noShowMs && need > block) return true;
     if (since < o.askMs) return false;
     // Units came free that a floor met at the walk is owed: if it is this process's head's, its
     // refresh takes them now, not at its next ask.

@@ -125,7 +125,7 @@ local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
 -- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
 local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
-  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx', 'pk')
+  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx', 'pk', 'ot', 'ns')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -192,6 +192,17 @@ local function parked()
 end
 local cur = redis.call('HMGET', L, proc, '_s', '_r')
 local mine = cur[1] ~= false
+-- No-shows (M.ns, ids a space apart, leasedWalk.lua): owed units they never came for; a walk
+-- treats them as silent until they refresh, as this one does.
+local noShows = meta[23] or ''
+if noShows ~= '' and string.find(' ' .. noShows .. ' ', ' ' .. proc .. ' ', 1, true) then
+  local rest = {}
+  for id in string.gmatch(noShows, '%S+') do
+    if id ~= proc then rest[#rest + 1] = id end
+  end
+  noShows = table.concat(rest, ' ')
+  if noShows ~= '' then redis.call('HSET', M, 'ns', noShows) else redis.call('HDEL', M, 'ns') end
+end
 -- No state (a first use or a loss), or the blocks hash gone: whoever holds a block refreshes now.
 if not closing and (not meta[2] or cur[2] == false) and not tell('lost') and ends < now + lease then
   -- Nobody was told (the publish refused): the processes that hold a block refresh on their own
@@ -253,6 +264,8 @@ local others_live = nil
 local lastLevel, lastTop = level, top
 -- A walk split over refreshes goes on after this one's slice: a rise of its owed counts in it.
 local opass = false
+-- A walk that checked for no-shows (it deletes M.ot itself).
+local checked = false
 --- @include "includes/leasedWalk"
 if valid and not mine and ends < now + lease then
   -- Our block was valid and Redis has no trace of it: its state was lost under us.
@@ -333,6 +346,9 @@ if not recovering and after < before and osum - ownOwed > 0 then
   -- A unit handed between processes (a cap smaller than the fleet, heavy heads) sat idle 50-170
   -- ms at each handoff, 16% of a cap of 3 over 6 processes.
   tell('owed')
+  -- The oldest tell not yet checked (M.ot): owners that have not come a while after it are
+  -- no-shows (leasedWalk.lua).
+  if not meta[22] then redis.call('HSET', M, 'ot', now) end
 end
 local share, rtarget, rcOwn, counted, untl, lead = 0, 0, 0, 0, 0, 0
 --- @include "includes/leasedShare"
@@ -348,6 +364,8 @@ end
 local owed = math.max(0, metFloor - block)
 osum = math.max(0, osum - ownOwed + owed)
 if osum ~= osumWas then redis.call('HSET', M, 'o', osum) end
+-- Nothing owed any more: no tell waits to be checked.
+if osum == 0 and meta[22] and not checked then redis.call('HDEL', M, 'ot') end
 if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) end
 -- Redis counts the entry a gap (a refresh and a command timeout) past the lease the process
 -- uses its block for: a process whose refreshes failed (Redis refusing writes, or away) and

@@ -212,6 +212,44 @@ describeRedis('leased REFRESH alone: the cap', () => {
     expectBlocksWithinCap(await lab.state());
   });
 
+  it('the owed no-show: a unit free, owed to a met floor whose process was told and did not come (SIGKILLed at the worst moment), goes to a waiting head once the owner is overdue, not when it falls silent (seed 88263: cap 1 over 6, the survivors at 0 for 3.1 s)', async () => {
+    // Cap 1: pb's head of 1 was met at the last walk and is owed the unit (M.o 1); Redis told
+    // `owed` 400 ms ago when the unit came free, and pb last refreshed 500 ms ago: it never came.
+    const told = -(3 * ARGS.signalMs + 100);
+    const craft = (ot: number) =>
+      lab.craft({
+        m: inUse(1, { t: -200, b: 0, e: '', n: 2, f: '', o: 1, ot }),
+        l: {
+          pb: {
+            wants: 1,
+            need: 1,
+            since: -5000,
+            head: 1,
+            owed: 1,
+            expiry: ARGS.leaseMs + ARGS.gapMs + told - 100,
+          },
+          pa: { wants: 1, need: 1, since: -1000, head: 1 },
+        },
+        s: 0,
+      });
+    await craft(told);
+    await lab.command('HSET', M, 'f', `${(await lab.state()).l.get('pb')!.since} pb`);
+    const pa = await lab.refresh({ wants: 1, need: 1, head: 1 });
+    // Before: the unit stayed pb's until pb fell silent (half a lease and a gap), target 0.
+    expect(pa.answer).toMatchObject({ block: 1 });
+    const after = await lab.state();
+    expectBlocksWithinCap(after);
+    // pb is a no-show until it refreshes; the tell was checked.
+    expect([after.m.ns, after.m.ot, after.m.o]).toEqual(['pb', undefined, '0']);
+    await lab.refresh({ processId: 'pb', wants: 1, need: 1, head: 1 });
+    expect((await lab.state()).m.ns).toBeUndefined();
+    // Told just now: pb may be on its way, the unit stays its own.
+    await lab.command('FLUSHALL');
+    await craft(-10);
+    await lab.command('HSET', M, 'f', `${(await lab.state()).l.get('pb')!.since} pb`);
+    expect((await lab.refresh({ wants: 1, need: 1, head: 1 })).answer.block).toBe(0);
+  });
+
   it('a new heavy head above the level, no met floor gathering units: the walk comes now and meets it, not at the next scan (seed 86007)', async () => {
     // Cap 4 over 2: pb holds a block of 3; the last walk (1 ms ago) found level 1 and no floor.
     const craft = (o: number) =>

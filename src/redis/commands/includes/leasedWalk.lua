@@ -37,9 +37,20 @@ local served = level >= 0 and ownFloor > level and floorMet(ownFloor, ownSince, 
 local newFloor = math.min(need, wants)
 local unmet = level >= 0 and newFloor > 1 and newFloor > level and osum == 0
   and (need ~= ownNeed or head ~= ownHead) and not floorMet(newFloor, since, proc, met)
+-- The owed no-show: Redis told `owed` (units came free for floors met at the walk, M.o) at
+-- M.ot, and a live owner refreshes within an ask of hearing it. One that has not refreshed a few
+-- asks after the tell was killed or stopped at the worst moment: until it is silent (half a lease
+-- and a gap) its owed units were reserved for nobody while every other head waited (seed 88263:
+-- cap 1 over 6, a replica SIGKILLed just after the unit came free for its head, the survivors
+-- at 0 for 3.1 s with the cap free). A walk then treats it as silent, and keeps it so (M.ns)
+-- until it refreshes again. Processes still waiting ask again at that time (leased-block.ts).
+local toldAt = tonumber(meta[22] or 0)
+local noshow = toldAt > 0 and now - toldAt > math.max(50, 3 * signalMs)
+local noShowSet = {}
+for id in string.gmatch(noShows, '%S+') do noShowSet[id] = true end
 local passing = (meta[18] or '') ~= ''
 local WALK_FULL = 128
-if passing or now - walked >= scan or closing or grown or served or unmet then
+if passing or now - walked >= scan or closing or grown or served or unmet or noshow then
   -- The walk's functions, built only by a refresh that walks (most do not).
 --- @include "leasedFair"
 --- @include "leasedLevel"
@@ -90,7 +101,12 @@ if passing or now - walked >= scan or closing or grown or served or unmet then
           -- oldest first, held its share of the cap for nobody while the survivors' heads did
           -- not fit beside it (seed 82285: cap 4 over 2, weights up to 3, the partner at 0 for
           -- 1.4-1.9 s).
-          local silent = now > e - lease / 2
+          local silent = now > e - lease / 2 or noShowSet[id]
+          -- Owed at the tell and no refresh since (its entry is written a lease and a gap ahead).
+          if noshow and not silent and ow > 0 and e - lease - gapMs < toldAt then
+            silent = true
+            noShowSet[id] = true
+          end
           sum = sum + math.max(b, h)
           if not silent then osum = osum + ow end
           rsum = rsum + c
@@ -136,6 +152,19 @@ if passing or now - walked >= scan or closing or grown or served or unmet then
         rids[#rids + 1] = pid
         rwant[pid], rneeds[pid], sinces[pid] = shares[i], 0, 0
       end
+    end
+    -- The no-shows still live (a reaped or refreshed one leaves the list).
+    local shows = {}
+    for _, id in ipairs(ids) do
+      if noShowSet[id] then shows[#shows + 1] = id end
+    end
+    local nsNow = table.concat(shows, ' ')
+    if nsNow ~= noShows then
+      if nsNow ~= '' then redis.call('HSET', M, 'ns', nsNow) else redis.call('HDEL', M, 'ns') end
+    end
+    if noshow then
+      checked, meta[22] = true, nil
+      redis.call('HDEL', M, 'ot')
     end
     level, top, met = fair(ids, want, needs, sinces, cap)
     rlevel, rtop, rmet = -1, '', ''
