@@ -9,7 +9,8 @@
  *   `r` the end of a recovery window (ms, Redis time), `x` when its 30-day TTL was last set,
  *   `lr` the Redis time of the last run (issue 32: a gap or a step is told by it), `lx` when `L`'s
  *   TTL runs out as a refresh last set it, and what the last walk of `L` found (`t` when, `b` `e`
- *   `n` `k` `u` `f`: see commands/leasedRefresh-4.lua; `rt` `rb` `re` `rf` a rate's), `o` Σ owed, and while a large fleet's walk goes on a slice per
+ *   `n` `k` `u` `f`: see commands/leasedRefresh-4.lua; `rt` `rb` `re` `rf` a rate's), `o` Σ owed, `ot` the oldest `owed` tell not yet checked for owners that never came and
+ *   `ns` those owners (ids a space apart, until each refreshes: leasedWalk.lua), and while a large fleet's walk goes on a slice per
  *   refresh, its state `wc` `wa` `wh` `wr` `wf` `wg` `wl` `wq` `wo` (includes/leasedPass.lua), `g` when a caller under its fair share last said so on the
  *   gate's signal channel (`<prefix>{<name>}:wake:give`, issue 35), and `pk` the rate shares
  *   clean closes parked for a window (`<until ms>:<share>` items: a replacement asking for its
@@ -30,7 +31,7 @@
  *
  * **Redis-time timestamps** (what a step of Redis's clock moves, and what a test emulating a
  * step must move by the step; the script moves all of them by the gap when it detects one):
- * `M.r`, `M.t`, `M.lr`, `M.x` (only renewal bookkeeping: the script leaves it), the sinces in
+ * `M.r`, `M.t`, `M.lr`, `M.ot`, `M.x` (only renewal bookkeeping: the script leaves it), the sinces in
  * `M.f` and `M.rf` (the ends in `M.pk` are not moved: a place ending over a window ahead is
  * taken as lapsed, one lapsing early only lets the survivors grow), and in every entry of `L`
  * (closed tails `<id>~<k>` included) field 1, its expiry, field 7, its rate hold's end, and

@@ -19,7 +19,7 @@ export async function emulateClockStep(
 ): Promise<void> {
   const script = `
 local M, L, d = KEYS[1], KEYS[2], tonumber(ARGV[1])
-for _, f in ipairs({'r', 't', 'lr', 'x'}) do
+for _, f in ipairs({'r', 't', 'lr', 'x', 'ot'}) do
   local v = tonumber(redis.call('HGET', M, f))
   if v then redis.call('HSET', M, f, v - d) end
 end

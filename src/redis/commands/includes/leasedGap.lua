@@ -50,6 +50,11 @@ if shift ~= 0 then
   meta[18] = nil
   redis.call('HDEL', M, 'wc', 'wa', 'wh', 'wr', 'wf', 'wl', 'wq', 'wg', 'wo')
   redis.call('HSET', M, 'r', ends, 't', walked)
+  -- The oldest unchecked `owed` tell (the owed no-show, leasedWalk.lua): moved with the entries.
+  if meta[22] then
+    meta[22] = tonumber(meta[22]) + shift
+    redis.call('HSET', M, 'ot', string.format('%d', meta[22]))
+  end
   -- The last floors met (the cap's, the rate's) are named by their heads' sinces: moved with them.
   for i, field in pairs({ [15] = 'f', [17] = 'rf' }) do
     local ms, mid = string.match(meta[i] or '', '^(%d+) (.+)$')
