@@ -81,8 +81,8 @@
   waits for units others hold; at most every `signalMs`), or when a walk moved the fair level
   (units to give back, or to take); `owed` when a process let units go while floors met at the
   walk still lack some (processes with a head their block cannot serve refresh now);
-  `floor` after a `give` that a floor met at the walk is short of units in use over the level
-  (their processes give them back now, not at their interval);
+  `floor` after a `give` that a floor heavier than 1 met at the walk is short of units in use
+  over the level (their processes give them back now, not at their interval);
   `lost` when the state was missing (a first use or a loss):
   the processes that hold a block refresh now and stretch the recovery window to a lease, as
   they did within one interval when every busy process refreshed every interval. `M.g` is the
