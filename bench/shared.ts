@@ -6,6 +6,9 @@
  *   npm run bench:shared                  full run (3 runs per library, median)
  *   npm run bench:shared -- --smoke       2 processes, 0.3 s per library: checks, not speed
  *   npm run bench:shared -- --runs 5 --seconds 8 --only hostgate,bottleneck
+ *   npm run bench:shared -- --only hostgate --rate 500/1000/20
+ *                                         hostgate's gate with a rate beside the cap (limit /
+ *                                         per ms / burst; the peers here have none)
  *
  * Per library: grants per second, wait p99 (asking → holding), the partner's peak concurrency
  * (the oracle: it must not pass the cap), and Redis commands per grant from `INFO commandstats`
@@ -35,6 +38,8 @@ interface Sizes {
   holdMs: number;
   seconds: number;
   runs: number;
+  /** hostgate only: a rate beside the cap. */
+  rate?: { limit: number; per: number; burst: number };
 }
 
 const FULL: Sizes = { processes: 6, callers: 20, cap: 20, holdMs: 10, seconds: 5, runs: 3 };
@@ -94,6 +99,7 @@ async function runOnce(
         callers: sizes.callers,
         partnerUrl: partner.origin,
         holdMs: sizes.holdMs,
+        ...(sizes.rate === undefined ? {} : { rate: sizes.rate }),
       };
       return forkWorker(WORKER, config);
     });
@@ -201,12 +207,15 @@ async function main(): Promise<number> {
       runs: { type: 'string' },
       seconds: { type: 'string' },
       only: { type: 'string' },
+      rate: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
   if (values.help) {
-    console.log('usage: tsx bench/shared.ts [--smoke] [--runs N] [--seconds S] [--only lib,...]');
+    console.log(
+      'usage: tsx bench/shared.ts [--smoke] [--runs N] [--seconds S] [--only lib,...] [--rate limit/per/burst]',
+    );
     return 0;
   }
   if (redisMissing !== undefined) {
@@ -220,10 +229,23 @@ async function main(): Promise<number> {
   for (const lib of libs) {
     if (!LIBS.includes(lib)) throw new TypeError(`--only: unknown library ${JSON.stringify(lib)}`);
   }
+  if (values.rate !== undefined) {
+    const [limit, per, burst] = values.rate.split('/').map(Number);
+    if (![limit, per, burst].every((v) => Number.isInteger(v) && v! >= 0) || !limit || !per) {
+      throw new TypeError(`--rate: want limit/per/burst in whole numbers, got ${values.rate}`);
+    }
+    if (libs.some((lib) => !lib.startsWith('hostgate'))) {
+      throw new TypeError('--rate: only hostgate has a rate here: pass --only hostgate');
+    }
+    sizes.rate = { limit: limit!, per: per!, burst: burst! };
+  }
 
   console.log(
     `# shared gate: ${sizes.processes} processes × ${sizes.callers} callers, cap ${sizes.cap}, ` +
-      `partner ${sizes.holdMs} ms/request, ${sizes.seconds} s × ${sizes.runs} run(s) per library`,
+      `partner ${sizes.holdMs} ms/request, ${sizes.seconds} s × ${sizes.runs} run(s) per library` +
+      (sizes.rate
+        ? `, rate ${sizes.rate.limit}/${sizes.rate.per} ms burst ${sizes.rate.burst}`
+        : ''),
   );
   console.log(`# ${os.cpus().length} CPUs, Node ${process.version}, redis-server (private)\n`);
   const rows: Row[] = libs.map((lib) => ({ lib, runs: [] }));

@@ -23,6 +23,8 @@ export interface GateConfig {
   leaseMs?: number;
   /** hostgate-leased: the block refresh interval, ms. */
   refreshMs?: number;
+  /** hostgate: a request rate on the gate beside the cap (`npm run bench:shared -- --rate`). */
+  rate?: { limit: number; per: number; burst: number };
 }
 
 export interface SharedGate {
@@ -62,6 +64,7 @@ async function hostgateGate(config: GateConfig): Promise<SharedGate> {
     limit: config.cap,
     maxQueue: 10_000,
     queueTimeout: NO_TIMEOUT_MS,
+    ...(config.rate === undefined ? {} : { rate: config.rate }),
   };
   const gate =
     config.lib === 'hostgate-leased'
