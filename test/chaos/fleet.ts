@@ -76,8 +76,10 @@ export class Pool {
   }
 }
 
-/** Waits for a message of `type` carrying `token` (or any, without one); rejects after `ms`. */
-/** The looser of two caps, or of two rates when one allows as much as the other in every way. */
+/**
+ * The looser of two caps, or of two rates when one allows as much as the other in every way;
+ * of two rates neither of which covers the other, `b` (the value the set asked for).
+ */
 function looser(a: unknown, b: unknown): unknown {
   if (typeof a === 'number' && typeof b === 'number') return Math.max(a, b);
   const [x, y] = [a as Rate, b as Rate];
@@ -86,6 +88,7 @@ function looser(a: unknown, b: unknown): unknown {
   return covers(x, y) ? x : y;
 }
 
+/** Waits for a message of `type` carrying `token` (or any, without one); rejects after `ms`. */
 function reply(worker: Worker, type: string, ms: number, token?: string): Promise<FleetMessage> {
   return new Promise((resolve, reject) => {
     const onMessage = (raw: unknown) => {
