@@ -321,10 +321,9 @@ export class LeasedSemaphore extends Semaphore {
 
   /** The rate's share, its view of this gate. */
   #rateShare(rate: RateOptions): RateShare {
-    const store = this.#store;
     return new RateShare(rate, this.#o.refreshMs, {
       name: this.name,
-      options: store.options, // readonly on the store
+      options: this.#store.options, // readonly on the store
       shareRate: (share) => this.shareRate(share),
       lease: () => ({
         validUntil: this.#lease.validUntil,
@@ -332,10 +331,10 @@ export class LeasedSemaphore extends Semaphore {
         sentAt: this.#inflight === undefined ? undefined : this.#lease.lastSent,
         down: this.#lease.down,
         processes: this.#lease.processes,
+        capless: this.#lease.processes > this.#cap && this.#lease.block === 0 && this.held === 0,
+        cap: this.#cap,
       }),
-      refreshSoon: () => {
-        if (!this.#final && this.#inflight === undefined) this.#refresh();
-      },
+      refreshSoon: () => void (!this.#final && this.#inflight === undefined && this.#refresh()),
       costliest: () => costliestHead(this),
     });
   }

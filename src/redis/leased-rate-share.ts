@@ -22,6 +22,13 @@ export interface LeaseNow {
   readonly down: boolean;
   /** Processes with a live entry, as Redis last said. */
   readonly processes: number;
+  /**
+   * More processes than the cap, and this one holds no unit and has none in its block: none of
+   * its calls can be sent until a unit comes to it.
+   */
+  readonly capless: boolean;
+  /** The cap, as Redis last said. */
+  readonly cap: number;
 }
 
 /** What the rate's share uses of its gate (a `LeasedSemaphore`). */
@@ -76,6 +83,8 @@ export class RateShare {
    */
   #cutLead = 0;
   #cutLeadUntil = 0;
+  /** The last demand was a process with no unit among more processes than the cap's (0). */
+  #capless = false;
   /** The share is being cut here, before asking (sending): Redis hears the lead with it. */
   #selfCut = false;
   readonly #use: RateUse;
@@ -101,8 +110,9 @@ export class RateShare {
    */
   demand(now: number): number {
     const limit = this.rate.limit;
-    const processes = this.#gate.lease().processes;
-    const split = Math.ceil(limit / processes);
+    const { processes, capless, cap } = this.#gate.lease();
+    // The equal split among the processes that can send at once: no more than the cap's units.
+    const split = Math.ceil(limit / Math.max(1, Math.min(processes, cap)));
     const cost = this.#gate.costliest();
     // Any waiting head needs a share of one call at least: a floor met oldest head first, so
     // with fewer calls per window than processes the shares move from head to head. Without
@@ -110,6 +120,14 @@ export class RateShare {
     // calls of cost 1 at 4 per 500 ms, four sent their first call and then nothing for seconds.
     this.need = cost > 0 ? Math.max(1, rateNeedOf(this.rate, cost)) : 0;
     if (!this.#warnedBurst && processes > 1) this.#warnBurst(cost, processes);
+    // With fewer units than processes, one that holds none sends nothing until a unit comes to
+    // it: it asks only its head's need. Its queue and its last turn's calls asked for more, and
+    // the rate sat in the shares of processes with no unit while the unit's holder sent at its
+    // own small share (3 processes, cap 1, a rate of 80/s the cap alone never reaches: 7 calls a
+    // second, 55 without the rate; campaign seed 92045). Its share, cut here before it asks, is
+    // counted at the cut from that refresh on; the holder's grows at its next ask.
+    this.#capless = capless;
+    if (capless) return 0;
     return Math.max(
       this.need,
       this.#use.wants(this.#gate.shareRate(), this.applied, now, limit, split),
@@ -211,6 +229,11 @@ export class RateShare {
       this.#cutting = true;
       setImmediate(() => this.#gate.refreshSoon()).unref?.();
     } else this.#cutting = false;
+    // A unit came to a process that asked for no rate (it had none): ask for its share now, not
+    // at its next ask (a handoff of the cap's only unit idled it for that long).
+    if (this.#capless && Number(reply[0]) > 0 && this.share === 0 && this.#gate.costliest() > 0) {
+      setImmediate(() => this.#gate.refreshSoon()).unref?.();
+    }
     this.counted = Number(reply[11]);
     this.#unsure = false;
     const held = String(reply[12] ?? '');

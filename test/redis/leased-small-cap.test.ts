@@ -161,4 +161,66 @@ describeRedis('a leased gate with fewer units than processes', () => {
       await agent.close();
     }
   }, 20_000);
+
+  it('the rate that sat with processes holding no unit: cap 1 over 3 busy processes beside a rate of 80/s the cap alone never reaches, the partner sees the calls the cap allows (the unit moved on while the rate stayed in the shares of processes with none: 5 calls a second)', async () => {
+    // Before: each process asked for its queue's and its last turn's calls, so the rate sat in
+    // the shares of the processes waiting for the unit while its holder sent at its own share
+    // of 3-9 calls a second (9-10 calls in these 2 s, 85-88 after); and the unit's new holder
+    // grew its share a doubling per refresh from the equal split of 3 processes.
+    const counting = await countingPartner();
+    const agent = new Agent({ connections: 16 });
+    const rate = { limit: 80, per: 1000, burst: 3 };
+    const options = {
+      name: 'capless-rate',
+      limit: 1,
+      maxQueue: 64,
+      queueTimeout: 2900,
+      mode: 'leased',
+      leaseMs: 2000,
+      rate,
+    } as const;
+    const gates: LeasedSemaphore[] = [];
+    for (let i = 0; i < 3; i++) gates.push((await fleet.store()).semaphore(options));
+    let seed = 92045;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const until = performance.now() + 4000;
+    try {
+      await Promise.all(
+        [3, 9, 1].flatMap((n, p) =>
+          Array.from({ length: n }, async () => {
+            while (performance.now() < until) {
+              const delay = Math.round(5 + random() * 25);
+              try {
+                await gates[p]!.run(async () => {
+                  const response = await request(`${counting.origin}/ok?delay=${delay}`, {
+                    dispatcher: agent,
+                  });
+                  await response.body.text();
+                });
+              } catch (error) {
+                if (!(error instanceof QueueTimeoutError)) throw error;
+              }
+            }
+          }),
+        ),
+      );
+      expect(counting.peak(), 'the partner never saw 2 at once').toBe(1);
+      const arrivals = counting.arrivals;
+      for (let i = 0; i + rate.limit + rate.burst < arrivals.length; i++) {
+        const span = arrivals[i + rate.limit + rate.burst]! - arrivals[i]!;
+        expect(span, 'no window of 1 s holds more than limit + burst').toBeGreaterThanOrEqual(1000);
+      }
+      // From one refresh after the first call (a first use waits a window): 2 s.
+      const from = arrivals[0]! + 1000;
+      const sent = arrivals.filter((t) => t >= from && t < from + 2000).length;
+      console.log(`cap 1 over 3 beside 80/s: ${sent} calls in 2 s`);
+      expect(sent).toBeGreaterThanOrEqual(40);
+    } finally {
+      await counting.close();
+      await agent.close();
+    }
+  }, 20_000);
 });

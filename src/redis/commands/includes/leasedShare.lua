@@ -3,7 +3,7 @@
   the others' counted shares leave; a self-cut process kept at what it sends; the hold a cut
   keeps counted (countedOf), and room left for its edge.
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
-  rneed, since, holdMs, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
+  rneed, since, holdMs, cap, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
   ownUntil, ownLead, rlead, meta[21] (M.pk); burstOf, edgeOf, countedOf (leasedCounted),
   floorMet (leasedFloor), parked.
   Sets: share, rtarget, rsum, rcOwn, counted, untl and lead (the entry's rate hold); takes a parked
@@ -34,10 +34,14 @@ if RATED then
   -- Slow start: a share grows to the equal split at once, past it at most twofold a refresh.
   -- The level is as of the last walk, and processes that just turned busy are not in it yet:
   -- the first of them would take the whole rate and the others wait for its hold to end.
-  -- (The target answered is the fair one: a process below it asks again soon.)
+  -- (The target answered is the fair one: a process below it asks again soon.) The split is
+  -- among the processes that can send at once: no more than the cap's units (with fewer units
+  -- than processes, one that holds none asks for no rate, src/redis/leased-rate-share.ts, and
+  -- a unit's new holder took a refresh per doubling to reach the rate).
   local grow = rtarget
   if not recovering then
-    grow = math.min(rtarget, math.max(1, 2 * ownShare, math.floor(rlimit / math.max(1, n)), rfloor))
+    local split = math.floor(rlimit / math.max(1, math.min(n, cap)))
+    grow = math.min(rtarget, math.max(1, 2 * ownShare, split, rfloor))
   end
   local rothers = rsum - rbefore
   local avail = rlimit - rothers
