@@ -162,7 +162,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
     }
   }, 20_000);
 
-  it('the rate that sat with processes holding no unit: cap 1 over 3 busy processes beside a rate of 80/s the cap alone never reaches, the partner sees the calls the cap allows (the unit moved on while the rate stayed in the shares of processes with none: 5 calls a second)', async () => {
+  it('the rate that sat with processes holding no unit: cap 1 over 3 busy processes beside a rate of 80/s the cap alone never reaches, the partner sees the calls the cap allows and no caller waits out its deadline (the rate stayed in the shares of processes with none: 5 calls a second; each ask for a share put off the end of the turn)', async () => {
     // Before: each process asked for its queue's and its last turn's calls, so the rate sat in
     // the shares of the processes waiting for the unit while its holder sent at its own share
     // of 3-9 calls a second (9-10 calls in these 2 s, 85-88 after); and the unit's new holder
@@ -187,6 +187,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
       return seed / 2147483648;
     };
     const until = performance.now() + 4000;
+    const timeouts = [0, 0, 0];
     try {
       await Promise.all(
         [3, 9, 1].flatMap((n, p) =>
@@ -202,6 +203,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
                 });
               } catch (error) {
                 if (!(error instanceof QueueTimeoutError)) throw error;
+                timeouts[p]!++;
               }
             }
           }),
@@ -218,6 +220,12 @@ describeRedis('a leased gate with fewer units than processes', () => {
       const sent = arrivals.filter((t) => t >= from && t < from + 2000).length;
       console.log(`cap 1 over 3 beside 80/s: ${sent} calls in 2 s`);
       expect(sent).toBeGreaterThanOrEqual(40);
+      // A met head's turn is counted from the answer that gave it the unit: counted from the
+      // last refresh, each ask for its rate share put the turn's end off (0.9 s turns), and the
+      // third process's first turn came after 2.9 s (campaign seed 92045).
+      expect(timeouts, 'callers that waited out their 2.9 s deadline, per process').toEqual([
+        0, 0, 0,
+      ]);
     } finally {
       await counting.close();
       await agent.close();
