@@ -36,6 +36,8 @@ export class BlockLease {
   target = 0;
   free = 0;
   processes = 1;
+  /** The cap, as Redis last answered. */
+  cap = 1;
   blocks = 0;
   clusterHeld = 0;
   answeredAt = Number.NEGATIVE_INFINITY;
@@ -107,6 +109,7 @@ export class BlockLease {
     this.block = answer.block;
     this.validUntil = sentAt + answer.leaseMs;
     this.processes = Math.max(1, answer.processes);
+    if (answer.cap > 0) this.cap = answer.cap;
     this.blocks = answer.blocks;
     this.clusterHeld = answer.held;
     this.free = answer.free;
@@ -254,11 +257,18 @@ export class BlockLease {
     // block, not from the last refresh: a rated process asks for its share a few times as its
     // turn begins, and each ask put its turn's end off (turns of 0.9 s at a 1 s interval, and
     // with cap 1 over 3 a caller asked at the start timed out at 2.9 s: campaign seed 92045).
+    // With fewer units than processes the turn is that much shorter, so that every process
+    // waiting has its turn within half an interval or so (cap 2 over 7: a process's first turn
+    // came 1.8 s after the first use, 3.5 turns of half an interval, and its callers timed out
+    // at 2.5 s; campaign seeds 92061, 92077). A handoff idles a unit some 20-30 ms: a turn is
+    // a quarter of that at the least (cap 3 over 6 at a 500 ms interval: 94% of the cap in use
+    // with turns of 250 ms, 89% with 125 ms).
     // Only a floor above the level (as Redis walks at once for it: leasedWalk.lua, `served`):
     // heads of 1 in a fleet at its cap move at every grant.
     const served =
       moved &&
-      now - this.#grewAt >= o.refreshMs / 2 &&
+      now - this.#grewAt >=
+        (o.refreshMs / 2) * Math.max(0.25, Math.min(1, this.cap / this.processes)) &&
       block > 0 &&
       walked >= 0 &&
       reportedFloor > walked &&

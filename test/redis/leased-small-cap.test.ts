@@ -231,4 +231,57 @@ describeRedis('a leased gate with fewer units than processes', () => {
       await agent.close();
     }
   }, 20_000);
+
+  it('the turn as long as with a unit per process: cap 2 over 7 busy processes, every process has its first turn within 2 s of the first call (0.8-1.2 s; 3.6-3.7 s before, turns of half an interval: callers asked at the start timed out at 2.5 s, campaign seeds 92061, 92077)', async () => {
+    const counting = await countingPartner();
+    const agent = new Agent({ connections: 32 });
+    const options = {
+      name: 'turns',
+      limit: 2,
+      maxQueue: 64,
+      queueTimeout: 2520,
+      mode: 'leased',
+      leaseMs: 2000,
+    } as const;
+    const callers = [6, 11, 10, 5, 10, 3, 1];
+    const gates: LeasedSemaphore[] = [];
+    for (const _ of callers) gates.push((await fleet.store()).semaphore(options));
+    let seed = 92077;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const until = performance.now() + 3500;
+    const firsts: number[] = callers.map(() => Number.POSITIVE_INFINITY);
+    try {
+      await Promise.all(
+        callers.flatMap((n, p) =>
+          Array.from({ length: n }, async () => {
+            while (performance.now() < until) {
+              const delay = Math.round(5 + random() * 25);
+              try {
+                await gates[p]!.run(async () => {
+                  firsts[p] = Math.min(firsts[p]!, performance.now());
+                  const response = await request(`${counting.origin}/ok?delay=${delay}`, {
+                    dispatcher: agent,
+                  });
+                  await response.body.text();
+                });
+              } catch (error) {
+                if (!(error instanceof QueueTimeoutError)) throw error;
+              }
+            }
+          }),
+        ),
+      );
+      expect(counting.peak(), 'the partner never saw more than the cap').toBeLessThanOrEqual(2);
+      const start = Math.min(...firsts);
+      const late = firsts.map((t) => Math.round(t - start));
+      console.log(`cap 2 over 7: first turns ${late.join(', ')} ms after the first call`);
+      expect(Math.max(...late), 'the last process to have its first turn (ms)').toBeLessThan(2000);
+    } finally {
+      await counting.close();
+      await agent.close();
+    }
+  }, 20_000);
 });
