@@ -245,7 +245,7 @@ export class GateRate {
    * usable until `until` on the gate's clock (then none, until the next share). The timestamp
    * stays (what was taken stays taken); the queue is served, its head's slot may be now.
    */
-  share(rate: ResolvedRate, limit: number, burst: number, until: number): void {
+  share(rate: ResolvedRate, limit: number, burst: number, until: number, holdMs = 0): void {
     const now = this.now();
     const had = !this.#off && now < this.#until;
     this.#options = rate;
@@ -269,6 +269,8 @@ export class GateRate {
       this.interval = interval;
       this.#reach = (burst + 1) * interval;
       this.#carry = limit + burst;
+      // A share taken over from a process that closed: its pace goes on from that process's TAT.
+      if (holdMs > 0) this.#tat = Math.max(this.#tat, now + holdMs);
     }
     this.idle();
     this.onSlot();
@@ -303,6 +305,11 @@ export class GateRate {
   lead(): number {
     const now = this.now();
     return this.#tat > now ? (this.#tat - now) / this.interval : 0;
+  }
+
+  /** The same in ms: when this process's pace would have let its next call go. */
+  leadMs(): number {
+    return Math.max(0, this.#tat - this.now());
   }
 
   /**

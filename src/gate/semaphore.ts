@@ -359,21 +359,28 @@ export class Semaphore extends CountingGate {
     limit: number;
     burst: number;
     until: number;
+    /** Ms from now before its first call (a share taken over from a process that closed). */
+    holdMs?: number;
   }): {
     taken: number;
     backlog: number;
     throttled: number;
     /** Units the rate's TAT runs ahead of now (sent ahead of the pace). */
     lead: number;
+    /** The same in ms. */
+    leadMs: number;
   } {
     const rate = coreEntry.admission(this)?.rate;
-    if (rate === undefined) return { taken: 0, backlog: 0, throttled: 0, lead: 0 };
-    if (share !== undefined) rate.share(share.rate, share.limit, share.burst, share.until);
+    if (rate === undefined) return { taken: 0, backlog: 0, throttled: 0, lead: 0, leadMs: 0 };
+    if (share !== undefined) {
+      rate.share(share.rate, share.limit, share.burst, share.until, share.holdMs);
+    }
     return {
       taken: rate.taken,
       backlog: rate.backlog,
       throttled: rate.throttled,
       lead: rate.lead(),
+      leadMs: rate.leadMs(),
     };
   }
 

@@ -36,11 +36,18 @@ export interface RateShareGate {
   readonly name: string | undefined;
   readonly options: ResolvedStoreOptions;
   /** The gate's GCRA: paces at `share` when given one; returns the rate's use so far. */
-  shareRate(share?: { rate: ResolvedRate; limit: number; burst: number; until: number }): {
+  shareRate(share?: {
+    rate: ResolvedRate;
+    limit: number;
+    burst: number;
+    until: number;
+    holdMs?: number;
+  }): {
     taken: number;
     backlog: number;
     throttled: number;
     lead: number;
+    leadMs: number;
   };
   lease(): LeaseNow;
   /** A refresh now, unless one is on its way (or the gate is closed). */
@@ -83,6 +90,8 @@ export class RateShare {
    */
   #cutLead = 0;
   #cutLeadUntil = 0;
+  /** A share taken from a parked place: ms until the closed process's next slot (0: none). */
+  #slotMs = 0;
   /** The last demand was a process with no unit among more processes than the cap's (0). */
   #capless = false;
   /** The share is being cut here, before asking (sending): Redis hears the lead with it. */
@@ -209,14 +218,22 @@ export class RateShare {
    * Redis keeps at most its burst share + 1 of them counted for a window (what it may have sent
    * ahead of its pace) and gives the rest of the share back at once (issue 32, item 6).
    */
-  closing(now: number): { args: (string | number)[]; sent: string; lead: number } {
+  closing(now: number): {
+    args: (string | number)[];
+    sent: string;
+    lead: number;
+    leadMs: number;
+  } {
     const use = this.#gate.shareRate();
     const tail = this.#use.sentByAge(use.taken, now);
     const args = this.args(0, '');
     args[1] = Math.min(this.rate.limit, Math.ceil(tail.reduce((a, b) => a + b, 0)));
     // How far its TAT runs ahead: after a call that cost more than its burst share (the idle
     // credit) that is more than burst + 1, and Redis keeps that much counted instead.
-    return { args, sent: tail.map((units) => Math.ceil(units)).join(' '), lead: this.lead(now) };
+    // And in ms, when its pace would have let its next call go: a replacement that takes over its
+    // share (a parked place) sends no sooner.
+    const sent = tail.map((units) => Math.ceil(units)).join(' ');
+    return { args, sent, lead: this.lead(now), leadMs: Math.ceil(use.leadMs) };
   }
 
   /** The rate's part of an answer: this process's share, and the rate Redis holds (adopted, warned once). */
@@ -236,6 +253,7 @@ export class RateShare {
     }
     this.counted = Number(reply[11]);
     this.#unsure = false;
+    this.#slotMs = Math.max(this.#slotMs, Number(reply[15]) || 0);
     const held = String(reply[12] ?? '');
     if (held === '' || held === rateArg(this.rate)) return;
     const [limit, per, burst] = held.split(':').map(Number) as [number, number, number];
@@ -280,12 +298,15 @@ export class RateShare {
     const burst = rateShareOf(rate, share);
     if (share < this.applied) this.#cut(now);
     const same = share === this.applied && burst === this.#burst;
-    if (same && rate === this.#appliedOf && until === this.#until) return;
+    const holdMs = share > 0 ? this.#slotMs : 0;
+    if (same && rate === this.#appliedOf && until === this.#until && holdMs === 0) return;
     this.#appliedOf = rate;
     this.applied = share;
     this.#burst = burst;
     this.#until = until;
-    this.#gate.shareRate({ rate, limit: share, burst, until });
+    // (A parked place's slot, counted from the answer's arrival: later than Redis's by the trip.)
+    if (holdMs > 0) this.#slotMs = 0;
+    this.#gate.shareRate({ rate, limit: share, burst, until, holdMs });
   }
 
   /**

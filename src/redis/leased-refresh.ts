@@ -145,12 +145,12 @@ export class RefreshCalls {
   /** A clean close: the entry goes (a failure is ignored: the entry lapses with its lease). */
   leave(
     requested: number,
-    rate: { args: readonly (string | number)[]; sent: string; lead: number },
+    rate: { args: readonly (string | number)[]; sent: string; lead: number; leadMs?: number },
     down: boolean,
     now: number,
     layout: string,
   ): Promise<void> {
-    const args = this.closeArgs(requested, rate.args, rate.sent, down, now, rate.lead);
+    const args = this.closeArgs(requested, rate.args, rate.sent, down, now, rate.lead, rate.leadMs);
     return this.call(args, layout).then(
       () => undefined,
       () => undefined,
@@ -160,7 +160,7 @@ export class RefreshCalls {
   /**
    * A clean close's arguments: the entry goes (held and demand 0); with a rate, `rate` says what
    * was sent in the last window, `sent` those sends by age and `lead` the units its TAT runs
-   * ahead of now.
+   * ahead of now (`leadMs` in ms: the parked place's slot).
    */
   closeArgs(
     requested: number,
@@ -169,6 +169,7 @@ export class RefreshCalls {
     down: boolean,
     now: number,
     lead = 0,
+    leadMs = 0,
   ): (string | number)[] {
     return [
       requested,
@@ -189,6 +190,7 @@ export class RefreshCalls {
       '',
       0,
       lead,
+      leadMs,
     ];
   }
 

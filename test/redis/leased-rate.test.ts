@@ -219,6 +219,59 @@ describeRedis('request rates on leased shared gates', () => {
     await runB;
   });
 
+  it("the replacement's first call: a share taken from a closed process's parked place goes on from that process's pace, not from a fresh one (campaign seed 92287: a rolling deploy sent 6 in a window at a promise of 5)", async () => {
+    const o = await oracle(cleanups);
+    // Two busy processes at 2 calls a window each; one closes just after a call and a
+    // replacement starts at once. Before: the replacement took the parked share with a fresh
+    // pace and sent at once, so a window held the closed process's last two calls, its first
+    // and the other's two: 5 at a promise of 4.
+    const rate = { limit: 4, per: 1000, burst: 0 };
+    const limiterOf = (store: Awaited<ReturnType<typeof fleet.store>>) =>
+      new HostLimiter({
+        store,
+        partners: [
+          {
+            name: 'roll',
+            hosts: [o.origin],
+            limit: 8,
+            queueTimeout: 15_000,
+            shared: { mode: 'leased', leaseMs: 2000, refreshMs: 200 },
+            rate,
+          },
+        ],
+      });
+    const [a, c] = [limiterOf(await fleet.store()), limiterOf(await fleet.store())];
+    let id = 0;
+    const stop = { a: false, b: false, c: false };
+    const busy = async (limiter: HostLimiter, which: 'a' | 'b' | 'c') => {
+      const f = limitFetch(o.fetch, limiter);
+      while (!stop[which]) await (await f(`${o.origin}/?id=${which}${id++}`)).text();
+    };
+    const runs = [busy(a, 'a'), busy(c, 'c')];
+    const shareOf = (limiter: HostLimiter) =>
+      (limiter.gate('roll') as LeasedSemaphore).stats().shared.rate?.share ?? 0;
+    await until(() => shareOf(a) === 2 && shareOf(c) === 2, 'two shares of 2');
+    // a's next call after this one is its last: it stops just after sending.
+    const sent = o.arrivals.size;
+    await until(() => o.arrivals.size > sent + 2, 'a few more calls');
+    stop.a = true;
+    await runs[0];
+    await (a.gate('roll') as LeasedSemaphore).close();
+    const b = limiterOf(await fleet.store());
+    const runB = busy(b, 'b');
+    await until(() => [...o.arrivals.keys()].some((k) => k.startsWith('b')), "b's first call");
+    const firstB = Math.min(
+      ...[...o.arrivals].filter(([k]) => k.startsWith('b')).map(([, t]) => t),
+    );
+    const lastA = Math.max(...[...o.arrivals].filter(([k]) => k.startsWith('a')).map(([, t]) => t));
+    // Its pace was 500 ms a call: the replacement's first call no sooner.
+    expect(firstB - lastA, "b's first call after a's last (ms)").toBeGreaterThanOrEqual(450);
+    await until(() => o.arrivals.size > sent + 8, 'calls after the roll');
+    stop.b = stop.c = true;
+    await Promise.all([runB, runs[1]]);
+    expectPromiseKept(o, rate);
+  });
+
   it('Redis paused: a busy process stops sending once its refresh fails (Redis may have shrunk its share) and sends again when Redis answers', async () => {
     const store = await fleet.store({ commandTimeoutMs: 200, onStoreError: 'local' });
     const gate = store.semaphore({

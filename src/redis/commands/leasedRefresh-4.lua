@@ -74,6 +74,8 @@
   ARGV[29] lead          the units its TAT runs ahead of now (a call that cost more than its
                          burst share leaves more than burst + 1); not closing, at least those it
                          ran ahead when its share last went down, for a window after
+  ARGV[30] leadMs        closing: ms until its pace would have let its next call go (the slot a
+                         replacement taking its parked place goes on from)
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -94,7 +96,7 @@
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms),
   the fair level as of the last walk (`M.b`: a process refreshes when a head met as a floor
-  above it was served)}.
+  above it was served), ms until the first call of a share taken from a parked place (0: now)}.
 ]]
 local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lease, window = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -110,6 +112,8 @@ local head = tonumber(ARGV[25] or 0) or 0
 local rneed = tonumber(ARGV[26] or 0) or 0
 -- The units its TAT runs ahead (closing: now; else as of its share's last cut, for a window).
 local rlead = tonumber(ARGV[29] or 0) or 0
+-- Closing: the ms until its pace would have let its next call go (its parked place's slot).
+local rleadMs = tonumber(ARGV[30] or 0) or 0
 local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
 local function tell(message)
   -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then
@@ -177,15 +181,16 @@ if RATED then
   rlimit, rper, rburst = tonumber(rl), tonumber(rp), tonumber(rb)
 end
 --- @include "includes/leasedCounted"
--- Rate shares clean closes gave back (M.pk, '<until>:<share>' items, leasedClose.lua): those
--- still within their window, as shares and as items. One ending more than a window from now
--- was set before Redis's clock stepped back: lapsed (a place only ever holds the survivors back).
+-- Rate shares clean closes gave back (M.pk, '<until>:<share>:<slot>' items, leasedClose.lua):
+-- those still within their window, as shares and as items. One ending more than a window from
+-- now was set before Redis's clock stepped back: lapsed (a place only ever holds the survivors
+-- back). An item of an older release has no slot (read as 0: none).
 local function parked()
   local shares, items = {}, {}
-  for u, sh in string.gmatch(meta[21] or '', '(%d+):(%d+)') do
+  for u, sh, at in string.gmatch(meta[21] or '', '(%d+):(%d+):?(%d*)') do
     if tonumber(u) > now and tonumber(u) <= now + rper then
       shares[#shares + 1] = tonumber(sh)
-      items[#items + 1] = u .. ':' .. sh
+      items[#items + 1] = u .. ':' .. sh .. (at ~= '' and (':' .. at) or '')
     end
   end
   return shares, items
@@ -351,6 +356,8 @@ if not recovering and after < before and osum - ownOwed > 0 then
   if not meta[22] then redis.call('HSET', M, 'ot', now) end
 end
 local share, rtarget, rcOwn, counted, untl, lead = 0, 0, 0, 0, 0, 0
+-- A share taken from a parked place: ms until the closed process's next slot (leasedShare.lua).
+local rslot = 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
 if RATED and not recovering and share == 0 and rused == 0 and rwants > 0 and block > held then
@@ -391,4 +398,4 @@ local reserved = 0
 if RATED and (meta[21] or '') ~= '' then
   for _, sh in ipairs((parked())) do reserved = reserved + sh end
 end
-return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now, level}
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now, level, rslot}

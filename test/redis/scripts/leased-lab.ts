@@ -62,6 +62,8 @@ export interface RefreshArgs {
   signalMs: number;
   /** Closing: the units its TAT runs ahead of now (0: none reported). */
   lead: number;
+  /** Closing: ms until its pace would have let its next call go (its parked place's slot). */
+  leadMs: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -95,6 +97,7 @@ export const ARGS: RefreshArgs = {
   signal: '',
   signalMs: 100,
   lead: 0,
+  leadMs: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -127,6 +130,7 @@ const ORDER: (keyof RefreshArgs)[] = [
   'signal',
   'signalMs',
   'lead',
+  'leadMs',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */
@@ -192,6 +196,10 @@ export interface Answer {
   counted: number;
   rate: string;
   now: number;
+  /** The fair level of the last walk (-1: every demand fits). */
+  level: number;
+  /** A share taken from a parked place: ms until the closed process's next slot (0: now). */
+  rateSlot: number;
 }
 
 /** REFRESH's reply, in order. */
@@ -210,6 +218,8 @@ const ANSWER: (keyof Answer)[] = [
   'counted',
   'rate',
   'now',
+  'level',
+  'rateSlot',
 ];
 
 /**

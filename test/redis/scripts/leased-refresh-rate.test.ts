@@ -354,9 +354,11 @@ describeRedis('leased REFRESH alone: the rate', () => {
       rateWants: 10,
       sent: '1 0 0 0 0 0 0 0',
       scanMs: 0,
+      leadMs: 180,
     });
     let state = await lab.state();
-    expect(state.m.pk).toBe(`${closed.answer.now + PER}:4`);
+    // With its next slot: when its pace would have let its next call go (180 ms on).
+    expect(state.m.pk).toBe(`${closed.answer.now + PER}:4:${closed.answer.now + 180}`);
     expect(Number(state.m.rb), 'the level kept pa its place').toBe(3);
     // pb refreshes, walking: its share stays at the level (3, or 4 as the first of the three
     // ids that take the tenth unit), not the 5 of a level over two; Σ counted as answered
@@ -374,6 +376,10 @@ describeRedis('leased REFRESH alone: the rate', () => {
     // others and pa's tail leave of the rate (10 - 4 - 3 - 1).
     const pd = await lab.refresh({ ...RATED, processId: 'pd', rateWants: 10, scanMs: 0 });
     expect(pd.answer.share).toBe(2);
+    // And goes on from pa's pace: its first call no sooner than pa's next slot (campaign seed
+    // 92287: a replacement sent at once, 6 in a window at a promise of 5).
+    expect(pd.answer.rateSlot).toBeGreaterThan(0);
+    expect(pd.answer.rateSlot).toBeLessThanOrEqual(closed.answer.now + 180 - pd.answer.now);
     state = await lab.state();
     expect(state.m.pk).toBeUndefined();
     expect(Number(state.m.rb)).toBe(3);

@@ -16,8 +16,11 @@ if closing then
     -- (leasedShare.lua), the others' level does not grow into it meanwhile (leasedWalk.lua).
     -- At most 16 places, the newest. Not in a fleet walked in slices: its level keeps no places
     -- (others_live is then the hash's size), and the answers would count the units for nothing.
+    -- With its next slot (Redis's clock: when its pace would have let its next call go, as it
+    -- reports it): the newcomer that takes the place goes on from it.
     local _, items = parked()
-    items[#items + 1] = (now + rper) .. ':' .. ownShare
+    local slot = string.format('%d', now + math.max(0, rleadMs))
+    items[#items + 1] = (now + rper) .. ':' .. ownShare .. ':' .. slot
     while #items > 16 do table.remove(items, 1) end
     redis.call('HSET', M, 'pk', table.concat(items, ' '))
   end

@@ -7,13 +7,18 @@
   ownUntil, ownLead, rlead, meta[21] (M.pk); burstOf, edgeOf, countedOf (leasedCounted),
   floorMet (leasedFloor), parked.
   Sets: share, rtarget, rsum, rcOwn, counted, untl and lead (the entry's rate hold); takes a parked
-  place (M.pk).
+  place (M.pk), and rslot (ms until the closed process's next slot).
 ]]
 if RATED and not recovering and not closing and ownShare == 0 and rwants > 0
   and (meta[21] or '') ~= '' then
   -- Its first share: it takes the place of a share a clean close parked (the walk's level kept
-  -- it), the oldest one.
+  -- it), the oldest one, and goes on from that process's pace: its first call no sooner than
+  -- the closed process's next slot (a fresh pace sent at once, and a window held the closed
+  -- process's last calls and the newcomer's first: 6 at a promise of 5, campaign seed 92287).
   local _, items = parked()
+  local at = tonumber(string.match(items[1] or '', '^%d+:%d+:(%d+)$') or 0)
+  -- (At most a window: one set before Redis's clock stepped back holds no one back longer.)
+  if at > now then rslot = math.min(at - now, rper) end
   table.remove(items, 1)
   meta[21] = table.concat(items, ' ')
   if #items > 0 then redis.call('HSET', M, 'pk', meta[21]) else redis.call('HDEL', M, 'pk') end
