@@ -90,8 +90,11 @@ export class RateShare {
    */
   #cutLead = 0;
   #cutLeadUntil = 0;
-  /** A share taken from a parked place: ms until the closed process's next slot (0: none). */
-  #slotMs = 0;
+  /**
+   * A share taken from a parked place: when the closed process's next slot comes (this process's
+   * clock: the answer's arrival and Redis's ms, later than Redis's by the trip; -∞: none).
+   */
+  #slotAt = Number.NEGATIVE_INFINITY;
   /** The last demand was a process with no unit among more processes than the cap's (0). */
   #capless = false;
   /** The share is being cut here, before asking (sending): Redis hears the lead with it. */
@@ -253,7 +256,8 @@ export class RateShare {
     }
     this.counted = Number(reply[11]);
     this.#unsure = false;
-    this.#slotMs = Math.max(this.#slotMs, Number(reply[15]) || 0);
+    const slotMs = Number(reply[15]) || 0;
+    if (slotMs > 0) this.#slotAt = Math.max(this.#slotAt, performance.now() + slotMs);
     const held = String(reply[12] ?? '');
     if (held === '' || held === rateArg(this.rate)) return;
     const [limit, per, burst] = held.split(':').map(Number) as [number, number, number];
@@ -298,14 +302,13 @@ export class RateShare {
     const burst = rateShareOf(rate, share);
     if (share < this.applied) this.#cut(now);
     const same = share === this.applied && burst === this.#burst;
-    const holdMs = share > 0 ? this.#slotMs : 0;
+    const holdMs = share > 0 ? Math.max(0, this.#slotAt - now) : 0;
     if (same && rate === this.#appliedOf && until === this.#until && holdMs === 0) return;
     this.#appliedOf = rate;
     this.applied = share;
     this.#burst = burst;
     this.#until = until;
-    // (A parked place's slot, counted from the answer's arrival: later than Redis's by the trip.)
-    if (holdMs > 0) this.#slotMs = 0;
+    if (holdMs > 0) this.#slotAt = Number.NEGATIVE_INFINITY;
     this.#gate.shareRate({ rate, limit: share, burst, until, holdMs });
   }
 
