@@ -28,6 +28,11 @@ export interface KnownOpen {
   overShare?: boolean;
   /** Only schedules with fewer units than replicas (cap < replicas): a handoff per turn. */
   small?: boolean;
+  /**
+   * Only schedules whose rate (the one they start with) has fewer calls per window than
+   * replicas: the shares move from process to process as calls are sent (docs/rates.md).
+   */
+  fewCalls?: boolean;
 }
 /** The entries of a known-open file (test/chaos/known-open.json), none without one. */
 export function readKnown(file: string | undefined): KnownOpen[] {
@@ -47,6 +52,8 @@ const overShare = (s: Schedule, v: Violation) => {
   });
 };
 const small = (s: Schedule) => s.config.cap < s.config.replicas;
+const fewCalls = (s: Schedule) =>
+  s.config.rate !== undefined && s.config.rate.limit < s.config.replicas;
 // At cap / replicas too (seed 80110: cap 6 over 2 processes, weights up to 3, callers 8 and 1):
 // a call that needs a whole equal part waits for a walk whenever its process's block follows a
 // lighter demand down, and its process's rate share idles meanwhile.
@@ -62,6 +69,7 @@ export const excusedBy = (known: readonly KnownOpen[], schedule: Schedule, v: Vi
       (k.heavy !== true || heavy(schedule)) &&
       (k.overShare !== true || overShare(schedule, v)) &&
       (k.small !== true || small(schedule)) &&
+      (k.fewCalls !== true || fewCalls(schedule)) &&
       k.oracle === v.oracle &&
       (k.kinds.includes('*') || v.kinds.some((kind) => k.kinds.includes(kind))),
   );
