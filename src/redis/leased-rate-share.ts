@@ -95,7 +95,7 @@ export class RateShare {
    * clock: the answer's arrival and Redis's ms, later than Redis's by the trip; -∞: none).
    */
   #slotAt = Number.NEGATIVE_INFINITY;
-  /** The last demand was a process with no unit among more processes than the cap's (0). */
+  /** The last demand was of a process with no unit, among more processes than units (0). */
   #capless = false;
   /** The share is being cut here, before asking (sending): Redis hears the lead with it. */
   #selfCut = false;
@@ -133,11 +133,13 @@ export class RateShare {
     this.need = cost > 0 ? Math.max(1, rateNeedOf(this.rate, cost)) : 0;
     if (!this.#warnedBurst && processes > 1) this.#warnBurst(cost, processes);
     // With fewer units than processes, one that holds none sends nothing until a unit comes to
-    // it: it asks only its head's need. Its queue and its last turn's calls asked for more, and
-    // the rate sat in the shares of processes with no unit while the unit's holder sent at its
-    // own small share (3 processes, cap 1, a rate of 80/s the cap alone never reaches: 7 calls a
-    // second, 55 without the rate; campaign seed 92045). Its share, cut here before it asks, is
-    // counted at the cut from that refresh on; the holder's grows at its next ask.
+    // it: it asks for no rate. Its queue and its last turn's calls asked for more, and the rate
+    // sat in the shares of processes with no unit while the unit's holder sent at its own small
+    // share (3 processes, cap 1, a rate of 80/s the cap alone never reaches: 7 calls a second,
+    // 55 without the rate; campaign seed 92045). Its share, cut here before it asks, is counted
+    // at the cut from that refresh on; the holder's grows at its next ask. Where the rate binds
+    // each handoff so moves a share too (a cut's edge counted for a window; cap 2 over 3 at a
+    // binding 10/s: about 8 calls a second before, 4-6 after; docs/shared-gates.md).
     this.#capless = capless;
     if (capless) return 0;
     return Math.max(
