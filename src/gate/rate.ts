@@ -244,6 +244,8 @@ export class GateRate {
    * share of it, `limit` whole calls per `rate.per` with `burst` (a `limit` of 0: none now),
    * usable until `until` on the gate's clock (then none, until the next share). The timestamp
    * stays (what was taken stays taken); the queue is served, its head's slot may be now.
+   * `holdMs`: no slot sooner than that from now (a share taken over from a process that closed
+   * goes on from that process's pace).
    */
   share(rate: ResolvedRate, limit: number, burst: number, until: number, holdMs = 0): void {
     const now = this.now();

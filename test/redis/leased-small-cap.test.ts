@@ -9,6 +9,7 @@ import { afterEach, expect, it } from 'vitest';
 import { QueueTimeoutError } from '../../src/common/errors.js';
 import type { LeasedSemaphore } from '../../src/redis/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
+import { prng } from '../helpers/prng.js';
 import { describeRedis } from '../helpers/redis-server.js';
 import { privateRedis, useFleet } from './clients.js';
 import { countingPartner } from './fifo-fleet.js';
@@ -19,6 +20,45 @@ afterEach(async () => {
   await partner?.close();
   partner = undefined;
 });
+
+/**
+ * Callers that loop until `forMs` has passed: each takes a permit of its process's gate and calls
+ * the partner for 5-30 ms (seeded). Returns each process's timeouts and first grant.
+ */
+async function busyCallers(
+  gates: readonly LeasedSemaphore[],
+  callers: readonly number[],
+  partner: { origin: string; agent: Agent },
+  seed: number,
+  forMs: number,
+): Promise<{ timeouts: number[]; firsts: number[] }> {
+  const random = prng(seed);
+  const until = performance.now() + forMs;
+  const timeouts = callers.map(() => 0);
+  const firsts = callers.map(() => Number.POSITIVE_INFINITY);
+  await Promise.all(
+    callers.flatMap((n, p) =>
+      Array.from({ length: n }, async () => {
+        while (performance.now() < until) {
+          const delay = Math.round(5 + random() * 25);
+          try {
+            await gates[p]!.run(async () => {
+              firsts[p] = Math.min(firsts[p]!, performance.now());
+              const response = await request(`${partner.origin}/ok?delay=${delay}`, {
+                dispatcher: partner.agent,
+              });
+              await response.body.text();
+            });
+          } catch (error) {
+            if (!(error instanceof QueueTimeoutError)) throw error;
+            timeouts[p]!++;
+          }
+        }
+      }),
+    ),
+  );
+  return { timeouts, firsts };
+}
 
 describeRedis('a leased gate with fewer units than processes', () => {
   const fleet = useFleet('node-redis', redis);
@@ -181,33 +221,13 @@ describeRedis('a leased gate with fewer units than processes', () => {
     } as const;
     const gates: LeasedSemaphore[] = [];
     for (let i = 0; i < 3; i++) gates.push((await fleet.store()).semaphore(options));
-    let seed = 92045;
-    const random = () => {
-      seed = (seed * 1103515245 + 12345) % 2147483648;
-      return seed / 2147483648;
-    };
-    const until = performance.now() + 4000;
-    const timeouts = [0, 0, 0];
     try {
-      await Promise.all(
-        [3, 9, 1].flatMap((n, p) =>
-          Array.from({ length: n }, async () => {
-            while (performance.now() < until) {
-              const delay = Math.round(5 + random() * 25);
-              try {
-                await gates[p]!.run(async () => {
-                  const response = await request(`${counting.origin}/ok?delay=${delay}`, {
-                    dispatcher: agent,
-                  });
-                  await response.body.text();
-                });
-              } catch (error) {
-                if (!(error instanceof QueueTimeoutError)) throw error;
-                timeouts[p]!++;
-              }
-            }
-          }),
-        ),
+      const { timeouts } = await busyCallers(
+        gates,
+        [3, 9, 1],
+        { origin: counting.origin, agent },
+        92045,
+        4000,
       );
       expect(counting.peak(), 'the partner never saw 2 at once').toBe(1);
       const arrivals = counting.arrivals;
@@ -246,33 +266,13 @@ describeRedis('a leased gate with fewer units than processes', () => {
     const callers = [6, 11, 10, 5, 10, 3, 1];
     const gates: LeasedSemaphore[] = [];
     for (const _ of callers) gates.push((await fleet.store()).semaphore(options));
-    let seed = 92077;
-    const random = () => {
-      seed = (seed * 1103515245 + 12345) % 2147483648;
-      return seed / 2147483648;
-    };
-    const until = performance.now() + 3500;
-    const firsts: number[] = callers.map(() => Number.POSITIVE_INFINITY);
     try {
-      await Promise.all(
-        callers.flatMap((n, p) =>
-          Array.from({ length: n }, async () => {
-            while (performance.now() < until) {
-              const delay = Math.round(5 + random() * 25);
-              try {
-                await gates[p]!.run(async () => {
-                  firsts[p] = Math.min(firsts[p]!, performance.now());
-                  const response = await request(`${counting.origin}/ok?delay=${delay}`, {
-                    dispatcher: agent,
-                  });
-                  await response.body.text();
-                });
-              } catch (error) {
-                if (!(error instanceof QueueTimeoutError)) throw error;
-              }
-            }
-          }),
-        ),
+      const { firsts } = await busyCallers(
+        gates,
+        callers,
+        { origin: counting.origin, agent },
+        92077,
+        3500,
       );
       expect(counting.peak(), 'the partner never saw more than the cap').toBeLessThanOrEqual(2);
       const start = Math.min(...firsts);
