@@ -289,6 +289,7 @@ export class LeasedSemaphore extends Semaphore {
         head: heaviestHead(this),
         rateNeed: this.#rate?.need ?? 0,
         rateLead: this.#rate?.lead(sentAt) ?? 0,
+        rateLeadMs: this.#rate?.leadMs() ?? 0,
         down: this.#lease.down,
       },
       sentAt,

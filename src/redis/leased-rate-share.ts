@@ -178,6 +178,11 @@ export class RateShare {
     return Math.ceil(Math.max(this.#gate.shareRate().lead, cut) - 1e-9);
   }
 
+  /** When its pace would let its next call go, in ms from now (whole): a cut's slot in Redis. */
+  leadMs(): number {
+    return Math.ceil(this.#gate.shareRate().leadMs);
+  }
+
   /** The share goes down from `applied`: the lead it ran at is noted for a window. */
   #cut(now: number): void {
     const lead = this.#gate.shareRate().lead;

@@ -53,6 +53,8 @@ export interface Report {
   rateNeed: number;
   /** The units its rate's TAT runs ahead, or ran when its share last went down (RateShare.lead). */
   rateLead: number;
+  /** The same in ms: when its pace would let its next call go (RateShare.leadMs). */
+  rateLeadMs: number;
   /** The last refresh failed. */
   down: boolean;
 }
@@ -139,6 +141,7 @@ export class RefreshCalls {
       this.channel,
       this.o.askMs, // a caller below its share says so at most this often
       report.rateLead,
+      report.rateLeadMs,
     ];
   }
 

@@ -13,8 +13,10 @@
  *   `ns` those owners (ids a space apart, until each refreshes: leasedWalk.lua), and while a large fleet's walk goes on a slice per
  *   refresh, its state `wc` `wa` `wh` `wr` `wf` `wg` `wl` `wq` `wo` (includes/leasedPass.lua), `g` when a caller under its fair share last said so on the
  *   gate's signal channel (`<prefix>{<name>}:wake:give`, issue 35), and `pk` the rate shares
- *   clean closes parked for a window (`<until ms>:<share>` items: a replacement asking for its
- *   first share takes one; the level keeps their places meanwhile; includes/leasedClose.lua).
+ *   clean closes parked for a window (`<until ms>:<share>:<slot ms>` items: a replacement asking
+ *   for its first share takes one; the level keeps their places meanwhile;
+ *   includes/leasedClose.lua), `cs` the latest next slot of a rate share given back (a share
+ *   taken from none sends no sooner: includes/leasedShare.lua).
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
  *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`, and
  *   ` <lead>` only while a rate hold counts a lead (commands/includes/leasedEntry.lua; entries

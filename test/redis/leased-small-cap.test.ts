@@ -10,15 +10,18 @@ import { QueueTimeoutError } from '../../src/common/errors.js';
 import type { LeasedSemaphore } from '../../src/redis/index.js';
 import { type Partner, startPartner } from '../helpers/partner.js';
 import { prng } from '../helpers/prng.js';
+import { expectPromiseKept, oracle } from '../helpers/rate-oracle.js';
 import { describeRedis } from '../helpers/redis-server.js';
 import { privateRedis, useFleet } from './clients.js';
 import { countingPartner } from './fifo-fleet.js';
 
 const redis = privateRedis();
 let partner: Partner | undefined;
+const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   await partner?.close();
   partner = undefined;
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
 /**
@@ -250,6 +253,47 @@ describeRedis('a leased gate with fewer units than processes', () => {
       await counting.close();
       await agent.close();
     }
+  }, 20_000);
+
+  it('the shares handed along with the unit: cap 1 over 2 busy processes at a binding rate of 3 per 500 ms, each new holder sends no sooner than the slot of the share given back (a share taken from none began with a full bucket: 4 calls in 405-470 ms, a window after each other)', async () => {
+    const o = await oracle(cleanups);
+    const rate = { limit: 3, per: 500, burst: 0 };
+    const options = {
+      name: 'handed',
+      limit: 1,
+      maxQueue: 64,
+      queueTimeout: 2000,
+      mode: 'leased',
+      leaseMs: 1500,
+      refreshMs: 375,
+      rate,
+    } as const;
+    const gates = [
+      (await fleet.store()).semaphore(options),
+      (await fleet.store()).semaphore(options),
+    ];
+    const random = prng(87);
+    const until = performance.now() + 4000;
+    let id = 0;
+    await Promise.all(
+      gates.flatMap((gate) =>
+        Array.from({ length: 4 }, async () => {
+          while (performance.now() < until) {
+            try {
+              await gate.run(async () => {
+                await (await o.fetch(`${o.origin}/?id=${id++}`)).text();
+                // The unit held a while longer, as a call of up to 18 ms would.
+                await new Promise((resolve) => setTimeout(resolve, Math.round(random() * 18)));
+              });
+            } catch (error) {
+              if (!(error instanceof QueueTimeoutError)) throw error;
+            }
+          }
+        }),
+      ),
+    );
+    expect(o.arrivals.size, 'calls sent').toBeGreaterThan(8);
+    expectPromiseKept(o, rate);
   }, 20_000);
 
   it('the turn as long as with a unit per process: cap 2 over 7 busy processes, every process has its first turn within 2 s of the first call (0.8-1.2 s; 3.6-3.7 s before, turns of half an interval: callers asked at the start timed out at 2.5 s, campaign seeds 92061, 92077)', async () => {

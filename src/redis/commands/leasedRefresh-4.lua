@@ -74,8 +74,9 @@
   ARGV[29] lead          the units its TAT runs ahead of now (a call that cost more than its
                          burst share leaves more than burst + 1); not closing, at least those it
                          ran ahead when its share last went down, for a window after
-  ARGV[30] leadMs        closing: ms until its pace would have let its next call go (the slot a
-                         replacement taking its parked place goes on from)
+  ARGV[30] leadMs        ms until its pace would let its next call go: closing, the slot a
+                         replacement taking its parked place goes on from; else, when a share it
+                         gives back here may be sent at by a process taking a share from none
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -112,7 +113,7 @@ local head = tonumber(ARGV[25] or 0) or 0
 local rneed = tonumber(ARGV[26] or 0) or 0
 -- The units its TAT runs ahead (closing: now; else as of its share's last cut, for a window).
 local rlead = tonumber(ARGV[29] or 0) or 0
--- Closing: the ms until its pace would have let its next call go (its parked place's slot).
+-- The ms until its pace would let its next call go (its parked place's slot, or a cut's: M.cs).
 local rleadMs = tonumber(ARGV[30] or 0) or 0
 local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
 local function tell(message)
@@ -129,7 +130,7 @@ local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
 -- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
 local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
-  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx', 'pk', 'ot', 'ns')
+  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx', 'pk', 'ot', 'ns', 'cs')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -356,7 +357,7 @@ if not recovering and after < before and osum - ownOwed > 0 then
   if not meta[22] then redis.call('HSET', M, 'ot', now) end
 end
 local share, rtarget, rcOwn, counted, untl, lead = 0, 0, 0, 0, 0, 0
--- A share taken from a parked place: ms until the closed process's next slot (leasedShare.lua).
+-- A share taken from a parked place or from none: ms until the slot it goes on from (leasedShare.lua).
 local rslot = 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"

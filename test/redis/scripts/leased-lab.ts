@@ -62,7 +62,10 @@ export interface RefreshArgs {
   signalMs: number;
   /** Closing: the units its TAT runs ahead of now (0: none reported). */
   lead: number;
-  /** Closing: ms until its pace would have let its next call go (its parked place's slot). */
+  /**
+   * Ms until its pace would let its next call go: closing, its parked place's slot; else, the
+   * slot of a share it gives back here (M.cs).
+   */
   leadMs: number;
 }
 

@@ -386,6 +386,46 @@ describeRedis('leased REFRESH alone: the rate', () => {
     expectRateCounted(state, RATE, pd.answer.now);
   });
 
+  it('a share given back goes on from its pace: a process taking a share from none is answered the slot (M.cs), one that had a share is not (cap 1 over 2 at 3 per 500 ms: shares handed from process to process each sent at once, 4 calls in 405 ms)', async () => {
+    await lab.craft({
+      m: ratedInUse(RATE),
+      l: { pa: { share: 4, rateWants: 10 }, pb: { share: 3, rateWants: 10 } },
+      r: 7,
+    });
+    // pa gives its whole share back (it holds no unit any more: it asks for none), its pace
+    // 300 ms from its next call.
+    const cut = await lab.refresh({ ...RATED, rateUsed: 0, rateWants: 0, leadMs: 300 });
+    expect(cut.answer.share).toBe(0);
+    let state = await lab.state();
+    expect(Number(state.m.cs)).toBe(cut.answer.now + 300);
+    // pc, with no share, takes one: its first call no sooner than pa's next slot.
+    const pc = await lab.refresh({ ...RATED, processId: 'pc', rateWants: 10, scanMs: 0 });
+    expect(pc.answer.share).toBeGreaterThan(0);
+    expect(pc.answer.rateSlot).toBeGreaterThan(0);
+    expect(pc.answer.rateSlot).toBeLessThanOrEqual(cut.answer.now + 300 - pc.answer.now);
+    // pb grows from its own share: its own pace goes on, no slot.
+    const pb = await lab.refresh({
+      ...RATED,
+      processId: 'pb',
+      rateUsed: 3,
+      rateWants: 10,
+      scanMs: 0,
+    });
+    expect(pb.answer.rateSlot).toBe(0);
+    // A cut with no lead (its bucket full) sets no slot later than the one held.
+    const idle = await lab.refresh({
+      ...RATED,
+      processId: 'pb',
+      rateUsed: 0,
+      rateWants: 0,
+      scanMs: 0,
+      leadMs: 0,
+    });
+    state = await lab.state();
+    expect(Number(state.m.cs)).toBe(cut.answer.now + 300);
+    expectRateCounted(state, RATE, idle.answer.now);
+  });
+
   it('a parked place lapses after a window: the survivors grow into it', async () => {
     await lab.craft({
       m: ratedInUse(RATE, undefined, { pk: '1:4' }),

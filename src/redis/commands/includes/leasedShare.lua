@@ -4,10 +4,11 @@
   keeps counted (countedOf), and room left for its edge.
   Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
   rneed, since, holdMs, cap, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
-  ownUntil, ownLead, rlead, meta[21] (M.pk); burstOf, edgeOf, countedOf (leasedCounted),
+  ownUntil, ownLead, rlead, rleadMs, meta[21] (M.pk), meta[24] (M.cs); burstOf, edgeOf, countedOf (leasedCounted),
   floorMet (leasedFloor), parked.
   Sets: share, rtarget, rsum, rcOwn, counted, untl and lead (the entry's rate hold); takes a parked
-  place (M.pk), and rslot (ms until the closed process's next slot).
+  place (M.pk), and rslot (ms until the closed process's next slot, or a share's given back:
+  M.cs, from rleadMs).
 ]]
 if RATED and not recovering and not closing and ownShare == 0 and rwants > 0
   and (meta[21] or '') ~= '' then
@@ -84,6 +85,21 @@ if RATED then
     share = 0
   end
   counted, untl, lead = hk, hu, hu > 0 and hl or 0
+  -- A share given back goes on from its pace. A process that takes a share from none begins
+  -- with a full bucket, so it sends no sooner than the next slot of a share given back lately
+  -- (M.cs, Redis's clock: the latest such slot). Without it, shares moved from process to
+  -- process each sent at once: with fewer units than processes a unit's holder gives its share
+  -- back at each turn (src/redis/leased-rate-share.ts), and the hold counts one call ahead of
+  -- the pace however many such shares began within a window (cap 1 over 2, a rate of 3 per
+  -- 500 ms: 4 calls in 405 ms).
+  local cutSlot = tonumber(meta[24] or 0) or 0
+  if math.max(ownShare, rused) > share and rleadMs > 0 and now + rleadMs > cutSlot then
+    cutSlot = now + rleadMs
+    redis.call('HSET', M, 'cs', string.format('%d', cutSlot))
+  end
+  if ownShare == 0 and rused == 0 and share > 0 and cutSlot > now then
+    rslot = math.max(rslot, math.min(cutSlot - now, rper))
+  end
   rcOwn = countedOf(share, hk, hu, hl)
   rsum = rothers + rcOwn
 end
