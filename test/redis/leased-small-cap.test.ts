@@ -276,7 +276,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
       (await fleet.store()).semaphore(options),
     ];
     const random = prng(87);
-    const until = performance.now() + 4000;
+    const until = performance.now() + 3000;
     let id = 0;
     await Promise.all(
       gates.flatMap((gate) =>
