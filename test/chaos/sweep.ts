@@ -5,16 +5,18 @@
  * (test/chaos/oracle.ts), which must take the spread of a request's trip off each window and so
  * cannot see an excess of a few tens of ms. Each shape draws its processes, cap (below and
  * above the process count), rate, burst, costs, lease and callers whose demand starts late and
- * stops early; no faults (the campaign's part).
+ * stops early, and in 40% of shapes a rolling deploy (one or two processes closed cleanly and
+ * replaced); no Redis faults (the campaign's part).
  *
  * The oracle, per shape: the shortest span of the grants' log (timed as hostgate:acquire
  * publishes them) that holds `limit + burst + 1` cost units, against `per` less 3% of it (at
  * least 10 ms): a leased fleet's shares are paced apart, so a window straddling two of its
  * processes' share changes can run a few ms short of `per` (on a quiet machine 994-1007 ms of
- * 1000 for 20 units at 19 per s; 979-991 with a CPU-heavy neighbour), which the line prints; the
- * most callbacks running at once, against the cap; every caller's error one the gate documents. It found a leased rate's shares
- * handed from process to process each sent at once (cap 1 over 2 at 3 per 500 ms: 4 calls in
- * 405 ms), which no campaign schedule had shown.
+ * 1000 for 20 units at 19 per s; 979-991 with a CPU-heavy neighbour: docs/rates.md), which the
+ * line prints; the most callbacks running at once, against the cap; every caller's error one the
+ * gate documents (a roll's aborted waiters included). It found a leased rate's shares handed from
+ * process to process each sent at once (cap 1 over 2 at 3 per 500 ms: 4 calls in 405 ms), which
+ * no campaign schedule had shown.
  *
  * Flags:
  *   --mode fifo|leased|both   modes to run (default leased)
@@ -69,6 +71,16 @@ function shapeOf(seed: number) {
   const callers = Array.from({ length: processes }, () => pick(1, 10));
   const holdMs = pick(2, 40);
   const client = r() < 0.5 ? 'ioredis' : 'node-redis';
+  // Rolls from draws of their own: 40% of shapes replace one or two processes, 0.8 s in at the
+  // earliest and 0.8 s before the end at the latest.
+  const q = prng(seed + 7_000_000);
+  const rolls =
+    q() < 0.4
+      ? Array.from({ length: q() < 0.5 ? 1 : 2 }, () => ({
+          slot: Math.floor(q() * processes),
+          at: 800 + q() * Math.max(0, runMs - 1600),
+        }))
+      : [];
   return {
     seed,
     processes,
@@ -81,9 +93,20 @@ function shapeOf(seed: number) {
     callers,
     holdMs,
     client,
+    rolls,
     r,
     pick,
   };
+}
+
+/** One process of the fleet: a store on a client of its own, and its gate. */
+interface Proc {
+  store: RedisStore;
+  gate: {
+    run<T>(fn: () => Promise<T>, options: { cost: number; signal: AbortSignal }): Promise<T>;
+  };
+  closeClient: () => unknown;
+  abort: AbortController;
 }
 
 /** A partner that counts the calls in flight (its own peak). */
@@ -155,26 +178,30 @@ try {
     for (let k = 0; k < budget; k++) {
       const shape = shapeOf(first + k);
       const { processes, cap, limit, per, burst, callers, holdMs, r, pick } = shape;
-      const stores: RedisStore[] = [];
-      const closers: (() => unknown)[] = [];
-      for (let i = 0; i < processes; i++) {
+      const name = `${mode}-${shape.seed}`;
+      const grants: [number, number][] = [];
+      let running = 0;
+      let runningPeak = 0;
+      const errors = new Map<string, number>();
+      const shares: [number, number, string][] = [];
+      /** A process: its store on a client of its own, and its gate. */
+      const open = async (): Promise<Proc> => {
+        let closeClient: () => unknown;
+        let store: RedisStore;
         if (shape.client === 'ioredis') {
           const client = new Redis(redis.port, '127.0.0.1', { lazyConnect: true });
           client.on('error', () => {});
           await client.connect();
-          closers.push(() => client.disconnect());
-          stores.push(redisStore({ client, prefix: 'sweep:', commandTimeoutMs: 500 }));
+          closeClient = () => client.disconnect();
+          store = redisStore({ client, prefix: 'sweep:', commandTimeoutMs: 500 });
         } else {
           const client = createClient({ url: redis.url });
           client.on('error', () => {});
           await client.connect();
-          closers.push(() => client.destroy());
-          stores.push(redisStore({ client, prefix: 'sweep:', commandTimeoutMs: 500 }));
+          closeClient = () => client.destroy();
+          store = redisStore({ client, prefix: 'sweep:', commandTimeoutMs: 500 });
         }
-      }
-      const name = `${mode}-${shape.seed}`;
-      const gates = stores.map((store) =>
-        store.semaphore({
+        const gate = store.semaphore({
           name,
           limit: cap,
           maxQueue: 256,
@@ -182,18 +209,35 @@ try {
           mode,
           ...(mode === 'leased' ? { leaseMs: shape.leaseMs, refreshMs: shape.leaseMs / 4 } : {}),
           rate: { limit, per, burst },
-        } as never),
-      );
+        } as never) as unknown as Proc['gate'];
+        granted.set(gate, []);
+        return { store, gate, closeClient, abort: new AbortController() };
+      };
+      const slots: { current: Proc; ready: Promise<void> }[] = [];
+      for (let i = 0; i < processes; i++) {
+        slots.push({ current: await open(), ready: Promise.resolve() });
+      }
       target.reset();
-      const grants: [number, number][] = [];
-      let running = 0;
-      let runningPeak = 0;
-      const errors = new Map<string, number>();
-      const shares: [number, number, string][] = [];
-      for (const gate of gates) granted.set(gate, []);
       const t0 = performance.now();
-      await Promise.all(
-        gates.flatMap((gate, p) =>
+      // A rolling deploy (its own draws: a seed's shape is the same with or without it): a
+      // process closed cleanly, as a shutdown hook does (its waiters aborted, its calls in flight
+      // drained), and a new one started in its place, with the same callers.
+      const rolls = shape.rolls.map(async ({ slot, at }) => {
+        await new Promise((resolve) => setTimeout(resolve, t0 + at - performance.now()));
+        const s = slots[slot]!;
+        await s.ready; // the same process drawn twice: the second roll after the first
+        const old = s.current;
+        s.ready = (async () => {
+          old.abort.abort();
+          await old.store.close();
+          await old.closeClient();
+          s.current = await open();
+        })();
+        await s.ready;
+      });
+      await Promise.all([
+        ...rolls,
+        ...slots.flatMap((s, p) =>
           Array.from({ length: callers[p]! }, async () => {
             // Demand that moves: some callers start late, some stop early.
             const start = t0 + (r() < 0.3 ? r() * 1500 : 0);
@@ -202,6 +246,9 @@ try {
             while (performance.now() < stop) {
               const cost = pick(1, shape.maxCost);
               const hold = Math.round(r() * holdMs);
+              await s.ready;
+              const { gate, abort } = s.current;
+              if (abort.signal.aborted) continue;
               try {
                 await gate.run(
                   async () => {
@@ -221,25 +268,29 @@ try {
                       running--;
                     }
                   },
-                  { cost },
+                  { cost, signal: abort.signal },
                 );
               } catch (error) {
                 const known =
                   error instanceof QueueTimeoutError ||
                   error instanceof RateLimitedError ||
-                  error instanceof QueueFullError;
+                  error instanceof QueueFullError ||
+                  (error as Error).name === 'AbortError';
                 const key = known ? (error as Error).name : `unexpected ${String(error)}`;
                 errors.set(key, (errors.get(key) ?? 0) + 1);
                 // A shed caller comes back a little later, as a client would.
-                if (!(error instanceof QueueTimeoutError))
+                if (!(error instanceof QueueTimeoutError)) {
                   await new Promise((r2) => setTimeout(r2, 20));
+                }
               }
             }
           }),
         ),
-      );
-      await Promise.all(stores.map((store) => store.close()));
-      for (const close of closers) await close();
+      ]);
+      for (const s of slots) {
+        await s.current.store.close();
+        await s.current.closeClient();
+      }
       grants.sort((a, b) => a[0] - b[0]);
       const promise = limit + burst;
       const span = shortestSpan(grants, promise + 1);
@@ -251,7 +302,7 @@ try {
       if (target.peak() > cap) problems.push(`the partner saw ${target.peak()} at a cap of ${cap}`);
       for (const [key, n] of errors)
         if (key.startsWith('unexpected')) problems.push(`${n} × ${key}`);
-      const line = `${mode} seed ${shape.seed}: ${processes} processes (${shape.client}), cap ${cap}, rate ${limit}/${per} ms burst ${burst}, costs ≤ ${shape.maxCost}, callers ${callers.join('/')}: ${units} units (${Math.round((runMs / per) * limit)} at the rate), shortest span of ${promise + 1}: ${Number.isFinite(span) ? Math.round(span) : '-'} ms${problems.length > 0 ? `  VIOLATION: ${problems.join('; ')}` : ''}`;
+      const line = `${mode} seed ${shape.seed}: ${processes} processes (${shape.client}), cap ${cap}, rate ${limit}/${per} ms burst ${burst}, costs ≤ ${shape.maxCost}, callers ${callers.join('/')}${shape.rolls.length > 0 ? `, rolls ${shape.rolls.map((x) => `p${x.slot}@${Math.round(x.at)}`).join(' ')}` : ''}: ${units} units (${Math.round((runMs / per) * limit)} at the rate), shortest span of ${promise + 1}: ${Number.isFinite(span) ? Math.round(span) : '-'} ms${problems.length > 0 ? `  VIOLATION: ${problems.join('; ')}` : ''}`;
       console.log(line);
       if (values.show && span < per) {
         const times = grants.flatMap(([t, c]) => Array.from({ length: c }, () => t));
