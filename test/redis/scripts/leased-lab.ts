@@ -299,7 +299,7 @@ export function ratedInUse(
   return inUse(cap, { v: LEASED_RATE_LAYOUT, rt: rate, ...extra });
 }
 
-const TIMES = new Set(['r', 't', 'lr', 'x', 'lx', 'ot']);
+const TIMES = new Set(['r', 't', 'lr', 'x', 'lx', 'ot', 'cs']);
 
 export function formatEntry(entry: Entry): string {
   return FIELDS.filter((field) => entry[field] !== undefined)

@@ -27,7 +27,7 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
   const shiftOf = (state: LeasedState, at: number, lastRun: number) =>
     Number(state.m.lr) - (at + lastRun);
 
-  it('Redis away (a caller whose refreshes failed, a gap past gapMs): entry expiries, hold ends, tails, M.r, M.t and the last floors met (M.f, M.rf) all move by the gap', async () => {
+  it('Redis away (a caller whose refreshes failed, a gap past gapMs): entry expiries, hold ends, tails, M.r, M.t, the last floors met (M.f, M.rf) and the slot of a share given back (M.cs) all move by the gap', async () => {
     // The heads' sinces the last floors met are named by (absolute: craft leaves them be).
     const headAt = (await lab.now()) - GAP - 1_000;
     const at = await lab.craft({
@@ -38,6 +38,7 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
         r: -GAP + 20_000 + ARGS.leaseMs,
         f: `${headAt} pb`,
         rf: `${headAt + 1} pb`,
+        cs: 400,
       }),
       l: {
         pb: {
@@ -76,6 +77,8 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
       f: `${headAt + shift} pb`,
       rf: `${headAt + 1 + shift} pb`,
     });
+    // The latest slot of a share given back (M.cs) with them.
+    expect(Number(state.m.cs)).toBe(at + 400 + shift);
     // What an entry adds to `_r` is kept as it was: none (an older writer's) stays none.
     expect(state.l.get('pb')!.rc).toBe(0);
     expect(state.l.get('pc')!.rc).toBeUndefined();

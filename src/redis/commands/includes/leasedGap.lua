@@ -55,6 +55,11 @@ if shift ~= 0 then
     meta[22] = tonumber(meta[22]) + shift
     redis.call('HSET', M, 'ot', string.format('%d', meta[22]))
   end
+  -- The latest next slot of a rate share given back (M.cs, leasedShare.lua): moved with them.
+  if meta[24] then
+    meta[24] = tonumber(meta[24]) + shift
+    redis.call('HSET', M, 'cs', string.format('%d', meta[24]))
+  end
   -- The last floors met (the cap's, the rate's) are named by their heads' sinces: moved with them.
   for i, field in pairs({ [15] = 'f', [17] = 'rf' }) do
     local ms, mid = string.match(meta[i] or '', '^(%d+) (.+)$')
