@@ -304,6 +304,21 @@ try {
         if (key.startsWith('unexpected')) problems.push(`${n} × ${key}`);
       const line = `${mode} seed ${shape.seed}: ${processes} processes (${shape.client}), cap ${cap}, rate ${limit}/${per} ms burst ${burst}, costs ≤ ${shape.maxCost}, callers ${callers.join('/')}${shape.rolls.length > 0 ? `, rolls ${shape.rolls.map((x) => `p${x.slot}@${Math.round(x.at)}`).join(' ')}` : ''}: ${units} units (${Math.round((runMs / per) * limit)} at the rate), shortest span of ${promise + 1}: ${Number.isFinite(span) ? Math.round(span) : '-'} ms${problems.length > 0 ? `  VIOLATION: ${problems.join('; ')}` : ''}`;
       console.log(line);
+      if (values.show) {
+        // Units sent per `per`, from the first grant: where a shape's throughput went.
+        const buckets: number[] = [];
+        for (const [t, c] of grants) {
+          const k = Math.floor((t - t0) / per);
+          buckets[k] = (buckets[k] ?? 0) + c;
+        }
+        console.log(`units per ${per} ms: ${Array.from(buckets, (n) => n ?? 0).join(' ')}`);
+        console.log(
+          `first window: ${shares
+            .filter(([t]) => t - t0 < per)
+            .map(([t, q, s2]) => `${Math.round(t - t0)}:p${q}@${s2}`)
+            .join(' ')}`,
+        );
+      }
       if (values.show && span < per) {
         const times = grants.flatMap(([t, c]) => Array.from({ length: c }, () => t));
         for (let i = 0; i + promise < times.length; i++) {
