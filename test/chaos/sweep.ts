@@ -23,8 +23,9 @@
  *   --seed N                  first seed (default 1); shape k of a run has seed N + k
  *   --budget N                shapes per mode (default 20)
  *   --ms N                    how long each shape's callers run (default 3500)
- *   --show                    print the grants (ms, process, share/burst) around each shape's
- *                             shortest span, when it is under `per`
+ *   --show                    print each shape's units per window, its first window's grants
+ *                             (ms, process, share/burst), and the grants around its shortest
+ *                             span when that is under `per`
  */
 import { subscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
@@ -52,9 +53,17 @@ const { values } = parseArgs({
 const modes = values.mode === 'both' ? ['fifo', 'leased'] : [values.mode!];
 if (!modes.every((m) => m === 'fifo' || m === 'leased'))
   throw new TypeError('--mode fifo|leased|both');
-const first = Number(values.seed);
-const budget = Number(values.budget);
-const runMs = Number(values.ms);
+/** A whole-number flag, or a clear error naming it. */
+function whole(flag: string, value: string | undefined, least: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < least) {
+    throw new TypeError(`--${flag} must be a whole number of at least ${least} (got ${value})`);
+  }
+  return n;
+}
+const first = whole('seed', values.seed, 0);
+const budget = whole('budget', values.budget, 1);
+const runMs = whole('ms', values.ms, 2000);
 
 /** A shape: the fleet, its gate and its callers, drawn from `seed`. */
 function shapeOf(seed: number) {
