@@ -243,7 +243,7 @@ export class RateShare {
     // And in ms, when its pace would have let its next call go: a replacement that takes over its
     // share (a parked place) sends no sooner.
     const sent = tail.map((units) => Math.ceil(units)).join(' ');
-    return { args, sent, lead: this.lead(now), leadMs: Math.ceil(use.leadMs) };
+    return { args, sent, lead: this.lead(now), leadMs: this.leadMs() };
   }
 
   /** The rate's part of an answer: this process's share, and the rate Redis holds (adopted, warned once). */

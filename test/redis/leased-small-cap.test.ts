@@ -258,7 +258,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
     }
   }, 20_000);
 
-  it('the shares handed along with the unit: cap 1 over 2 busy processes at a binding rate of 3 per 500 ms, each new holder sends no sooner than the slot of the share given back (a share taken from none began with a full bucket: 4 calls in 405-470 ms, a window after each other)', async () => {
+  it('the shares handed along with the unit: cap 1 over 2 busy processes at a binding rate of 3 per 500 ms, each new holder sends no sooner than the slot of the share given back (each took its share from none with a full bucket and sent at once: 4 calls in 405-470 ms at a promise of 3)', async () => {
     const o = await oracle(cleanups);
     const rate = { limit: 3, per: 500, burst: 0 };
     const options = {
