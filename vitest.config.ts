@@ -36,6 +36,9 @@ const FAULTS = [
   'test/redis/rolling.test.ts', // both modes' fleets through rolling restarts
   'test/redis/leased-{lost-state,restart,clock-step,kill,churn,schedule,faults}.test.ts',
   'test/redis/leased-on-change.test.ts', // a fleet at its cap for seconds, Redis's calls counted
+  // Fleets of stores in one process held to time (turns, handoffs, rates): the suite's two
+  // longest files, and their bounds failed in full parallel runs of npm test (2026-12-07).
+  'test/redis/leased-{small-cap,cost}.test.ts',
   'test/redis/scripts/leased-walk.test.ts', // 5,001-entry fleets walked slice by slice: CPU
   'test/redis/multiprocess-{cap,faults}.test.ts', // replicas, Redis paused, killed, failed over
   'test/redis/over-admission.test.ts', // each documented way over the cap, measured

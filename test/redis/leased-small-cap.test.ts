@@ -66,13 +66,13 @@ async function busyCallers(
 describeRedis('a leased gate with fewer units than processes', () => {
   const fleet = useFleet('node-redis', redis);
 
-  it('campaign seed 99009, cap 1 over 4 busy processes: the unit moves on after each served head, and no caller waits out its deadline (it stayed with one process for half a lease)', async () => {
+  it('campaign seed 99009, cap 1 over 4 busy processes: the unit moves on after each served head, and no caller waits out its deadline (it stayed with one process for half a lease: 58-75 calls in a row)', async () => {
     partner = await startPartner();
     const options = {
       name: 'one',
       limit: 1,
       maxQueue: 64,
-      queueTimeout: 2500,
+      queueTimeout: 3500,
       mode: 'leased',
       leaseMs: 1500,
       refreshMs: 375,
@@ -92,6 +92,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
     process.on('warning', onWarning);
     const waits: number[][] = callers.map(() => []);
     const timeouts: number[] = callers.map(() => 0);
+    const order: number[] = [];
     const until = performance.now() + 3500;
     const loops = callers.flatMap((n, p) =>
       Array.from({ length: n }, async () => {
@@ -101,6 +102,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
           try {
             await gates[p]!.run(async () => {
               waits[p]!.push(performance.now() - asked);
+              order.push(p);
               const response = await fetch(`${partner!.url}/ok?delay=${delay}`);
               await response.text();
             });
@@ -113,13 +115,29 @@ describeRedis('a leased gate with fewer units than processes', () => {
     );
     await Promise.all(loops);
     process.off('warning', onWarning);
+    let run = 0;
+    let longest = 0;
+    for (let i = 0; i < order.length; i++) {
+      run = i > 0 && order[i] === order[i - 1] ? run + 1 : 1;
+      longest = Math.max(longest, run);
+    }
+    console.log(
+      `cap 1 over 4: ${order.length} calls, longest run ${longest}, longest waits ${waits.map((w) => Math.round(Math.max(...w)))} ms`,
+    );
     expect(partner.peak, 'the partner never saw 2 at once').toBe(1);
     // Loud, once per gate: the FIFO mode serves such a gate better.
     expect(warned.length).toBe(callers.length);
     expect(warned[0]).toMatch(
       /"one" \(mode 'leased'\) has [2-4] processes and a cap of 1: .*the FIFO mode/,
     );
-    expect(timeouts, 'callers that waited out their 2.5 s deadline, per process').toEqual([
+    // What tells the fault: the unit stayed with one process for 58-75 calls in a row before
+    // (red 2 of 2 with the served-head refresh taken out), 11-16 after, quiet or beside four CPU
+    // hogs. The callers' deadline is the liveness bound: 2.5 s in the campaign's schedule (5-11
+    // timeouts before), 3.5 s here, as the longest waits after are 1.4-1.9 s on a quiet machine
+    // and a full parallel run of the suite took 4 callers past 2.5 s (11 callers in one process
+    // wait 11 turns of the unit round 4 processes).
+    expect(longest, 'the most calls in a row through one process').toBeLessThanOrEqual(30);
+    expect(timeouts, 'callers that waited out their 3.5 s deadline, per process').toEqual([
       0, 0, 0, 0,
     ]);
     for (const [p, w] of waits.entries()) {
@@ -127,7 +145,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
     }
   }, 20_000);
 
-  it("the handoff race: cap 3 over 6 busy processes, a unit let go while a floor met at the walk is owed to another process is taken at once (owed signal), not at that process's next ask: >= 80% of the cap in use, handoffs under 60 ms", async () => {
+  it("the handoff race: cap 3 over 6 busy processes, a unit let go while a floor met at the walk is owed to another process is taken at once (owed signal), not at that process's next ask: >= 70% of the cap in use, handoffs under 60 ms", async () => {
     // Before: each unit handed on sat idle 50-170 ms (95 ms mean) until the owed process's
     // head asked again (once per walk) and the releasing process said it let go (a timer step):
     // 80-83% of the cap in use.
@@ -199,9 +217,9 @@ describeRedis('a leased gate with fewer units than processes', () => {
       expect(gaps.length, 'units moved between processes').toBeGreaterThan(0);
       expect(mean, 'mean handoff (ms)').toBeLessThan(60);
       // The handoff's length is what tells the race (95 ms mean before); the use it leaves is
-      // 88-92% on a quiet machine, 84-89% in a full parallel run (one run measured 84.0% under an
-      // 85% bound): turns shorter with fewer units than processes (stop 47) add handoffs.
-      expect(used).toBeGreaterThanOrEqual(0.8);
+      // 86-92% on a quiet machine or beside CPU hogs, 79.5-89% in a full parallel run (80-83%
+      // before the fix, so no bound on it tells the race): a floor, well under both.
+      expect(used).toBeGreaterThanOrEqual(0.7);
     } finally {
       await counting.close();
       await agent.close();
@@ -299,7 +317,7 @@ describeRedis('a leased gate with fewer units than processes', () => {
     expectPromiseKept(o, rate);
   }, 20_000);
 
-  it('the turn as long as with a unit per process: cap 2 over 7 busy processes, every process has its first turn within 2 s of the first call (0.8-1.2 s; 3.6-3.7 s before, turns of half an interval: callers asked at the start timed out at 2.5 s, campaign seeds 92061, 92077)', async () => {
+  it('the turn as long as with a unit per process: cap 2 over 7 busy processes, every process has its first turn within 3 s of the first call (0.8-1.2 s; 3.6-3.7 s before, turns of half an interval: callers asked at the start timed out at 2.5 s, campaign seeds 92061, 92077)', async () => {
     const counting = await countingPartner();
     const agent = new Agent({ connections: 32 });
     const options = {
@@ -325,7 +343,8 @@ describeRedis('a leased gate with fewer units than processes', () => {
       const start = Math.min(...firsts);
       const late = firsts.map((t) => Math.round(t - start));
       console.log(`cap 2 over 7: first turns ${late.join(', ')} ms after the first call`);
-      expect(Math.max(...late), 'the last process to have its first turn (ms)').toBeLessThan(2000);
+      // 0.8-1.2 s quiet or beside CPU hogs; one full parallel run of the suite 2.6 s.
+      expect(Math.max(...late), 'the last process to have its first turn (ms)').toBeLessThan(3000);
     } finally {
       await counting.close();
       await agent.close();
