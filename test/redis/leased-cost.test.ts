@@ -167,6 +167,7 @@ describeRedis('a leased rate with costs: the idle credit', () => {
       const units = [...o.arrivals]
         .filter(([, at]) => at >= from && at < from + 1000)
         .reduce((sum, [name]) => sum + (costs.get(name) ?? 1), 0);
+      console.log(`fresh fleet of 6 at 25 per 500 ms: ${units} rate units in its second`);
       // 40-41 here (13-25 before). Each cost-3 call waits one interval of its share idle (a
       // burst share of 1 carries 2 at once): about 7 units sent in 8 intervals of pace, so not
       // far over 80%; asked here with room for a loaded machine.
@@ -224,7 +225,7 @@ describeRedis('a leased rate with costs: a cut after the idle credit', () => {
 describeRedis('a leased rate with fewer calls per window than processes', () => {
   const fleet = useFleet('node-redis', redis);
 
-  it('the lowest-ids race: 8 processes of calls of cost 1 at 4 per 500 ms each send between 1 and 4 s after the start (the calls left over at a level of 0 went to the lowest ids for good: four processes sent nothing after their first calls)', async () => {
+  it('the lowest-ids race: 8 processes of calls of cost 1 at 4 per 500 ms each send between 1 and 7 s after the start (the calls left over at a level of 0 went to the lowest ids for good: four processes sent nothing after their first calls)', async () => {
     const o = await oracle(cleanups);
     const rate = { limit: 4, per: 500, burst: 1 };
     const { send, costOf } = await costFleet(fleet, o, 8, 'lowest-ids', rate);
@@ -236,13 +237,17 @@ describeRedis('a leased rate with fewer calls per window than processes', () => 
       while (busy) {
         await send(p, 1, 8000).catch(() => undefined);
         const at = performance.now() - start;
-        if (at >= 1000 && at < 4000) sent[p]!++;
+        if (at >= 1000 && at < 7000) sent[p]!++;
       }
     });
-    await new Promise((resolve) => setTimeout(resolve, 4000));
+    await new Promise((resolve) => setTimeout(resolve, 7000));
     busy = false;
     await Promise.all(loops);
-    // 24 calls in those 3 s at most, 3 per process if even; 4-6 each here (before: 0 for four).
+    console.log(`4 per 500 ms over 8: calls per process from 1 to 7 s: ${sent.join(' ')}`);
+    // 48 calls in those 6 s at most, 6 per process if even (before: 0 for four, for good). The
+    // fleet sends about 60% of its rate here (docs/rates.md, fewer calls per window than
+    // processes): 13-15 calls in 1-4 s, 1-3 a process, and under load one process had none in
+    // those 3 s (a CI run, 1 run in 4 beside four CPU hogs), so the window is 6 s.
     expect(Math.min(...sent), `calls per process: ${sent.join(' ')}`).toBeGreaterThanOrEqual(1);
     expectPromiseKept(o, rate, costOf);
   }, 30_000);
