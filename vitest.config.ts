@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { configDefaults, defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
@@ -90,6 +91,13 @@ const LONG_FIRST = [
   'test/redis/shared-gate-shedding.test.ts',
   'test/express/deadline.test.ts',
 ];
+
+// A renamed or removed file would lose its place without a word: say so.
+for (const file of LONG_FIRST) {
+  if (!existsSync(new URL(file, import.meta.url))) {
+    throw new Error(`vitest.config.ts: LONG_FIRST names ${file}, which does not exist`);
+  }
+}
 
 /** vitest's order (cached durations, else size), with LONG_FIRST's files ahead of every other. */
 class LongFirst extends BaseSequencer {
