@@ -8,7 +8,9 @@
  *   --budget N                schedules per mode (default 20; 1 with --seed and no --budget)
  *   --seed N                  first seed (default: from the clock, printed); schedule k of a
  *                             run has seed N + k, and `--seed S --budget 1` replays seed S
- *   --faults a,b              draw only these fault kinds (test/chaos/plan.ts FAULT_KINDS)
+ *   --faults a,b              draw only these fault kinds (test/chaos/plan.ts FAULT_KINDS);
+ *                             -a,-b: all but these (-replica-partition: a seed as drawn
+ *                             before that kind was added, stop 50)
  *   --keep 0,2                with --seed: only these steps of the seed's schedule (a shrunk replay)
  *   --schedule '<json>'       run this schedule (as printed on a failure) instead of drawing one
  *   --no-shrink               do not shrink failures
@@ -62,16 +64,21 @@ const modes: Mode[] =
     : MODES.includes(values.mode as Mode)
       ? [values.mode as Mode]
       : fail(`--mode must be fifo, leased or both, got ${values.mode}`);
+const named = (k: string): FaultKind =>
+  FAULT_KINDS.includes(k as FaultKind)
+    ? (k as FaultKind)
+    : fail(`--faults: unknown kind ${k} (known: ${FAULT_KINDS.join(', ')})`);
+// `--faults -a,-b`: every kind but these (`-replica-partition` replays a seed as drawn before
+// that kind was added, stop 50).
+const listed = values.faults?.split(',') ?? [];
 const kinds: FaultKind[] =
   values.faults === undefined
     ? [...FAULT_KINDS]
-    : values.faults
-        .split(',')
-        .map((k) =>
-          FAULT_KINDS.includes(k as FaultKind)
-            ? (k as FaultKind)
-            : fail(`--faults: unknown kind ${k} (known: ${FAULT_KINDS.join(', ')})`),
-        );
+    : listed.every((k) => k.startsWith('-'))
+      ? FAULT_KINDS.filter((k) => !listed.map((x) => named(x.slice(1))).includes(k))
+      : listed.some((k) => k.startsWith('-'))
+        ? fail('--faults: either kinds to draw or, each with a leading -, kinds to leave out')
+        : listed.map(named);
 const seed0 = values.seed === undefined ? Date.now() % 100_000 : Number.parseInt(values.seed, 10);
 if (!Number.isSafeInteger(seed0) || seed0 < 0)
   fail(`--seed must be a whole number, got ${values.seed}`);

@@ -12,11 +12,12 @@ import { bundleForNode } from '../../bench/lib/bundle.js';
 import { type FleetMessage, forkWorker, type Worker } from '../../bench/lib/fleet.js';
 import type { Applied, Arrival, Call, Run } from './oracle.js';
 import type { Rate, Schedule, Step } from './plan.js';
-import { REDIS_AWAY, timings } from './plan.js';
+import { REDIS_AWAY, reconnectMs, timings } from './plan.js';
 
 /** Faults done to the `redis-server` itself (serialized). */
 const REDIS_FAULTS = new Set<string>([...REDIS_AWAY, 'flushall', 'clock-step']);
 
+import { Link } from './link.js';
 import { type ChaosRedis, clockStep, heldBy, leftovers, readState } from './redis.js';
 import type { CallRecord, OpenGate } from './worker.js';
 
@@ -199,6 +200,8 @@ interface Slot {
   stopped: boolean;
   stalled: number;
   generation: number;
+  /** Cut off from Redis (replica-partition): its demand is not the others' to serve. */
+  cut: boolean;
 }
 
 let runs = 0;
@@ -233,7 +236,19 @@ export async function runSchedule(
     stopped: false,
     stalled: 0,
     generation: 0,
+    cut: false,
   }));
+  // A replica's own link to Redis, where a schedule cuts one off (test/chaos/link.ts); the
+  // others connect to Redis itself, as before.
+  const links = steps.some((s) => s.kind === 'replica-partition')
+    ? await Promise.all(
+        slots.map(async () => {
+          const link = new Link(redis.port);
+          await link.listen();
+          return link;
+        }),
+      )
+    : undefined;
   const demand: [number, number][] = [];
   const caps: [number, number][] = [[0, config.cap]];
   const rates: [number, Rate][] = config.rate ? [[0, config.rate]] : [];
@@ -247,7 +262,7 @@ export async function runSchedule(
   partner.reset(token, t0);
   const pushDemand = () => {
     let d = 0;
-    for (const s of slots) if (s.worker && !s.stopped && s.stalled === 0) d += s.callers;
+    for (const s of slots) if (s.worker && !s.stopped && s.stalled === 0 && !s.cut) d += s.callers;
     demand.push([now(), d]);
   };
   const alive = () => slots.filter((s) => s.worker !== undefined).length;
@@ -259,7 +274,7 @@ export async function runSchedule(
     const open: OpenGate = {
       token: `${token}-${i}-${slot.generation}`,
       slot: i,
-      redisPort: redis.port,
+      redisPort: links?.[i]?.port ?? redis.port,
       partnerPort: partner.port,
       name,
       config,
@@ -408,6 +423,24 @@ export async function runSchedule(
           pushDemand();
         }
         break;
+      case 'replica-partition':
+        if (target && links) {
+          const link = links[step.slot!]!;
+          link.cut(step.cut ?? 'blackhole');
+          target.cut = true;
+          pushDemand();
+          await sleep(ms);
+          link.heal();
+          // Its demand is the fleet's again once it can have reached Redis: its client
+          // reconnects on its own backoff after a reset, then a refresh or heartbeat.
+          const back = step.cut === 'reset' ? reconnectMs(config.client, ms) : 0;
+          a.end = now();
+          await sleep(back + timings(config).tickMs + config.commandTimeoutMs);
+          target.cut = false;
+          pushDemand();
+          return;
+        }
+        break;
       case 'replica-kill':
         if (target?.worker) {
           a.killedUnits = partner.bySlot.get(step.slot!) ?? 0;
@@ -527,6 +560,7 @@ export async function runSchedule(
     errors.push(`keys: ${String(error)}`);
   }
   for (const w of spares) pool.give(w);
+  if (links) await Promise.all(links.map((link) => link.close()));
   if (process.env.CHAOS_DEBUG) {
     console.error(
       `  timing: ran ${Math.round(end)} ms, closing ${Math.round(performance.now() - tClose)} ms`,

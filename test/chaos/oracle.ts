@@ -13,6 +13,7 @@ import {
   type FleetConfig,
   type Rate,
   REDIS_AWAY,
+  reconnectMs as reconnectAfter,
   type Schedule,
   type Step,
   timings,
@@ -142,7 +143,8 @@ export const BOUNDS = {
    * Redis away d: d + a lease + a command timeout + a refresh/heartbeat (a learning window of
    * about one lease after Redis answers, docs/shared-gates.md); a flush or a clock step: a lease
    * after it (a step back by S: S more); a replica stopped or stalled d: what it held comes back
-   * after min(d, its lease lapsing and its tickets skipped); a replica SIGKILLed: nothing (issue
+   * after min(d, its lease lapsing and its tickets skipped), as do a replica's cut off from
+   * Redis d (its own demand waits for it, test/chaos/fleet.ts); a replica SIGKILLed: nothing (issue
    * 32: never 500 ms at 0), unless it held every unit in flight, or Redis counted so much for it
    * that the rest of the cap has no room for the heaviest head (then its lease must lapse);
    * a clean close, a demand shift, a new cap or rate: one refresh/heartbeat.
@@ -160,6 +162,7 @@ export const BOUNDS = {
         return leaseMs + c + tickMs + (a.step.sign === -1 ? (a.step.ms ?? 0) : 0);
       case 'replica-stop':
       case 'replica-stall':
+      case 'replica-partition':
         return Math.min(length, leaseMs + 3 * tickMs + 2 * c) + tickMs;
       case 'replica-kill': {
         const heldAll = (a.killedUnits ?? 0) > 0 && (a.killedUnits ?? 0) >= (a.totalUnits ?? 0);
@@ -244,12 +247,10 @@ export function judge(run: Run): Verdict {
     for (const k of kinds) table[k] = Math.max(table[k] ?? Number.NEGATIVE_INFINITY, v);
   };
   const graceMs = callMax + tickMs + c + 300;
-  // Until each process sees Redis again: its client reconnects first, on its own backoff (after
-  // an outage: ioredis 6 up to 5 s + 200 ms jitter, node-redis up to 2 s + 200 ms; seed 99370,
-  // ioredis, 4 s away: 2.9 s after Redis was back), then its next heartbeat or refresh and a
-  // command timeout; and what it granted locally until then runs its call out (callMax).
-  const reconnectMs = (away: number) =>
-    Math.min(config.client === 'ioredis' ? 5000 : 2000, Math.max(0, away)) + 200;
+  // Until each process sees Redis again: its client reconnects first, on its own backoff
+  // (reconnectMs, plan.ts), then its next heartbeat or refresh and a command timeout; and what
+  // it granted locally until then runs its call out (callMax).
+  const reconnectMs = (away: number) => reconnectAfter(config.client, away);
   const localMs = tickMs + c + 100;
   const localUntil = (a: Applied) => a.end + reconnectMs(a.end - a.at) + localMs + callMax;
 
@@ -278,6 +279,19 @@ export function judge(run: Run): Verdict {
         // docs: a stall past the lease, excess ≤ the stalled process's permits
         const slot = a.step.slot ?? 0;
         extra += Math.min(config.cap, (config.callers[slot] ?? 8) * maxWeight(config));
+      }
+      if (a.step.kind === 'replica-partition' && t >= a.at) {
+        // docs: a process cut off from Redis while the others are not: the permits it holds
+        // when its lease ends run uncounted until their calls end ('reject'); under 'local' it
+        // grants its local share until it sees Redis again. Excess ≤ the cut-off process's own.
+        const until =
+          config.onStoreError === 'local'
+            ? localUntil(a)
+            : a.at + config.leaseMs + tickMs + c + callMax + BOUNDS.slackMs;
+        const slot = a.step.slot ?? 0;
+        if (t <= until) {
+          extra += Math.min(config.cap, (config.callers[slot] ?? 8) * maxWeight(config));
+        }
       }
     }
     return extra;

@@ -31,6 +31,10 @@ export const FAULT_KINDS = [
   'demand-shift', // callers of one replica (or all) set to `callers`
   'set-limit', // setSharedLimit(`value`) from a live replica
   'set-rate', // setSharedRate(`rate`) from a live replica (rated gates only)
+  // The replica cut off from Redis for `ms`, the others not (test/chaos/link.ts): `cut`
+  // blackhole (nothing passes, held until it heals) or reset (connections reset and refused).
+  // Drawn from a stream of its own (generateSchedule), so every other schedule stayed as it was.
+  'replica-partition',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -100,6 +104,8 @@ export interface Step {
   value?: number;
   /** set-rate: the new rate. */
   rate?: Rate;
+  /** replica-partition: how the replica's link to Redis is cut (test/chaos/link.ts). */
+  cut?: 'blackhole' | 'reset';
 }
 
 export interface Schedule {
@@ -112,6 +118,15 @@ export interface Schedule {
 type Random = () => number;
 const int = (r: Random, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
 const pick = <T>(r: Random, items: readonly T[]): T => items[Math.floor(r() * items.length)]!;
+
+/**
+ * Until a client sees Redis again after `away` ms without it: it reconnects on its own backoff
+ * (after an outage: ioredis 6 up to 5 s + 200 ms jitter, node-redis up to 2 s + 200 ms; seed
+ * 99370, ioredis, 4 s away: 2.9 s after Redis was back).
+ */
+export function reconnectMs(client: FleetConfig['client'], away: number): number {
+  return Math.min(client === 'ioredis' ? 5000 : 2000, Math.max(0, away)) + 200;
+}
 
 /** The configuration's derived timings (defaults as the library resolves them). */
 export function timings(config: FleetConfig) {
@@ -187,15 +202,25 @@ export function generateSchedule(
   config.queueTimeout = deadlineFor(config);
 
   const allowed = kinds.filter((k) => k !== 'set-rate' || rate !== undefined);
+  // A replica's partition is drawn below, from a stream of its own (added after the campaign
+  // had run thousands of seeds: drawn with the rest, it would have changed every schedule).
+  const drawn = allowed.length === 1 ? allowed : allowed.filter((k) => k !== 'replica-partition');
   const steps: Step[] = [];
-  const count = allowed.length === 0 ? 0 : rf() < 0.6 ? 1 : rf() < 0.75 ? 2 : 3;
+  const count = drawn.length === 0 ? 0 : rf() < 0.6 ? 1 : rf() < 0.75 ? 2 : 3;
   // 40% of the schedules leave the first 4 s alone: the fresh-fleet check needs a second
   // from one refresh after the first call, and a leased gate's first use waits a refresh and a
   // command timeout (up to 1.8 s here).
   let at = rf() < 0.4 ? 4000 + int(rf, 0, 300) : int(rf, 300, 1800);
   for (let i = 0; i < count; i++) {
-    steps.push(drawStep(rf, pick(rf, allowed), at, config));
+    steps.push(drawStep(rf, pick(rf, drawn), at, config));
     at += int(rf, 200, 800);
+  }
+  // One schedule in six (with other faults drawn) also cuts a replica off from Redis.
+  const rp = prng((seed ^ 0x27d4eb2f) * 2 + (mode === 'fifo' ? 0 : 1));
+  if (drawn !== allowed && allowed.includes('replica-partition') && rp() < 1 / 6) {
+    const partition = drawStep(rp, 'replica-partition', int(rp, 300, 4500), config);
+    steps.push(partition);
+    steps.sort((x, y) => x.at - y.at);
   }
   config.durationMs = durationFor(config, steps);
   return { seed, mode, config, steps };
@@ -223,6 +248,9 @@ function drawStep(r: Random, kind: FaultKind, at: number, config: FleetConfig): 
     case 'replica-stall':
       // A busy loop burns a core: at most 2.5 s of it.
       return { at, kind, slot, ms: Math.min(2500, length(0.3, 1.7)) };
+    case 'replica-partition':
+      // Shorter and longer than the lease (up to 2.5 leases: the others take its units).
+      return { at, kind, slot, ms: length(0.3, 2.5), cut: r() < 0.6 ? 'blackhole' : 'reset' };
     case 'replica-kill':
       return r() < 0.5 ? { at, kind, slot } : { at, kind, slot, restartMs: int(r, 0, 1000) };
     case 'replica-roll':
@@ -292,6 +320,7 @@ export function describeStep(step: Step): string {
   if (step.slot !== undefined) parts.push(step.slot < 0 ? 'all replicas' : `replica ${step.slot}`);
   if (step.ms !== undefined) parts.push(`${step.sign === -1 ? '-' : ''}${step.ms}ms`);
   if (step.restartMs !== undefined) parts.push(`new start after ${step.restartMs}ms`);
+  if (step.cut !== undefined) parts.push(step.cut);
   if (step.count !== undefined) parts.push(`${step.count} replicas every ${step.every}ms`);
   if (step.callers !== undefined) parts.push(`callers ${step.callers}`);
   if (step.value !== undefined) parts.push(`limit ${step.value}`);

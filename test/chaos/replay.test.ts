@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeRedis } from '../helpers/redis-server.js';
 import { bundleWorker, Partner, Pool, runSchedule } from './fleet.js';
 import { judge } from './oracle.js';
-import { generateSchedule } from './plan.js';
+import { FAULT_KINDS, generateSchedule } from './plan.js';
 import { ChaosRedis } from './redis.js';
 
 describeRedis('fault campaign replays', () => {
@@ -34,7 +34,9 @@ describeRedis('fault campaign replays', () => {
     // of the new replica 1.2 s in. The killed process's heavy head was met as the oldest floor
     // at every walk until its lease lapsed, and the survivors' heavy heads did not fit beside it.
     // Three runs: which head is oldest at the kill varies (before, 2 or 3 runs in 3 failed).
-    const schedule = generateSchedule(82285, 'leased');
+    // As drawn before replica partitions were added (stop 50): the seed's schedule then.
+    const kinds = FAULT_KINDS.filter((k) => k !== 'replica-partition');
+    const schedule = generateSchedule(82285, 'leased', kinds);
     expect(schedule.steps.map((s) => s.kind)).toEqual(['replica-roll', 'replica-kill']);
     for (let i = 0; i < 3; i++) {
       const run = await runSchedule(schedule, redis, pool, partner);
