@@ -49,6 +49,8 @@ export class BlockLease {
   lastSent = Number.NEGATIVE_INFINITY;
   /** The last refresh failed (Redis unreachable, slow, or erroring). */
   down = false;
+  /** When its refreshes began to fail (performance.now(); undefined: they do not). */
+  downSince: number | undefined;
   /** The demand the last refresh reported. */
   sentWants = 0;
   /** The signals' epoch when the last refresh left: another means a message may be lost. */
@@ -117,11 +119,19 @@ export class BlockLease {
     if (answer.level !== undefined) this.#walked = answer.level;
     this.answeredAt = performance.now();
     this.down = false;
+    this.downSince = undefined;
+  }
+
+  /** Whether the last refresh failed, and since when its refreshes fail (RefreshReport). */
+  fault(): { down: boolean; downSince: number | undefined } {
+    return { down: this.down, downSince: this.downSince };
   }
 
   /** A refresh failed (not a refusal). */
   failed(): void {
     this.down = true;
+    // Since when (the first failure seen): Redis tells its own outage from this process's.
+    this.downSince ??= performance.now();
     // Redis may still run it (a timeout is not a refusal) and shrink the block, counting
     // max(new block, held at send) for us and giving the rest away: grow past nothing more.
     this.block = Math.min(this.block, this.heldAtSend);

@@ -290,7 +290,7 @@ export class LeasedSemaphore extends Semaphore {
         rateNeed: this.#rate?.need ?? 0,
         rateLead: this.#rate?.lead(sentAt) ?? 0,
         rateLeadMs: this.#rate?.leadMs() ?? 0,
-        down: this.#lease.down,
+        ...this.#lease.fault(),
       },
       sentAt,
     );

@@ -57,6 +57,8 @@ export interface Report {
   rateLeadMs: number;
   /** The last refresh failed. */
   down: boolean;
+  /** When its refreshes began to fail (the first failure seen), undefined: they do not. */
+  downSince?: number | undefined;
 }
 
 /** REFRESH's answer, the block's part (the rate's: RateShare.answer). */
@@ -142,6 +144,8 @@ export class RefreshCalls {
       this.o.askMs, // a caller below its share says so at most this often
       report.rateLead,
       report.rateLeadMs,
+      // Ms since its refreshes began to fail: Redis tells its own outage from this process's.
+      report.downSince === undefined ? 0 : Math.max(0, Math.floor(sentAt - report.downSince)),
     ];
   }
 

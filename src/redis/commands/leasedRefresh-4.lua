@@ -77,6 +77,9 @@
   ARGV[30] leadMs        ms until its pace would let its next call go: closing, the slot a
                          replacement taking its parked place goes on from; else, when a share it
                          gives back here may be sent at by a process taking a share from none
+  ARGV[31] downMs        ms since its refreshes began to fail (0: they do not; an older
+                         process sends none): Redis away, or only this process cut off from it
+                         (includes/leasedGap.lua)
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -115,6 +118,7 @@ local rneed = tonumber(ARGV[26] or 0) or 0
 local rlead = tonumber(ARGV[29] or 0) or 0
 -- The ms until its pace would let its next call go (its parked place's slot, or a cut's: M.cs).
 local rleadMs = tonumber(ARGV[30] or 0) or 0
+local downMs = tonumber(ARGV[31] or 0) or 0
 local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
 local function tell(message)
   -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then

@@ -67,6 +67,8 @@ export interface RefreshArgs {
    * slot of a share it gives back here (M.cs).
    */
   leadMs: number;
+  /** Ms since its refreshes began to fail (0: they do not). */
+  downMs: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -101,6 +103,7 @@ export const ARGS: RefreshArgs = {
   signalMs: 100,
   lead: 0,
   leadMs: 0,
+  downMs: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -134,6 +137,7 @@ const ORDER: (keyof RefreshArgs)[] = [
   'signalMs',
   'lead',
   'leadMs',
+  'downMs',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */

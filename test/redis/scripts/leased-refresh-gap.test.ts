@@ -159,6 +159,57 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
     });
   }
 
+  // The quiet between a healthy fleet's refreshes (a process refreshes on change, every half
+  // lease when idle) is no outage: a process back from its own partition (fault campaign,
+  // replica-partition) had failed for seconds while Redis ran the others' refreshes.
+  for (const [what, downMs, moved] of [
+    ['a process cut off alone: its refreshes failed 20 s, Redis silent 4 s', 20_000, false],
+    ['Redis away: its refreshes failed about as long as Redis was silent', 3_500, true],
+    ['an older process that says nothing of how long', 0, true],
+  ] as const) {
+    it(`failed refreshes and a gap past gapMs, ${what}: ${moved ? 'every time moves by the gap, a recovery window' : 'nothing moves, no window'}`, async () => {
+      const at = await lab.craft({
+        m: inUse(4, { ...WALKED, lr: -4_000 }),
+        l: { pb: { expiry: 2_000, block: 1, held: 1, wants: 1 } },
+        s: 1,
+      });
+      const ran = await lab.refresh({ down: 1, downMs, wants: 1 });
+      const state = await lab.state();
+      const shift = shiftOf(state, at, -4_000);
+      if (moved) {
+        expect(shift).toBeGreaterThanOrEqual(4_000);
+        expect(ran.answer.recoveringMs).toBeGreaterThan(0);
+      } else {
+        expect(shift).toBeLessThan(4_000 + 1_000);
+        expect(state.l.get('pb')!.expiry).toBe(at + 2_000);
+        expect(ran.answer.recoveringMs).toBe(0);
+      }
+    });
+  }
+
+  for (const [what, lastAnswer, moved] of [
+    [
+      'sent 19 s after its last answer and run 1 s after Redis last ran (its own link held it)',
+      20_000,
+      false,
+    ],
+    ['as late as the gap since the last run (a step of the clock)', 3_000, true],
+  ] as const) {
+    it(`a command run late, ${what}: ${moved ? 'a step, every time moves by the gap' : 'no step, nothing moves'}`, async () => {
+      const at = await lab.craft({
+        m: inUse(4, { ...WALKED, lr: -2_000 }),
+        l: { pb: { expiry: 2_000, block: 1, held: 1, wants: 1 } },
+        s: 1,
+      });
+      // Its last answer `lastAnswer` ms of Redis time ago; it sent this 1 s after that answer.
+      await lab.refresh({ seen: at - lastAnswer, elapsed: 1_000, wants: 1 });
+      const state = await lab.state();
+      const shift = shiftOf(state, at, -2_000);
+      if (moved) expect(shift).toBeGreaterThanOrEqual(2_000);
+      else expect(state.l.get('pb')!.expiry).toBe(at + 2_000);
+    });
+  }
+
   it('a gap nobody has evidence of: an entry that expired meanwhile is reaped by the walk', async () => {
     await lab.craft({
       m: inUse(4, { lr: -GAP }),

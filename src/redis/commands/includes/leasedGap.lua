@@ -2,8 +2,8 @@
   Time that passed unobserved (issue 32): a gap since the last run (Redis away) or a step of
   Redis's clock. Every stored Redis-time timestamp of the gate moves by the gap, as if time had
   stood still; `learn` asks for a recovery window when Redis came back from an outage.
-  Uses (leasedRefresh-4.lua): L, M, cap, now, lastRun, ends, walked, seen, elapsed, down, tol,
-  gapMs; parse and format (leasedEntry). Sets: shift, learn, ends, walked.
+  Uses (leasedRefresh-4.lua): L, M, cap, now, lastRun, ends, walked, seen, elapsed, down,
+  downMs, tol, gapMs; parse and format (leasedEntry). Sets: shift, learn, ends, walked.
 ]]
 -- Time that passed unobserved (issue 32): Redis away (stopped, unreachable, refusing writes on
 -- OOM, restarted with its data), or its clock stepped. Every stored Redis-time timestamp of the
@@ -16,14 +16,25 @@
 -- (the stored state was moved back: the campaign's emulated step); (4) Redis time before the last
 -- run: the clock went back, and every stored time moves back with it (a dead process's lease is
 -- not stretched by the step).
+-- Not time that passed unobserved: one process cut off from Redis while the others were not
+-- (its link, its host's network). Its command can run long after it was sent (held on the way,
+-- or queued by its client until it reconnected), and its refreshes failed, while Redis ran the
+-- others' all along: the gap since the last run is only the fleet's quiet between refreshes.
+-- So (2) counts a command's lateness as a step only as far as that gap explains it (a step of
+-- S leaves a gap of S at least), and (1) takes failed refreshes for Redis away only when Redis
+-- was silent for about as long as they failed (downMs: a process back from its own partition
+-- had failed for seconds; fault campaign, replica-partition: every such return shifted the
+-- fleet's times by the quiet gap, holding the rate's moved shares that much longer, and once
+-- the fleet sent nothing for 2.2 s).
 local shift, learn = 0, false
 if cap and lastRun > 0 then
   local gap = now - lastRun
   if gap < 0 then
     shift = gap
   elseif gap > tol then
-    local stepped = seen > 0 and (now - seen - elapsed > tol or seen - lastRun > tol)
-    local away = down and gap > gapMs
+    local late = seen > 0 and now - seen - elapsed or 0
+    local stepped = seen > 0 and ((late > tol and late <= gap + tol) or seen - lastRun > tol)
+    local away = down and gap > gapMs and downMs <= gap + tol
     if stepped or away then shift = gap end
     -- Back from an outage: a restart may have brought back older data than the processes hold.
     learn = away
