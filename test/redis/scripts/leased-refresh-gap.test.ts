@@ -210,6 +210,34 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
     });
   }
 
+  for (const [what, lastAnswer, window] of [
+    [
+      'more than a lease after the answer that gave it (sent before its process was cut off): its entry lapsed, no loss',
+      12_000,
+      false,
+    ],
+    ['within its lease: its state was lost under it', 2_000, true],
+  ] as const) {
+    it(`a block said valid whose entry is gone, by a command run ${what}: ${window ? 'a recovery window of a lease' : 'no window'} (fault campaign, replica-partition, seed 626: the fleet at 0 for 2.1-2.4 s)`, async () => {
+      const at = await lab.craft({
+        m: inUse(4, { ...WALKED, lr: -200 }),
+        l: { pb: { block: 3, held: 3, wants: 3 } },
+        s: 3,
+      });
+      // It sent this 500 ms after its last answer, `lastAnswer` ms of Redis time ago.
+      const ran = await lab.refresh({
+        seen: at - lastAnswer,
+        elapsed: 500,
+        valid: 1,
+        had: 1,
+        held: 1,
+        wants: 1,
+      });
+      if (window) expectAhead((await lab.state()).m.r, ran, ARGS.leaseMs);
+      else expect(ran.answer.recoveringMs).toBe(0);
+    });
+  }
+
   it('a gap nobody has evidence of: an entry that expired meanwhile is reaped by the walk', async () => {
     await lab.craft({
       m: inUse(4, { lr: -GAP }),
