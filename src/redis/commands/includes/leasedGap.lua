@@ -23,9 +23,9 @@
 -- So (2) counts a command's lateness as a step only as far as that gap explains it (a step of
 -- S leaves a gap of S at least), and (1) takes failed refreshes for Redis away only when Redis
 -- was silent for about as long as they failed (downMs: a process back from its own partition
--- had failed for seconds; fault campaign, replica-partition: every such return shifted the
--- fleet's times by the quiet gap, holding the rate's moved shares that much longer, and once
--- the fleet sent nothing for 2.2 s).
+-- had failed for seconds; fault campaign, replica-partition, seed 626: every such return
+-- shifted the fleet's times by the quiet gap, 0.8-1.0 s, holding the rate's moved shares that
+-- much longer).
 local shift, learn = 0, false
 if cap and lastRun > 0 then
   local gap = now - lastRun
