@@ -9,8 +9,8 @@
  *   --seed N                  first seed (default: from the clock, printed); schedule k of a
  *                             run has seed N + k, and `--seed S --budget 1` replays seed S
  *   --faults a,b              draw only these fault kinds (test/chaos/plan.ts FAULT_KINDS);
- *                             -a,-b: all but these (-replica-partition: a seed as drawn
- *                             before that kind was added, stop 50)
+ *                             -a,-b: all but these (-replica-partition,-replica-slow: a seed
+ *                             as drawn before those kinds were added, stop 50)
  *   --keep 0,2                with --seed: only these steps of the seed's schedule (a shrunk replay)
  *   --schedule '<json>'       run this schedule (as printed on a failure) instead of drawing one
  *   --no-shrink               do not shrink failures
@@ -68,8 +68,8 @@ const named = (k: string): FaultKind =>
   FAULT_KINDS.includes(k as FaultKind)
     ? (k as FaultKind)
     : fail(`--faults: unknown kind ${k} (known: ${FAULT_KINDS.join(', ')})`);
-// `--faults -a,-b`: every kind but these (`-replica-partition` replays a seed as drawn before
-// that kind was added, stop 50).
+// `--faults -a,-b`: every kind but these (`-replica-partition,-replica-slow` replays a seed as
+// drawn before those kinds were added, stop 50).
 const listed = values.faults?.split(',') ?? [];
 const kinds: FaultKind[] =
   values.faults === undefined

@@ -147,14 +147,17 @@ export const BOUNDS = {
    * Redis d (its own demand waits for it, test/chaos/fleet.ts); a replica SIGKILLed: nothing (issue
    * 32: never 500 ms at 0), unless it held every unit in flight, or Redis counted so much for it
    * that the rest of the cap has no room for the heaviest head (then its lease must lapse);
-   * a clean close, a demand shift, a new cap or rate: one refresh/heartbeat.
+   * a clean close, a demand shift, a new cap: one refresh/heartbeat; a new rate: that, a command
+   * timeout and a window of it (what the fleet sent at the old rate until it heard counts in the
+   * new rate's windows: a leased fleet lowered from 80 to 10 per s sends nothing until those
+   * leave them, campaign seed 113012: 1.1 s at 0, 18 ms past one refresh's bound).
    */
   recoverMs(a: Applied, config: FleetConfig, cap = config.cap): number {
     const { leaseMs, commandTimeoutMs: c } = config;
     const { tickMs } = timings(config);
     const kind = a.step.kind;
     const length = a.end - a.at;
-    if (REDIS_AWAY.has(kind)) return length + leaseMs + c + tickMs;
+    if (REDIS_AWAY.has(kind) || slowAll(a.step)) return length + leaseMs + c + tickMs;
     switch (kind) {
       case 'flushall':
         return leaseMs + c + tickMs;
@@ -163,6 +166,7 @@ export const BOUNDS = {
       case 'replica-stop':
       case 'replica-stall':
       case 'replica-partition':
+      case 'replica-slow':
         return Math.min(length, leaseMs + 3 * tickMs + 2 * c) + tickMs;
       case 'replica-kill': {
         const heldAll = (a.killedUnits ?? 0) > 0 && (a.killedUnits ?? 0) >= (a.totalUnits ?? 0);
@@ -175,11 +179,19 @@ export const BOUNDS = {
       }
       case 'replica-roll':
         return length;
+      case 'set-rate':
+        return tickMs + c + (a.step.rate?.per ?? 0);
       default:
         return tickMs;
     }
   },
 } as const;
+
+/** Every replica's link to Redis slowed (replica-slow, slot -1): to the fleet, Redis is slow. */
+const slowAll = (step: Step) => step.kind === 'replica-slow' && step.slot === -1;
+
+/** Redis away, or slow, for every replica: the `'local'` outage allowances apply. */
+const awayForAll = (step: Step) => REDIS_AWAY.has(step.kind) || slowAll(step);
 
 /** First calls: a FIFO gate's first-use wait, a leased gate's first refresh window. */
 function startBound(config: FleetConfig): number {
@@ -260,7 +272,7 @@ export function judge(run: Run): Verdict {
     for (const { a } of deadlines) {
       if (
         config.onStoreError === 'local' &&
-        REDIS_AWAY.has(a.step.kind) &&
+        awayForAll(a.step) &&
         t >= a.at &&
         t <= localUntil(a)
       ) {
@@ -280,7 +292,11 @@ export function judge(run: Run): Verdict {
         const slot = a.step.slot ?? 0;
         extra += Math.min(config.cap, (config.callers[slot] ?? 8) * maxWeight(config));
       }
-      if (a.step.kind === 'replica-partition' && t >= a.at) {
+      if (
+        (a.step.kind === 'replica-partition' ||
+          (a.step.kind === 'replica-slow' && !slowAll(a.step))) &&
+        t >= a.at
+      ) {
         // docs: a process cut off from Redis while the others are not: the permits it holds
         // when its lease ends run uncounted until their calls end ('reject'); under 'local' it
         // grants its local share until it sees Redis again. Excess ≤ the cut-off process's own.
@@ -393,7 +409,7 @@ export function judge(run: Run): Verdict {
       }
       for (const { a } of deadlines) {
         const kind = a.step.kind;
-        if (config.onStoreError === 'local' && REDIS_AWAY.has(kind)) {
+        if (config.onStoreError === 'local' && awayForAll(a.step)) {
           if (t >= a.at - per && t <= localUntil(a)) allowed += a.alive ?? config.replicas;
         }
         if (

@@ -35,7 +35,13 @@ export const FAULT_KINDS = [
   // blackhole (nothing passes, held until it heals) or reset (connections reset and refused).
   // Drawn from a stream of its own (generateSchedule), so every other schedule stayed as it was.
   'replica-partition',
+  // The replica's link to Redis (or every replica's: slot -1) slowed for `ms`: every chunk
+  // waits `delay` ms each way, about a command timeout (test/chaos/link.ts). A stream of its own.
+  'replica-slow',
 ] as const;
+
+/** Kinds drawn from streams of their own, added after thousands of seeds had run. */
+const OWN_STREAM: ReadonlySet<FaultKind> = new Set(['replica-partition', 'replica-slow']);
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** Faults that make Redis unreachable or slow for `ms`. */
@@ -106,6 +112,8 @@ export interface Step {
   rate?: Rate;
   /** replica-partition: how the replica's link to Redis is cut (test/chaos/link.ts). */
   cut?: 'blackhole' | 'reset';
+  /** replica-slow: ms each chunk waits, each way. */
+  delay?: number;
 }
 
 export interface Schedule {
@@ -202,9 +210,10 @@ export function generateSchedule(
   config.queueTimeout = deadlineFor(config);
 
   const allowed = kinds.filter((k) => k !== 'set-rate' || rate !== undefined);
-  // A replica's partition is drawn below, from a stream of its own (added after the campaign
-  // had run thousands of seeds: drawn with the rest, it would have changed every schedule).
-  const drawn = allowed.length === 1 ? allowed : allowed.filter((k) => k !== 'replica-partition');
+  // A replica's partition or slow link is drawn below, from a stream of its own (added after the
+  // campaign had run thousands of seeds: drawn with the rest, it would have changed every one).
+  const others = allowed.filter((k) => !OWN_STREAM.has(k));
+  const drawn = others.length === 0 ? allowed : others;
   const steps: Step[] = [];
   const count = drawn.length === 0 ? 0 : rf() < 0.6 ? 1 : rf() < 0.75 ? 2 : 3;
   // 40% of the schedules leave the first 4 s alone: the fresh-fleet check needs a second
@@ -215,12 +224,17 @@ export function generateSchedule(
     steps.push(drawStep(rf, pick(rf, drawn), at, config));
     at += int(rf, 200, 800);
   }
-  // One schedule in six (with other faults drawn) also cuts a replica off from Redis.
-  const rp = prng((seed ^ 0x27d4eb2f) * 2 + (mode === 'fifo' ? 0 : 1));
-  if (drawn !== allowed && allowed.includes('replica-partition') && rp() < 1 / 6) {
-    const partition = drawStep(rp, 'replica-partition', int(rp, 300, 4500), config);
-    steps.push(partition);
-    steps.sort((x, y) => x.at - y.at);
+  // One schedule in six (with other faults drawn) also cuts a replica off from Redis, and one
+  // in eight slows a replica's link (or every replica's).
+  for (const [kind, salt, odds] of [
+    ['replica-partition', 0x27d4eb2f, 1 / 6],
+    ['replica-slow', 0x165667b1, 1 / 8],
+  ] as const) {
+    const rs = prng((seed ^ salt) * 2 + (mode === 'fifo' ? 0 : 1));
+    if (drawn !== allowed && allowed.includes(kind) && rs() < odds) {
+      steps.push(drawStep(rs, kind, int(rs, 300, 4500), config));
+      steps.sort((x, y) => x.at - y.at);
+    }
   }
   config.durationMs = durationFor(config, steps);
   return { seed, mode, config, steps };
@@ -251,6 +265,11 @@ function drawStep(r: Random, kind: FaultKind, at: number, config: FleetConfig): 
     case 'replica-partition':
       // Shorter and longer than the lease (up to 2.5 leases: the others take its units).
       return { at, kind, slot, ms: length(0.3, 2.5), cut: r() < 0.6 ? 'blackhole' : 'reset' };
+    case 'replica-slow': {
+      // About a command timeout each way: answers before it, just after it, and long after.
+      const delay = Math.round(config.commandTimeoutMs * pick(r, [0.3, 0.6, 1, 1.5]));
+      return { at, kind, slot: r() < 0.3 ? -1 : slot, ms: length(0.3, 2.5), delay };
+    }
     case 'replica-kill':
       return r() < 0.5 ? { at, kind, slot } : { at, kind, slot, restartMs: int(r, 0, 1000) };
     case 'replica-roll':
@@ -321,6 +340,7 @@ export function describeStep(step: Step): string {
   if (step.ms !== undefined) parts.push(`${step.sign === -1 ? '-' : ''}${step.ms}ms`);
   if (step.restartMs !== undefined) parts.push(`new start after ${step.restartMs}ms`);
   if (step.cut !== undefined) parts.push(step.cut);
+  if (step.delay !== undefined) parts.push(`+${step.delay}ms each way`);
   if (step.count !== undefined) parts.push(`${step.count} replicas every ${step.every}ms`);
   if (step.callers !== undefined) parts.push(`callers ${step.callers}`);
   if (step.value !== undefined) parts.push(`limit ${step.value}`);
