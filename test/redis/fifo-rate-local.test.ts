@@ -25,7 +25,7 @@ afterEach(async () => {
 const RATE = { limit: 10, per: 500, burst: 0 } as const;
 const OUTAGE_MS = 3000;
 
-describeRedis("a FIFO rate back from an 'local' outage", () => {
+describeRedis("a FIFO rate back from a 'local' outage", () => {
   it('charges the last window of local sends, not the whole outage: no pause of the outage length after Redis is back', async () => {
     const store = await fleet.store({
       commandTimeoutMs: 200,
