@@ -143,9 +143,9 @@ export const BOUNDS = {
    * Redis away d: d + a lease + a command timeout + a refresh/heartbeat (a learning window of
    * about one lease after Redis answers, docs/shared-gates.md); a flush or a clock step: a lease
    * after it (a step back by S: S more); a replica stopped or stalled d: what it held comes back
-   * after min(d, its lease lapsing and its tickets skipped), as do a replica's cut off from
-   * Redis d (its own demand waits for it, test/chaos/fleet.ts); a replica SIGKILLed: nothing (issue
-   * 32: never 500 ms at 0), unless it held every unit in flight, or Redis counted so much for it
+   * after min(d, its lease lapsing and its tickets skipped), as does what a replica cut off from
+   * Redis (or slowed) for d held (its own demand waits for it, test/chaos/fleet.ts); a replica
+   * SIGKILLed: nothing (issue 32: never 500 ms at 0), unless it held every unit in flight, or Redis counted so much for it
    * that the rest of the cap has no room for the heaviest head (then its lease must lapse);
    * a clean close, a demand shift, a new cap: one refresh/heartbeat; a new rate: that, a command
    * timeout and a window of it (what the fleet sent at the old rate until it heard counts in the
