@@ -71,12 +71,13 @@ const named = (k: string): FaultKind =>
 // `--faults -a,-b`: every kind but these (`-replica-partition,-replica-slow` replays a seed as
 // drawn before those kinds were added, stop 50).
 const listed = values.faults?.split(',') ?? [];
+const leftOut = listed.filter((k) => k.startsWith('-')).map((k) => named(k.slice(1)));
 const kinds: FaultKind[] =
   values.faults === undefined
     ? [...FAULT_KINDS]
-    : listed.every((k) => k.startsWith('-'))
-      ? FAULT_KINDS.filter((k) => !listed.map((x) => named(x.slice(1))).includes(k))
-      : listed.some((k) => k.startsWith('-'))
+    : leftOut.length === listed.length
+      ? FAULT_KINDS.filter((k) => !leftOut.includes(k))
+      : leftOut.length > 0
         ? fail('--faults: either kinds to draw or, each with a leading -, kinds to leave out')
         : listed.map(named);
 const seed0 = values.seed === undefined ? Date.now() % 100_000 : Number.parseInt(values.seed, 10);

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { bundleForNode } from '../../bench/lib/bundle.js';
 import { type FleetMessage, forkWorker, type Worker } from '../../bench/lib/fleet.js';
+import { Link } from './link.js';
 import type { Applied, Arrival, Call, Run } from './oracle.js';
 import type { Rate, Schedule, Step } from './plan.js';
 import { REDIS_AWAY, reconnectMs, timings } from './plan.js';
@@ -17,7 +18,6 @@ import { REDIS_AWAY, reconnectMs, timings } from './plan.js';
 /** Faults done to the `redis-server` itself (serialized). */
 const REDIS_FAULTS = new Set<string>([...REDIS_AWAY, 'flushall', 'clock-step']);
 
-import { Link } from './link.js';
 import { type ChaosRedis, clockStep, heldBy, leftovers, readState } from './redis.js';
 import type { CallRecord, OpenGate } from './worker.js';
 
@@ -210,8 +210,11 @@ interface Slot {
   stopped: boolean;
   stalled: number;
   generation: number;
-  /** Cut off from Redis (replica-partition): its demand is not the others' to serve. */
-  cut: boolean;
+  /**
+   * Link faults on it (replica-partition, replica-slow; a count: they may overlap): its demand
+   * is not the others' to serve meanwhile.
+   */
+  cut: number;
 }
 
 let runs = 0;
@@ -246,7 +249,7 @@ export async function runSchedule(
     stopped: false,
     stalled: 0,
     generation: 0,
-    cut: false,
+    cut: 0,
   }));
   // A replica's own link to Redis, where a schedule cuts one off (test/chaos/link.ts); the
   // others connect to Redis itself, as before.
@@ -272,7 +275,8 @@ export async function runSchedule(
   partner.reset(token, t0);
   const pushDemand = () => {
     let d = 0;
-    for (const s of slots) if (s.worker && !s.stopped && s.stalled === 0 && !s.cut) d += s.callers;
+    for (const s of slots)
+      if (s.worker && !s.stopped && s.stalled === 0 && s.cut === 0) d += s.callers;
     demand.push([now(), d]);
   };
   const alive = () => slots.filter((s) => s.worker !== undefined).length;
@@ -437,7 +441,7 @@ export async function runSchedule(
         if (target && links) {
           const link = links[step.slot!]!;
           link.cut(step.cut ?? 'blackhole');
-          target.cut = true;
+          target.cut++;
           pushDemand();
           await sleep(ms);
           link.heal();
@@ -446,7 +450,7 @@ export async function runSchedule(
           const back = step.cut === 'reset' ? reconnectMs(config.client, ms) : 0;
           a.end = now();
           await sleep(back + timings(config).tickMs + config.commandTimeoutMs);
-          target.cut = false;
+          target.cut--;
           pushDemand();
           return;
         }
@@ -457,7 +461,7 @@ export async function runSchedule(
           const slowed = step.slot === -1 ? links : [links[step.slot!]!];
           const one = step.slot === -1 ? undefined : target;
           for (const link of slowed) link.slow(step.delay ?? 0);
-          if (one) one.cut = true;
+          if (one) one.cut++;
           pushDemand();
           await sleep(ms);
           for (const link of slowed) link.slow(0);
@@ -465,7 +469,7 @@ export async function runSchedule(
           if (one) {
             // What it sent before is still on its way (a delay), then a refresh or heartbeat.
             await sleep((step.delay ?? 0) * 2 + timings(config).tickMs + config.commandTimeoutMs);
-            one.cut = false;
+            one.cut--;
             pushDemand();
           }
           return;

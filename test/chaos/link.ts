@@ -145,10 +145,10 @@ export class Link {
     this.#delay = ms;
   }
 
-  /** Heals it: what a blackhole held goes on, in order, before anything newer; no new delay. */
+  /** Heals a cut: what a blackhole held goes on, in order, before anything newer (a slowed
+   * link stays slowed until `slow(0)`). */
   heal(): void {
     this.#cut = undefined;
-    this.#delay = 0;
     for (const pair of this.#pairs) {
       pair.up.flush();
       pair.down.flush();

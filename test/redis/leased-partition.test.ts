@@ -19,7 +19,7 @@ import type { Permit } from '../../src/gate/semaphore.js';
 import { type RedisStore, redisStore } from '../../src/redis/index.js';
 import { type Cut, Link } from '../chaos/link.js';
 import { describeRedis } from '../helpers/redis-server.js';
-import { Fleet, privateRedis } from './clients.js';
+import { Fleet, privateRedis, untilAsync } from './clients.js';
 
 const redis = privateRedis();
 const direct = new Fleet('node-redis', redis);
@@ -98,11 +98,12 @@ describeRedis('a leased process cut off from Redis alone (campaign replica-parti
       try {
         // Every process busy and holding a block, the first use's window over.
         await new Promise((r) => setTimeout(r, 1000));
-        for (let i = 0; i < 100; i++) {
-          const ends = Number((await redis().command('HGET', 'test:{part}:m', 'r')) ?? 0);
-          if (ends <= (await redisNow())) break;
-          await new Promise((r) => setTimeout(r, 50));
-        }
+        await untilAsync(
+          async () =>
+            Number((await redis().command('HGET', 'test:{part}:m', 'r')) ?? 0) <=
+            (await redisNow()),
+          "past the first use's window",
+        );
         const windows: number[] = [];
         const sample = async () => {
           const ends = Number((await redis().command('HGET', 'test:{part}:m', 'r')) ?? 0);
