@@ -295,8 +295,12 @@ local target
 -- Its floor, if it was met at the walk: the units it lacks are owed to it (M.o).
 local metFloor = 0
 if recovering then
-  -- Learning: nobody grows; a process keeps what it holds, and the block Redis still counts.
-  target = math.max(held, math.min(wants, ownBlock))
+  -- Learning: nobody grows; a process keeps what it holds, and the block Redis still counts,
+  -- whatever it wants now. What it gave back in the window nobody could take (nobody grows),
+  -- and it could not take it back either: back from an outage under 'reject', a process whose
+  -- lease had lapsed reported no use and no demand at its first refresh (its callers shed), and
+  -- its block stayed at 0 for the whole window, a lease (fault campaign, leased seed 117042).
+  target = math.max(held, ownBlock)
 elseif level < 0 then
   target = wants
 else

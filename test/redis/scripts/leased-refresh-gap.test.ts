@@ -11,8 +11,10 @@ import {
   ARGS,
   expectAhead,
   expectBlocksWithinCap,
+  expectRateCounted,
   inUse,
   type LeasedState,
+  ratedInUse,
   useLeasedLab,
 } from './leased-lab.js';
 
@@ -96,6 +98,35 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
     const ran = await lab.refresh({ down: 1, held: 1, wants: 4 });
     expect(ran.answer).toMatchObject({ block: 1, target: 1 });
     expectAhead((await lab.state()).m.r, ran, ARGS.leaseMs);
+  });
+
+  it("the learning window keeps a process's block and rate share whatever it wants now, and lets nobody else grow (the window's ratchet, campaign seed 117042: a rated fleet under 'reject' sent nothing for 3.2 s after Redis answered)", async () => {
+    // pa and pb each had 2 units and 4 calls of the rate when Redis went away; under 'reject'
+    // pa's lease lapsed, its callers were shed, and it comes back using and wanting nothing.
+    const rate = '10:10000:4';
+    await lab.craft({
+      m: ratedInUse(rate, 4, { lr: -GAP }),
+      l: {
+        pa: { block: 2, wants: 2, share: 4, rateWants: 4, rc: 4 },
+        pb: { block: 2, held: 2, wants: 2, share: 4, rateWants: 4, rc: 4 },
+      },
+      s: 4,
+      r: 8,
+    });
+    const back = { rate, holdMs: 500, had: 1 as const };
+    const first = await lab.refresh({ ...back, down: 1, downMs: GAP });
+    expect(first.answer.recoveringMs).toBeGreaterThan(0);
+    // Before: block 0 and share 0 (what it held and sent), for the whole window.
+    expect(first.answer).toMatchObject({ block: 2, share: 4 });
+    // Its callers are back within the window: it has its block and share to serve them.
+    const next = await lab.refresh({ ...back, wants: 2, rateWants: 4 });
+    expect(next.answer).toMatchObject({ block: 2, share: 4 });
+    // A newcomer grows past nothing in the window (2 units and 2 calls are free).
+    const pc = await lab.refresh({ ...back, processId: 'pc', had: 0, wants: 2, rateWants: 4 });
+    expect(pc.answer).toMatchObject({ block: 0, share: 0 });
+    const state = await lab.state();
+    expectBlocksWithinCap(state);
+    expectRateCounted(state, rate, pc.answer.now);
   });
 
   it('a step back of the clock (the last run ahead of now): every stored time moves back with it; an entry that moves into the past is reaped', async () => {

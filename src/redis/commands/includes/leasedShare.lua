@@ -29,7 +29,12 @@ if RATED then
   -- cost - 1 never sends it (issue 32: the cost stall, a fleet of such processes at 0).
   local rfloor = 0
   if recovering then
-    rtarget = math.min(rused, rwants)
+    -- Learning (leasedRefresh-4.lua): nobody grows; a process keeps what it sends, and the
+    -- share Redis still counts for it (as the cap's block), whatever it wants now. Kept at what
+    -- it sent, a share lowered in the window stayed there until its end: back from an outage
+    -- under 'reject' nobody had sent, and a rated fleet sent nothing for a lease after Redis
+    -- answered again (campaign seed 117042: 3.2 s).
+    rtarget = math.max(rused, ownShare)
   elseif rlevel < 0 then
     rtarget = rwants
   else
