@@ -413,6 +413,21 @@ export function judge(run: Run): Verdict {
           if (t >= a.at - per && t <= localUntil(a)) allowed += a.alive ?? config.replicas;
         }
         if (
+          config.onStoreError === 'local' &&
+          (kind === 'replica-partition' || (kind === 'replica-slow' && !slowAll(a.step))) &&
+          t >= a.at - per &&
+          t <= localUntil(a)
+        ) {
+          // docs: a process cut off alone under 'local' sends its local share of the rate on
+          // top of what Redis gives the others (the rate is theirs while it is cut off): a GCRA
+          // of limit / processes with its part of the burst (src/redis/shared-rate.ts takeLocal;
+          // leased: its share, then as much). The cap's allowance above had it; the rate's did
+          // not (campaign seed 116015: 39 in 750 ms at a promise of 36, 3 runs in 3).
+          const { limit, burst } = valueAt(run.rates, a.at, config.rate!);
+          const processes = Math.max(1, a.alive ?? config.replicas);
+          allowed += Math.ceil(limit / processes) + Math.floor(burst / processes) + 1;
+        }
+        if (
           kind === 'flushall' ||
           kind === 'redis-restart-empty' ||
           kind === 'redis-restart-data'

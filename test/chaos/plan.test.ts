@@ -241,6 +241,37 @@ describe('chaos oracle on synthetic logs', () => {
     expect(judge(kept).violations.map((v) => v.oracle)).toContain('rate');
   });
 
+  it("a replica cut off alone under 'local' sends its local share of the rate on top of the others' (seed 116015); three times that, or under 'reject', fails", () => {
+    // 30 per 1000 ms burst 4 over 2 replicas: replica 1 has Redis's whole rate while replica 0
+    // is cut off from 1000 to 4000 ms and sends its local share (a GCRA of 15 per s, burst 2).
+    const rate = { limit: 30, per: 1000, burst: 4 };
+    const step = {
+      at: 1000,
+      kind: 'replica-partition' as const,
+      ms: 3000,
+      slot: 0,
+      cut: 'blackhole' as const,
+    };
+    const judged = (onStoreError: 'local' | 'reject', localEvery: number) =>
+      judge(
+        run(
+          {
+            inflight: busy(1),
+            arrivals: [
+              ...evenArrivals(150, 100, 1000 / 30, 1),
+              ...evenArrivals(Math.floor(2500 / localEvery), 1500, localEvery, 0),
+            ].sort((x, y) => x.at - y.at),
+            rates: [[0, rate]],
+            applied: [{ step, at: 1000, end: 4000, alive: 2 }],
+          },
+          { config: { ...config, rate, onStoreError }, steps: [step] },
+        ),
+      ).violations.map((v) => v.oracle);
+    expect(judged('local', 1000 / 15)).not.toContain('rate');
+    expect(judged('local', 1000 / 45)).toContain('rate');
+    expect(judged('reject', 1000 / 15)).toContain('rate');
+  });
+
   it('the partner at 0 with demand past the bound fails; within a fault’s window it does not', () => {
     const gap = (from: number, to: number): [number, number][] => [
       ...busy(4, from),
