@@ -11,7 +11,7 @@ import type { ResolvedStoreOptions } from './options.js';
 import { LAYOUT, RATE_LAYOUT, type Script, scripts } from './scripts.js';
 import { rateTail } from './shared-rate.js';
 import type { SharedSemaphore } from './shared-semaphore.js';
-import type { AcquireAnswer, ClusterCounts, GrantAnswer } from './shared-store.js';
+import type { AcquireAnswer, ClaimAnswer, ClusterCounts, GrantAnswer } from './shared-store.js';
 import { STORE_CLOSE_UNFINISHED } from './warnings.js';
 
 /** Ids per RELEASE script. */
@@ -143,11 +143,7 @@ export class FifoProtocol {
   }
 
   /** CLAIM: see `RedisStore.claim`. */
-  claim(
-    gate: SharedSemaphore,
-    id: string,
-    late: 0 | 1 | 2 = 0,
-  ): Promise<{ granted: boolean; cap: number } & ClusterCounts> {
+  claim(gate: SharedSemaphore, id: string, late: 0 | 1 | 2 = 0): Promise<ClaimAnswer> {
     const raw = this.calls
       .whenReady()
       .then(() => this.#eval(scripts.claim, gate, [...this.#common(gate), id, late]));
@@ -168,6 +164,8 @@ export class FifoProtocol {
         held: Number(held),
         queued: Number(queued),
         cap: Number(cap),
+        // Ms since Redis made the grant, as of this claim (0: made by it); after the rate tail.
+        sinceMs: Number((reply as unknown[])[8] ?? 0) || 0,
       };
     });
   }

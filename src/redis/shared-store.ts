@@ -30,6 +30,13 @@ export interface AcquireAnswer extends ClusterCounts {
   retryMs: number;
 }
 
+/** CLAIM's answer: `sinceMs`, on a gate with a rate, ms since Redis made the grant (0: now). */
+export interface ClaimAnswer extends ClusterCounts {
+  granted: boolean;
+  cap: number;
+  sinceMs: number;
+}
+
 /**
  * What a shared gate uses of its store (a `RedisStore`), declared here rather than imported:
  * store.ts builds the gates, so importing it back would close an import circle. `Gate` is the
@@ -46,7 +53,7 @@ export interface StoreOfGates<Gate> {
     id: string,
     /** A rated grant: 1 read late (take it again), 2 taken again before (never again), 0 check. */
     late?: 0 | 1 | 2,
-  ): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
+  ): Promise<ClaimAnswer>;
   replicate(): Promise<void>;
   setCap(gate: Gate, cap: number): Promise<{ cap: number } & ClusterCounts>;
   setRate(gate: Gate, rate: string): Promise<{ cap: number } & ClusterCounts>;
@@ -68,7 +75,7 @@ export interface GateStore {
   readonly wakeupEpoch: number;
   nextId(weight?: number, cost?: number): string;
   acquire(id: string, deadlineMs: number): Promise<AcquireAnswer>;
-  claim(id: string, late: 0 | 1 | 2): Promise<{ granted: boolean; cap: number } & ClusterCounts>;
+  claim(id: string, late: 0 | 1 | 2): Promise<ClaimAnswer>;
   replicate(): Promise<void>;
   release(ids: readonly string[]): void;
   forget(id: string): void;

@@ -21,6 +21,7 @@ import {
   SharedSemaphore,
   type SharedSemaphoreOptions,
 } from './shared-semaphore.js';
+import type { ClaimAnswer } from './shared-store.js';
 import { WakeupPoll } from './wakeup-poll.js';
 import type { WakeupMode } from './wakeups.js';
 import { OutageWarning } from './warnings.js';
@@ -274,11 +275,7 @@ export class RedisStore {
    * claim window into a full lease. Strict mode waits for the replicas too. A release of the
    * same id waits for the answer.
    */
-  claim(
-    gate: SharedSemaphore,
-    id: string,
-    late: 0 | 1 | 2 = 0,
-  ): Promise<{ granted: boolean; cap: number } & ClusterCounts> {
+  claim(gate: SharedSemaphore, id: string, late: 0 | 1 | 2 = 0): Promise<ClaimAnswer> {
     return this.#fifo.claim(gate, id, late);
   }
 

@@ -84,7 +84,8 @@ export class Link {
   readonly #server: net.Server;
   readonly #pairs = new Set<Pair>();
   #cut: Cut | undefined;
-  #delay = 0;
+  /** Ms each chunk waits: to Redis (up), and from it (down). */
+  #delay = { up: 0, down: 0 };
 
   constructor(readonly target: number) {
     this.#server = net.createServer((client) => this.#accept(client));
@@ -99,9 +100,9 @@ export class Link {
   }
 
   /** When a chunk arriving now goes on: never while blackholed (until it heals). */
-  #at(): number {
+  #at(way: 'up' | 'down'): number {
     if (this.#cut === 'blackhole') return Number.POSITIVE_INFINITY;
-    return performance.now() + this.#delay;
+    return performance.now() + this.#delay[way];
   }
 
   #accept(client: net.Socket): void {
@@ -123,8 +124,8 @@ export class Link {
     };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
-    client.on('data', (chunk: Buffer) => pair.up.push(chunk, this.#at()));
-    upstream.on('data', (chunk: Buffer) => pair.down.push(chunk, this.#at()));
+    client.on('data', (chunk: Buffer) => pair.up.push(chunk, this.#at('up')));
+    upstream.on('data', (chunk: Buffer) => pair.down.push(chunk, this.#at('down')));
   }
 
   /** Cuts the link: `blackhole` holds everything, `reset` resets every connection. */
@@ -140,9 +141,13 @@ export class Link {
     }
   }
 
-  /** Slows the link: every chunk from now waits `ms` each way (0: no more). */
-  slow(ms: number): void {
-    this.#delay = ms;
+  /**
+   * Slows the link: every chunk from now waits `ms` each way (0: no more), or one way only
+   * (`down`: Redis's answers and messages to the replica; `up`: its commands).
+   */
+  slow(ms: number, way: 'both' | 'up' | 'down' = 'both'): void {
+    if (way !== 'down') this.#delay.up = ms;
+    if (way !== 'up') this.#delay.down = ms;
   }
 
   /** Heals a cut: what a blackhole held goes on, in order, before anything newer (a slowed

@@ -10,7 +10,11 @@
     ARGV[9]  id
     ARGV[10] late   0 check, 1 read late (take it again), 2 taken again before (never again)
 
-  Returns {granted 0|1, held, queued, cap, ...rate}.
+  Returns {granted 0|1, held, queued, cap, ...rate, since}: `since`, on a gate with a rate, the
+  ms since Redis made the grant (0: made by this script, or none). The owner adds its own wait
+  for this answer: a grant made by a release reaches its owner by a wake-up, and this claim's
+  round trip is only the last part of its way (fault campaign, FIFO seed 116065: every link
+  slowed 90 ms each way, grants sent 270 ms after they were made, each part under `lateMs`).
 ]]
 --- @include "includes/prelude"
 
@@ -27,12 +31,18 @@ if RATED then
   end
   fill()
 end
-local granted = 0
-if redis.call('ZSCORE', H, id) then
+local granted, since = 0, 0
+local score = redis.call('ZSCORE', H, id)
+if score then
+  -- A claim window's score is the grant's time + claim (+ HEARD's half); a lease's is later.
+  local made = math.floor(tonumber(score)) - claim
+  if RATED and made <= now then since = now - made end
   local renew = {}
   addUnits(renew, now + lease, id)
   chunked('ZADD', H, renew, 2)
   granted = 1
 end
 markHolders()
-return withRate({granted, held, queued, limit})
+local reply = withRate({granted, held, queued, limit})
+reply[#reply + 1] = since
+return reply

@@ -75,6 +75,15 @@ describeRedis('CLAIM alone', () => {
       expectConsistent(state);
     });
 
+    it('says how long ago Redis made the grant (the owner adds its round trip: campaign seed 116065, grants 270 ms late passed each half alone)', async () => {
+      await crafted(200);
+      const ran = await claim('pa:1', 0, { rate });
+      expect(ran.reply[0]).toBe(1);
+      // {granted, held, queued, cap, hint, next slot, backlog, rate, since}
+      expect(ran.reply[8]).toBeGreaterThanOrEqual(200);
+      expect(ran.reply[8]).toBeLessThan(200 + 100);
+    });
+
     it('a grant its owner read late (late 1) is taken again however young it is', async () => {
       await crafted(10);
       const ran = await claim('pa:1', 1, { rate });
