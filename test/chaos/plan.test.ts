@@ -282,16 +282,23 @@ describe('chaos oracle on synthetic logs', () => {
     expect(long.violations.map((v) => v.oracle)).toEqual(['capacity']);
     const short = judge(run({ inflight: gap(1000, 1000 + BOUNDS.idleMs) }));
     expect(short.violations).toEqual([]);
-    // A Redis SIGSTOP of 1 s from 900 ms: a lease (2 s) and more after it ends are excused.
+    // A Redis SIGSTOP of 1 s from 900 ms: a command timeout (500 ms) and two heartbeats (400
+    // ms each) after it ends are excused, with the idle bound and the slack (1.1 s).
     const step = { at: 900, kind: 'redis-stop' as const, ms: 1000 };
-    const excused = judge(
-      run(
-        { inflight: gap(1000, 3000), applied: [{ step, at: 900, end: 1900 }] },
-        { steps: [step] },
-      ),
-    );
+    const stopped = (to: number) =>
+      judge(
+        run(
+          { inflight: gap(1000, to), applied: [{ step, at: 900, end: 1900 }] },
+          { steps: [step] },
+        ),
+      );
+    const excused = stopped(3000);
     expect(excused.violations).toEqual([]);
     expect(excused.gaps['redis-stop']).toBeGreaterThanOrEqual(2000);
+    // A lease (2 s) at 0 after Redis answered is not: the leased learning window's ratchet (seed
+    // 117042: a rated fleet under 'reject' sent nothing for a lease after Redis came back),
+    // excused until stop 51 by a bound of the outage and a lease.
+    expect(stopped(1900 + 2000 + 500).violations.map((v) => v.oracle)).toEqual(['capacity']);
   });
 
   it('a SIGKILLed replica: the survivors at 0 fail, unless Redis counted so much for it that the rest of the cap holds no head (seeds 60074, 60132: permits held between calls, at no partner)', () => {
