@@ -195,6 +195,20 @@ describe('chaos oracle on synthetic logs', () => {
     expect(judge(spread).violations.map((v) => v.oracle)).not.toContain('rate');
   });
 
+  it('a leased window may hold one call more within 3% of per (two shares moving the opposite way, seed 119007: 11 in 976 ms at 10 per s); further in, it fails', () => {
+    const rate = { limit: 10, per: 1000, burst: 0 };
+    const leased = { ...config, mode: 'leased' as const, rate };
+    const judged = (span: number) =>
+      judge(
+        run(
+          { inflight: busy(1), arrivals: evenArrivals(11, 1000, span / 10), rates: [[0, rate]] },
+          { mode: 'leased', config: leased },
+        ),
+      ).violations.map((v) => v.oracle);
+    expect(judged(976)).not.toContain('rate');
+    expect(judged(900)).toContain('rate');
+  });
+
   it('a rate set with a shorter per judges the old rate’s windows that reach it by the new one (seed 5028)', () => {
     // 20 per 1000 ms burst 0, then at 2000 ms 40 per 500 ms burst 5 (80/s): arrivals at the new
     // pace from 2000 ms on. A window of the old rate from 1500 ms holds 500 ms of them (40),
