@@ -188,7 +188,10 @@ describe.each(shapes)('%s', (current) => {
             await res.body.dump();
           }),
         );
-        expect(loop.partner.peak).toBe(20);
+        // Never over the cap; how close 1,000 calls of 1 ms come to it is the machine's (a busy
+        // one saw 10 and 18 in a full parallel run: the assertion read \`toBe(20)\`).
+        expect(loop.partner.peak).toBeLessThanOrEqual(20);
+        expect(loop.partner.peak).toBeGreaterThan(1);
         // Dispatching inside the releasing response's callbacks found its socket still busy and
         // opened a new one: 40 sockets for 20 permits. One extra is the fast path racing a reuse.
         expect(loop.partner.peakSockets).toBeLessThanOrEqual(21);
