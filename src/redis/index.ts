@@ -41,7 +41,7 @@ export {
   type ResolvedStoreOptions,
   type StoreErrorPolicy,
 } from './options.js';
-export type { AcquireAnswer, GrantAnswer } from './shared-semaphore.js';
+export type { AcquireAnswer, ClaimAnswer, GrantAnswer } from './shared-semaphore.js';
 export {
   type SharedGateView,
   SharedSemaphore,

@@ -26,7 +26,7 @@ import { bindStore, type ClusterView, type StoreOfGates } from './shared-store.j
 import { SharedTickets } from './shared-tickets.js';
 import { type SharedWaiter, sharedCall } from './shared-waiter.js';
 
-export type { AcquireAnswer, ClusterCounts, GrantAnswer } from './shared-store.js';
+export type { AcquireAnswer, ClaimAnswer, ClusterCounts, GrantAnswer } from './shared-store.js';
 
 /** What a shared gate uses of its store (a `RedisStore`): see shared-store.ts. */
 export type SharedGateStore = StoreOfGates<SharedSemaphore>;

@@ -17,11 +17,11 @@ import {
 import { KEY_SUFFIXES, LOST } from './scripts.js';
 import {
   type AcquireAnswer,
+  type ClaimAnswer,
   type ClusterCounts,
   SharedSemaphore,
   type SharedSemaphoreOptions,
 } from './shared-semaphore.js';
-import type { ClaimAnswer } from './shared-store.js';
 import { WakeupPoll } from './wakeup-poll.js';
 import type { WakeupMode } from './wakeups.js';
 import { OutageWarning } from './warnings.js';
