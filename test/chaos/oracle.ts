@@ -142,8 +142,8 @@ export const BOUNDS = {
    * Ms after a fault began until capacity must be back (then `idleMs` + `slackMs` more):
    * Redis paused, refusing writes, or every link slowed for d: d + a command timeout + two
    * refreshes/heartbeats; Redis restarted after d: d + a lease + a command timeout + a
-   * refresh/heartbeat (its clients reconnect; empty, a lease without grants); a flush or a clock step: a lease
-   * after it (a step back by S: S more); a replica stopped or stalled d: what it held comes back
+   * refresh/heartbeat (its clients reconnect; empty, a lease without grants); a flush or a
+   * clock step: a lease after it (a step back by S: S more); a replica stopped or stalled d: what it held comes back
    * after min(d, its lease lapsing and its tickets skipped), as does what a replica cut off from
    * Redis (or slowed) for d held (its own demand waits for it, test/chaos/fleet.ts); a replica
    * SIGKILLed: nothing (issue 32: never 500 ms at 0), unless it held every unit in flight, or Redis counted so much for it
