@@ -69,7 +69,7 @@ describeRedis('a FIFO rate grant that comes the long way', () => {
       `a grant that came the long way went out ${Math.round(sentAt - madeAt)} ms after Redis made it (lateMs ${LATE_FLOOR_MS}); made ${Math.round(madeAt - releasedAt)} after the release, sent ${Math.round(sentAt - releasedAt)} after it`,
     );
     // Before: about 400 ms (each half under 250). Now taken again at g + 400 and sent at about
-    // g + 600: 200 ms after the grant it went on. (30 ms for a busy machine's event loop.)
-    expect(sentAt - madeAt).toBeLessThanOrEqual(LATE_FLOOR_MS + 30);
+    // g + 600: 200 ms after the grant it went on. (80 ms for a busy machine's event loop.)
+    expect(sentAt - madeAt).toBeLessThanOrEqual(LATE_FLOOR_MS + 80);
   }, 20_000);
 });
