@@ -14,7 +14,8 @@
   not once per process.
 
   Recovery: a missing `M` means a first use or a loss (restart, flush, eviction). For a window
-  nobody gets a block beyond what it holds: `leaseMs` when the caller had an entry (`had`, or
+  nobody gets a block beyond what it holds (nor, back from an outage with its entry kept, beyond
+  the block and rate share Redis counts for it: includes/leasedGap.lua): `leaseMs` when the caller had an entry (`had`, or
   `valid`: it knows state was lost), else `windowMs` (one refresh: a busy process that had an
   entry refreshes within it and stretches the window to a whole lease). A caller with a valid
   block whose entry is gone, or that had an entry and finds `L` gone, stretches it the same way.

@@ -121,7 +121,8 @@ describeRedis('leased REFRESH alone: a gap or a clock step', () => {
     // Its callers are back within the window: it has its block and share to serve them.
     const next = await lab.refresh({ ...back, wants: 2, rateWants: 4 });
     expect(next.answer).toMatchObject({ block: 2, share: 4 });
-    // A newcomer grows past nothing in the window (2 units and 2 calls are free).
+    // A newcomer grows past nothing in the window (the cap's units are all counted; 2 calls of
+    // the rate are free).
     const pc = await lab.refresh({ ...back, processId: 'pc', had: 0, wants: 2, rateWants: 4 });
     expect(pc.answer).toMatchObject({ block: 0, share: 0 });
     const state = await lab.state();
