@@ -396,6 +396,13 @@ export async function runSchedule(
         await sleep(ms);
         await redis.start(true);
         break;
+      case 'redis-restart-stale':
+        await redis.save().catch((e: unknown) => errors.push(`SAVE: ${String(e)}`));
+        await sleep(step.stale ?? 0);
+        await redis.kill();
+        await sleep(ms);
+        await redis.start(true);
+        break;
       case 'flushall':
         await redis.command(3000, 'FLUSHALL');
         break;

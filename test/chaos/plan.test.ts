@@ -428,4 +428,16 @@ describe('chaos oracle on synthetic logs', () => {
     );
     expect(undercount.violations[0]?.detail).toMatch(/L\._s 2 < Σ live/);
   });
+
+  it('Redis back from a stale dump may count up to a cap more for two leases (what the dump has and what was taken since, FIFO seed 131008); the partner may not go over', () => {
+    const step = { at: 500, kind: 'redis-restart-stale' as const, ms: 300, stale: 400 };
+    const applied = [{ step, at: 500, end: 1200 }];
+    const counted = (at: number, used: number, inflight = busy(4)) =>
+      judge(run({ inflight, applied, states: [{ at, used }] }, { steps: [step] }));
+    expect(counted(2000, 8).violations).toEqual([]);
+    expect(counted(2000, 9).violations.map((v) => v.oracle)).toEqual(['redis-state']);
+    // Past two leases, a command timeout and a heartbeat after it was back: the cap again.
+    expect(counted(6300, 8).violations.map((v) => v.oracle)).toEqual(['redis-state']);
+    expect(counted(2000, 8, busy(5)).violations.map((v) => v.oracle)).toEqual(['cap']);
+  });
 });

@@ -38,10 +38,18 @@ export const FAULT_KINDS = [
   // The replica's link to Redis (or every replica's: slot -1) slowed for `ms`: every chunk
   // waits `delay` ms each way, about a command timeout (test/chaos/link.ts). A stream of its own.
   'replica-slow',
+  // Redis SAVEd, `stale` ms later SIGKILLed, down `ms`, started again from that dump: a restart
+  // from a snapshot older than the state (`save` points, a failover to a lagging replica): what
+  // changed between the SAVE and the kill is lost, the rest is there. A stream of its own.
+  'redis-restart-stale',
 ] as const;
 
 /** Kinds drawn from streams of their own, added after thousands of seeds had run. */
-const OWN_STREAM: ReadonlySet<FaultKind> = new Set(['replica-partition', 'replica-slow']);
+const OWN_STREAM: ReadonlySet<FaultKind> = new Set([
+  'replica-partition',
+  'replica-slow',
+  'redis-restart-stale',
+]);
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** Faults that make Redis unreachable or slow for `ms`. */
@@ -49,6 +57,7 @@ export const REDIS_AWAY: ReadonlySet<FaultKind> = new Set([
   'redis-stop',
   'redis-restart-empty',
   'redis-restart-data',
+  'redis-restart-stale',
   'redis-oom',
   'client-pause',
   'debug-sleep',
@@ -114,6 +123,8 @@ export interface Step {
   cut?: 'blackhole' | 'reset';
   /** replica-slow: ms each chunk waits, each way. */
   delay?: number;
+  /** redis-restart-stale: ms from the SAVE to the kill (the dump is that much behind). */
+  stale?: number;
 }
 
 export interface Schedule {
@@ -224,11 +235,13 @@ export function generateSchedule(
     steps.push(drawStep(rf, pick(rf, drawn), at, config));
     at += int(rf, 200, 800);
   }
-  // One schedule in six (with other faults drawn) also cuts a replica off from Redis, and one
-  // in eight slows a replica's link (or every replica's).
+  // One schedule in six (with other faults drawn) also cuts a replica off from Redis, one in
+  // eight slows a replica's link (or every replica's), and one in eight restarts Redis from a
+  // stale dump.
   for (const [kind, salt, odds] of [
     ['replica-partition', 0x27d4eb2f, 1 / 6],
     ['replica-slow', 0x165667b1, 1 / 8],
+    ['redis-restart-stale', 0x7feb352d, 1 / 8],
   ] as const) {
     const rs = prng((seed ^ salt) * 2 + (mode === 'fifo' ? 0 : 1));
     if (drawn !== allowed && allowed.includes(kind) && rs() < odds) {
@@ -253,6 +266,10 @@ function drawStep(r: Random, kind: FaultKind, at: number, config: FleetConfig): 
     case 'redis-restart-empty':
     case 'redis-restart-data':
       return { at, kind, ms: length(0, 1.7) };
+    case 'redis-restart-stale':
+      // The dump a tenth of a lease to a lease and a half behind: grants and releases, refreshes
+      // and expiries of that long are lost.
+      return { at, kind, ms: length(0, 1.2), stale: length(0.1, 1.5) };
     case 'flushall':
       return { at, kind };
     case 'clock-step':
@@ -302,7 +319,7 @@ export function stepEnd(step: Step): number {
   if (step.kind === 'replica-roll') return step.at + (step.count! - 1) * step.every!;
   if (step.kind === 'replica-kill') return step.at + (step.restartMs ?? 0);
   if (step.kind === 'clock-step') return step.at;
-  return step.at + (step.ms ?? 0);
+  return step.at + (step.stale ?? 0) + (step.ms ?? 0);
 }
 
 /** Long enough for the last fault to end and the fleet to recover (a lease and some). */
@@ -341,6 +358,7 @@ export function describeStep(step: Step): string {
   if (step.restartMs !== undefined) parts.push(`new start after ${step.restartMs}ms`);
   if (step.cut !== undefined) parts.push(step.cut);
   if (step.delay !== undefined) parts.push(`+${step.delay}ms each way`);
+  if (step.stale !== undefined) parts.push(`dump ${step.stale}ms old`);
   if (step.count !== undefined) parts.push(`${step.count} replicas every ${step.every}ms`);
   if (step.callers !== undefined) parts.push(`callers ${step.callers}`);
   if (step.value !== undefined) parts.push(`limit ${step.value}`);
