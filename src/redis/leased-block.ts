@@ -85,7 +85,7 @@ export class BlockLease {
     held: number,
     wants: number,
     signals: number,
-  ): { valid: boolean; held: number } {
+  ): { valid: boolean; held: number; block: number } {
     this.#epoch = signals;
     this.lastSent = sentAt;
     this.sentWants = wants;
@@ -100,7 +100,7 @@ export class BlockLease {
     const slack = Math.max(1, Math.ceil(held / 10));
     this.heldAtSend =
       valid && wants > held ? Math.max(held, Math.min(this.block, wants, held + slack)) : held;
-    return { valid, held: this.heldAtSend };
+    return { valid, held: this.heldAtSend, block: this.block };
   }
 
   /** The block's part of the answer to a refresh that left at `sentAt`. */

@@ -275,15 +275,14 @@ export class LeasedSemaphore extends Semaphore {
   #refresh(setCap = 0, setRate = ''): Promise<void> {
     const sentAt = performance.now();
     this.#wants = this.#demand.wants(this.held + this.queuedWeight, sentAt, this.#cap);
-    const { valid, held } = this.#lease.sending(sentAt, this.held, this.#wants, this.#signals);
+    const sent = this.#lease.sending(sentAt, this.held, this.#wants, this.#signals);
     this.#rate?.sending(sentAt);
     const rate = this.#rate?.args(this.#rate.wants, setRate) ?? NO_RATE;
     const args = this.#calls.args(
       {
         requested: this.#requested,
-        held,
+        ...sent, // held, valid, block
         wants: this.#closed ? 0 : this.#wants,
-        valid,
         setCap,
         rate,
         head: heaviestHead(this),

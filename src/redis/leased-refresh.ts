@@ -44,6 +44,8 @@ export interface Report {
   wants: number;
   /** The block of the last answer is still valid. */
   valid: boolean;
+  /** The block as this process knows it (the last answer's, less what a failed refresh cut). */
+  block: number;
   /** > 0: the cap becomes this, for every process. */
   setCap: number;
   rate: readonly (string | number)[];
@@ -85,6 +87,13 @@ export class RefreshCalls {
    */
   #seen = 0;
   #seenAt = 0;
+  /**
+   * This gate's refreshes numbered (the last sent), and the highest number Redis answered: an
+   * entry of ours in Redis with a lower number than that was written before writes Redis lost
+   * (commands/leasedRefresh-4.lua, Lost writes).
+   */
+  #seq = 0;
+  #acked = 0;
   /** Redis answered this gate once: a missing state is then a loss, not a first use. */
   #had = false;
   /**
@@ -146,6 +155,9 @@ export class RefreshCalls {
       report.rateLeadMs,
       // Ms since its refreshes began to fail: Redis tells its own outage from this process's.
       report.downSince === undefined ? 0 : Math.max(0, Math.floor(sentAt - report.downSince)),
+      ++this.#seq,
+      this.#acked,
+      report.block,
     ];
   }
 
@@ -252,6 +264,7 @@ export class RefreshCalls {
     this.#seen = Number(reply[13]) || 0;
     this.#seenAt = performance.now();
     this.#had = true;
+    this.#acked = Math.max(this.#acked, Number(reply[16]) || 0);
     const [block, leaseMs, cap, processes, blocks, held, free, target, recoveringMs] = reply.map(
       Number,
     ) as [number, number, number, number, number, number, number, number, number];

@@ -22,6 +22,17 @@
 
   Time that passed unobserved (issue 32): includes/leasedGap.lua.
 
+  Lost writes (stop 52): Redis back from a dump older than its state (a restart from its last
+  `save` point, a failover to a replica that lagged) counts each process as its last write
+  *before the dump* left it: a process that gave units back since is counted with them, one that
+  took them is not, and a process whose demand came back was answered as if its old block were
+  its own and the others held nothing (fault campaign, leased seed 130015: 4 at cap 3; the
+  stale-dump test: 4-6 at cap 3, 3 runs in 4). Every entry carries the number of the refresh that
+  wrote it, and a process whose entry carries a number below one Redis already answered it
+  (`acked`) sees writes lost: a learning window of a lease, every process told (`lost`) to
+  report now, and in the window this process keeps what it holds and no more of the block Redis
+  counts for it than it knows it has (`known`), its rate share no more than it sends at.
+
   A rate (`rate`: `limit:per:burst`, '' for none; layout `leased/1+rate`) is leased the same
   way, as Doorman leases capacity: each process gets a rate share, whole calls per `per` ms
   (its burst share, `floor(burst × share / limit)`, follows from it on the process), a max-min
@@ -81,6 +92,11 @@
   ARGV[31] downMs        ms since its refreshes began to fail (0: they do not; an older
                          process sends none): Redis away, or only this process cut off from it
                          (includes/leasedGap.lua)
+  ARGV[32] seq           this refresh's number (each of the process's refreshes of the gate
+                         numbered up from 1; an older process sends none: 0), written in its entry
+  ARGV[33] acked         the highest number among its refreshes Redis answered (0: none)
+  ARGV[34] known         its block as it knows it (the last answer's, less what a failed refresh
+                         may have cut): see Lost writes
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -101,7 +117,8 @@
   Returns {block, leaseMs, cap, processes, Σ blocks, Σ held, free, target, recovering (ms left
   of the recovery window, 0: none), share, rate target, Σ counted shares, rate, Redis now (ms),
   the fair level as of the last walk (`M.b`: a process refreshes when a head met as a floor
-  above it was served), ms until the first call of a share taken from a parked place (0: now)}.
+  above it was served), ms until the first call of a share taken from a parked place (0: now),
+  this refresh's number (`seq`)}.
 ]]
 local M, L, H, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lease, window = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -121,6 +138,8 @@ local rlead = tonumber(ARGV[29] or 0) or 0
 local rleadMs = tonumber(ARGV[30] or 0) or 0
 local downMs = tonumber(ARGV[31] or 0) or 0
 local signal, signalMs = ARGV[27] or '', tonumber(ARGV[28] or 0)
+local seq, acked = tonumber(ARGV[32] or 0) or 0, tonumber(ARGV[33] or 0) or 0
+local known = tonumber(ARGV[34] or 0) or 0
 local function tell(message)
   -- A Redis before 7.0, or a user whose ACL forbids the channel: nobody hears (each process then
   -- refreshes every interval, its subscription refused as this publish is). Returns false when
@@ -234,6 +253,15 @@ if had and not mine and cur[2] == false and ends < now + lease then
   -- while the meta hash came back): nobody's permits are counted. Learn for a lease.
   learn = true
 end
+-- Lost writes (see the header): this process's entry is older than a refresh Redis answered.
+local lostWrites = false
+if mine and not closing and acked > 0 then
+  local sq = select(16, parse(cur[1]))
+  if sq > 0 and sq < acked then
+    lostWrites, learn = true, true
+    tell('lost')
+  end
+end
 if learn and ends < now + lease then
   ends = now + lease
   redis.call('HSET', M, 'r', ends)
@@ -301,7 +329,9 @@ if recovering then
   -- and it could not take it back either: back from an outage under 'reject', a process whose
   -- lease had lapsed reported no use and no demand at its first refresh (its callers shed), and
   -- its block stayed at 0 for the whole window, a lease (fault campaign, leased seed 117042).
-  target = math.max(held, ownBlock)
+  -- Back from a dump older than its last write (lostWrites), the block Redis counts for it may
+  -- be one it has given back since, and another process took: no more of it than it knows.
+  target = math.max(held, lostWrites and math.min(ownBlock, known) or ownBlock)
 elseif level < 0 then
   target = wants
 else
@@ -399,7 +429,7 @@ if opass and owed > ownOwed then redis.call('HINCRBY', M, 'wo', owed - ownOwed) 
 -- another process that refreshed first took that block meanwhile (campaign seed 73144: OOM
 -- errors for 1.1 s, 11 in flight at cap 7 for 0.4 s after Redis answered again).
 local entry = format(now + lease + gapMs, block, held, wants, share, counted, untl, RATED and rwants or 0,
-  need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn, lead)
+  need, since, need > 0 and head or 0, owed, RATED and rneed or 0, rcOwn, lead, seq)
 if RATED then
   redis.call('HSET', L, proc, entry, '_s', string.format('%d', sum), '_r',
     string.format('%d', rsum))
@@ -416,4 +446,4 @@ local reserved = 0
 if RATED and (meta[21] or '') ~= '' then
   for _, sh in ipairs((parked())) do reserved = reserved + sh end
 end
-return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now, level, rslot}
+return {block, lease, cap, n, blocks, helds, cap - sum, target, recovering and math.max(1, ends - now) or 0, share, rtarget, rsum + reserved, rateStr, now, level, rslot, seq}

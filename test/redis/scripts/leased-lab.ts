@@ -69,6 +69,12 @@ export interface RefreshArgs {
   leadMs: number;
   /** Ms since its refreshes began to fail (0: they do not). */
   downMs: number;
+  /** This refresh's number (0: none, as an older process), written in its entry. */
+  seq: number;
+  /** The highest number among its refreshes Redis answered (0: none). */
+  acked: number;
+  /** Its block as it knows it. */
+  known: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -104,6 +110,9 @@ export const ARGS: RefreshArgs = {
   lead: 0,
   leadMs: 0,
   downMs: 0,
+  seq: 0,
+  acked: 0,
+  known: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -138,6 +147,9 @@ const ORDER: (keyof RefreshArgs)[] = [
   'lead',
   'leadMs',
   'downMs',
+  'seq',
+  'acked',
+  'known',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */
@@ -167,6 +179,8 @@ export interface Entry {
   rc?: number;
   /** Only while a rate hold is on after calls sent ahead of their pace: the hold's lead. */
   rl?: number;
+  /** The number of the refresh that wrote it (left out: an older writer's entry). */
+  sq?: number;
 }
 
 const FIELDS: (keyof Entry)[] = [
@@ -185,6 +199,7 @@ const FIELDS: (keyof Entry)[] = [
   'rateNeed',
   'rc',
   'rl',
+  'sq',
 ];
 
 /** REFRESH's reply, named. */
@@ -207,6 +222,8 @@ export interface Answer {
   level: number;
   /** A share taken from a parked place: ms until the closed process's next slot (0: now). */
   rateSlot: number;
+  /** This refresh's number, as it sent it. */
+  seq: number;
 }
 
 /** REFRESH's reply, in order. */
@@ -227,6 +244,7 @@ const ANSWER: (keyof Answer)[] = [
   'now',
   'level',
   'rateSlot',
+  'seq',
 ];
 
 /**
@@ -306,6 +324,8 @@ export function ratedInUse(
 const TIMES = new Set(['r', 't', 'lr', 'x', 'lx', 'ot', 'cs']);
 
 export function formatEntry(entry: Entry): string {
+  // A numbered entry writes its lead (0: none) and its counted share before its number.
+  if (entry.sq !== undefined) entry = { ...entry, rc: entry.rc ?? 0, rl: entry.rl ?? 0 };
   return FIELDS.filter((field) => entry[field] !== undefined)
     .map((field) => entry[field])
     .join(' ');
@@ -316,11 +336,12 @@ export function parseEntry(text: string): Entry {
   const entry = Object.fromEntries(
     FIELDS.map((field, i) => [
       field,
-      numbers[i] ?? (field === 'rc' || field === 'rl' ? undefined : 0),
+      numbers[i] ?? (field === 'rc' || field === 'rl' || field === 'sq' ? undefined : 0),
     ]),
   ) as unknown as Entry;
   if (entry.rc === undefined) delete entry.rc;
   if (entry.rl === undefined) delete entry.rl;
+  if (entry.sq === undefined) delete entry.sq;
   return entry;
 }
 

@@ -46,10 +46,10 @@ if shift ~= 0 then
   for i = 1, #all, 2 do
     local id = all[i]
     if id ~= '_s' and id ~= '_r' then
-      local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl = parse(all[i + 1])
+      local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl, sq = parse(all[i + 1])
       moved[#moved + 1] = id
       moved[#moved + 1] = format(e + shift, b, h, w, rs, rk, ru > 0 and ru + shift or 0, rw, nd,
-        sn > 0 and sn + shift or 0, tk, ow, rn, rc, rl)
+        sn > 0 and sn + shift or 0, tk, ow, rn, rc, rl, sq)
     end
   end
   for i = 1, #moved, 1000 do

@@ -69,7 +69,7 @@ for i = 1, #kv, 2 do
       count(id, wants, need, since, rwants, rneed, ownBlock, ownHeld, ownOwed)
     end
   elseif id ~= '_s' and id ~= '_r' then
-    local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl = parse(kv[i + 1])
+    local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl, sq = parse(kv[i + 1])
     local c = countedOf(rs, rk, ru, rl)
     -- An entry of an older writer: `_r` taken to hold it as counted now.
     rc = rc or c
@@ -99,7 +99,7 @@ for i = 1, #kv, 2 do
       if rc ~= c then
         rsum = rsum + c - rc
         moved[#moved + 1] = id
-        moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c, rl)
+        moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c, rl, sq)
       end
     end
   end

@@ -2,7 +2,7 @@
   The rate share of this refresh (a gate with a rate): the fair target, grown slowly, within what
   the others' counted shares leave; a self-cut process kept at what it sends; the hold a cut
   keeps counted (countedOf), and room left for its edge.
-  Uses (leasedRefresh-4.lua): RATED, recovering, closing, selfcut, proc, now, n, rused, rwants,
+  Uses (leasedRefresh-4.lua): RATED, recovering, lostWrites, closing, selfcut, proc, now, n, rused, rwants,
   rneed, since, holdMs, cap, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
   ownUntil, ownLead, rlead, rleadMs, meta[21] (M.pk), meta[24] (M.cs); burstOf, edgeOf, countedOf (leasedCounted),
   floorMet (leasedFloor), parked.
@@ -34,7 +34,8 @@ if RATED then
     -- it sent, a share lowered in the window stayed there until its end: back from an outage
     -- under 'reject' nobody had sent, and a rated fleet sent nothing for a lease after Redis
     -- answered again (campaign seed 117042: 3.2 s).
-    rtarget = math.max(rused, ownShare)
+    -- Back from a dump older than its last write (lostWrites): no more than it sends at.
+    rtarget = lostWrites and rused or math.max(rused, ownShare)
   elseif rlevel < 0 then
     rtarget = rwants
   else

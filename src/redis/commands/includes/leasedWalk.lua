@@ -74,7 +74,7 @@ if passing or now - walked >= scan or closing or grown or served or unmet or nos
     for i = 1, #all, 2 do
       local id = all[i]
       if id ~= '_s' and id ~= '_r' and id ~= proc then
-        local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl = parse(all[i + 1])
+        local e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, rc, rl, sq = parse(all[i + 1])
         -- A share with a hold counts as countedOf says until the hold ends, then the share alone.
         -- The owner reads its entry's rc, which the walk sets to that: Σ rc is `_r`.
         local c = countedOf(rs, rk, ru, rl)
@@ -119,7 +119,7 @@ if passing or now - walked >= scan or closing or grown or served or unmet or nos
           if rs == 0 and rw > 0 then firsts = firsts + 1 end
           if rc ~= c then
             moved[#moved + 1] = id
-            moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c, rl)
+            moved[#moved + 1] = format(e, b, h, w, rs, rk, ru, rw, nd, sn, tk, ow, rn, c, rl, sq)
           end
         end
       end
