@@ -36,7 +36,7 @@ if (lane !== 'all' && lane !== 'suite' && lane !== 'fast' && lane !== 'faults') 
 const FAULTS = [
   'test/redis/fifo-*.test.ts', // FIFO fleets through outages, restarts, clock steps, kills
   'test/redis/rolling.test.ts', // both modes' fleets through rolling restarts
-  'test/redis/leased-{lost-state,restart,clock-step,kill,churn,schedule,faults,partition}.test.ts',
+  'test/redis/leased-{lost-state,restart,stale-dump,clock-step,kill,churn,schedule,faults,partition}.test.ts',
   'test/redis/leased-on-change.test.ts', // a fleet at its cap for seconds, Redis's calls counted
   // Fleets of stores in one process held to time (turns, handoffs, rates): the suite's two
   // longest files, and their bounds failed in full parallel runs of npm test (2026-12-07).

@@ -28,6 +28,8 @@ export interface FifoHost {
 export class FifoProtocol {
   /** Ticket id -> its gate, for routing wake-ups. */
   readonly #tickets = new Map<string, SharedSemaphore>();
+  /** This process's wake-up channel of each gate -> the gate. */
+  readonly #byWake = new Map<string, SharedSemaphore>();
   /** Acquires not yet answered: a release of the same id waits for them (never overtakes). */
   readonly #inflight = new Map<string, Promise<unknown>>();
   /** Heartbeat answers not yet handled: one can report leases that need a release. */
@@ -60,6 +62,7 @@ export class FifoProtocol {
   /** A new gate: its wake-up channels (`wakePrefix` + process id), subscribed by `subscribed`. */
   addGate(gate: SharedSemaphore, wakePrefix: string, subscribed: Promise<void>): void {
     this.#wakePrefix.set(gate, wakePrefix);
+    this.#byWake.set(`${wakePrefix}${this.host.processId}`, gate);
     this.#subscribed.set(gate, subscribed);
   }
 
@@ -68,10 +71,17 @@ export class FifoProtocol {
    * the queue told when its rate slot comes (its owner claims it then), or `<id>@<ms>@<ours>`,
    * our ticket the backup of another process's head (SharedTickets.slotHint).
    */
-  wake(message: string): void {
+  wake(message: string, channel = ''): void {
     const parts = message.split('@');
-    if (parts.length === 1) this.#tickets.get(message)?.wake(message);
-    else this.#tickets.get(parts[2] ?? parts[0]!)?.slotHint(message);
+    const id = parts[2] ?? parts[0]!;
+    const gate = this.#tickets.get(id);
+    if (gate !== undefined) {
+      if (parts.length === 1) gate.wake(message);
+      else gate.slotHint(message);
+    } else if (parts.length <= 2 && id.startsWith(`${this.host.processId}:`)) {
+      // Our grant, or our head's slot, for a ticket we no longer have (SharedLeases.stray).
+      this.#byWake.get(channel)?.wake(id, true);
+    }
   }
 
   /** One of `gate`'s scripts; a gate kept in another layout rejects with `SharedLayoutError`. */
@@ -413,5 +423,6 @@ export class FifoProtocol {
     }
     this.#toRelease.clear();
     this.#tickets.clear();
+    this.#byWake.clear();
   }
 }

@@ -81,6 +81,17 @@ export class SharedLeases {
     }
   }
 
+  /**
+   * A grant or a slot hint named a ticket of this process that no waiter of it has, nor a lease
+   * (Redis back from a dump older than its state queues again the tickets served since: each,
+   * granted to its live owner, held its units for nobody for a claim window, or, at the head of
+   * a rated queue, its slot until passed over: fault campaign, FIFO seed 132012, the fleet at 0
+   * for 3.1 s). Given back at once (RELEASE withdraws a ticket, frees a grant; twice, nothing).
+   */
+  stray(id: string): void {
+    if (!this.#byId.has(id)) this.store.release([id]);
+  }
+
   /** Redis lost a lease we hold: never silent. Its request still runs and counts again. */
   #leaseLost(permit: Permit): void {
     this.lost++;

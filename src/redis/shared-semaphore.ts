@@ -333,10 +333,12 @@ export class SharedSemaphore extends Semaphore {
 
   /**
    * A wake-up message named our ticket: a hint, never a grant (anyone who can PUBLISH can send
-   * one). The waiter claims it in Redis, which answers whether it was granted.
+   * one). The waiter claims it in Redis, which answers whether it was granted. A `stray`: a
+   * ticket of this process no waiter or lease here has (Redis back from an older dump).
    */
-  wake(id: string): void {
-    this.#tickets.wake(id);
+  wake(id: string, stray = false): void {
+    if (!stray) this.#tickets.wake(id);
+    else if (this.#queue.byTicket(id) === undefined) this.#leases.stray(id);
   }
 
   /** A queued waiter near its deadline: Redis is asked if its wake-up may have been lost. */

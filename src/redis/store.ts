@@ -96,7 +96,7 @@ export class RedisStore {
         wake: (message, channel) => {
           if (this.#signals.wake(message, channel)) return;
           if (message === LOST) this.#lostHeard(channel);
-          else this.#fifo.wake(message);
+          else this.#fifo.wake(message, channel);
         },
         down: (error, refusal) => {
           if (this.#closed) return;

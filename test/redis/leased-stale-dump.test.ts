@@ -16,19 +16,12 @@ import { expect, it } from 'vitest';
 import { type LeasedSemaphore, type RedisStore, redisStore } from '../../src/redis/index.js';
 import { startPartner } from '../helpers/partner.js';
 import { describeRedis, type RedisServer, startRedis } from '../helpers/redis-server.js';
-import { connectClient, type TestClient } from './clients.js';
+import { connectClient, type TestClient, untilAsync } from './clients.js';
 
 const CAP = 3;
 const LEASE_MS = 3000;
 
 const hold = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 5000) {
-  const end = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await hold(10);
-  }
-}
 
 describeRedis('a leased gate back from a stale dump', () => {
   it('the cap holds at the partner when Redis restarts from a dump older than its state (the stale dump race)', async () => {
@@ -78,7 +71,7 @@ describeRedis('a leased gate back from a stale dump', () => {
       // A holds the whole cap; the dump is written then.
       const firstCalls = [call(a), call(a), call(a)];
       await partner.waitForActive(CAP);
-      await until(() => a.block === CAP, "A's block of the whole cap");
+      await untilAsync(async () => a.block === CAP, "A's block of the whole cap");
       const [, own] = (await first.command('CONFIG', 'GET', 'dir')) as string[];
       await first.command('SAVE');
       copyFileSync(join(own!, 'dump.rdb'), join(dir, 'dump.rdb'));
@@ -87,7 +80,7 @@ describeRedis('a leased gate back from a stale dump', () => {
       await Promise.all(firstCalls);
       for (let i = 0; i < CAP; i++) void call(b);
       await partner.waitForActive(CAP);
-      await until(() => b.block === CAP, "B's block of the whole cap");
+      await untilAsync(async () => b.block === CAP, "B's block of the whole cap");
       const ids = ((await server.command('HKEYS', 'test:{stale}:l')) as string[]).filter(
         (k) => !k.startsWith('_'),
       );
@@ -99,7 +92,7 @@ describeRedis('a leased gate back from a stale dump', () => {
       const bId = ids[blocks.indexOf(CAP)]!;
       const entryOf = () => server.command('HGET', 'test:{stale}:l', bId);
       const was = await entryOf();
-      await until(async () => (await entryOf()) !== was, "B's next refresh");
+      await untilAsync(async () => (await entryOf()) !== was, "B's next refresh");
       await first.kill();
       server = await startRedis({ port: first.port, args: ['--dir', dir] });
       expect(Math.max(...(await Promise.all(ids.map(block))))).toBe(CAP);
