@@ -143,12 +143,16 @@ describeRedis('leased REFRESH: the walk of a large fleet, a slice per refresh', 
 
   it('expired entries are reaped by their slice, and after a whole walk `_s` is exact', async () => {
     const l = fleet(3_000, 7, 500);
+    // pa there from the start: a process whose entry is new during a walk may or may not be
+    // counted by it (HSCAN returns what was there for the whole scan; its hash seed is Redis's
+    // own, per server), and is by the next (n was 2,500 once in the fault lane, 2026-12-07).
+    l.pa = { wants: 0 };
     let s = 0;
     for (const e of Object.values(l)) s += Math.max(e.block ?? 0, e.held ?? 0);
     await lab.craft({ m: inUse(100), l, s });
     await walkThrough({ cap: 100 });
     const state = await lab.state();
-    expect(state.l.size).toBe(2_501); // 500 reaped, pa added
+    expect(state.l.size).toBe(2_501); // 500 reaped
     let live = 0;
     for (const e of state.l.values()) live += Math.max(e.block, e.held);
     expect(state.s).toBe(live);
