@@ -19,8 +19,10 @@
  *   taken from none sends no sooner: includes/leasedShare.lua).
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
  *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`, and
- *   ` <lead>` only while a rate hold counts a lead (commands/includes/leasedEntry.lua; entries
- *   of an older writer end sooner), `<id>~<k>` a
+ *   ` <lead>` only while a rate hold counts a lead, or ` <lead> <seq>` (the lead 0 if none) from
+ *   a process that numbers its refreshes: the number of the refresh that wrote it, by which a
+ *   process sees writes Redis lost (commands/leasedRefresh-4.lua, Lost writes;
+ *   commands/includes/leasedEntry.lua; entries of an older writer end sooner), `<id>~<k>` a
  *   closed process's sends of its last window by age (rate only), and `_s` the sum of
  *   max(block, held) over its entries, `_r` Σ rc (each entry's counted rate share). A TTL of three
  *   leases, renewed by a refresh that finds under one and a half left by `M.lx` (or registers, or
