@@ -368,6 +368,8 @@ export class FifoProtocol {
 
   /** The store closes: every id the gates give back is sent, even while degraded. */
   closeGates(gates: Iterable<SharedSemaphore>): void {
+    // No stray given back from here: a closed gate forgets the leases its requests still hold.
+    this.#byWake.clear();
     for (const gate of gates) {
       const ids = gate.storeClosed();
       if (ids.length > 0) this.release(gate, ids);
@@ -423,6 +425,5 @@ export class FifoProtocol {
     }
     this.#toRelease.clear();
     this.#tickets.clear();
-    this.#byWake.clear();
   }
 }
