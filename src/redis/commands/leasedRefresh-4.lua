@@ -258,8 +258,10 @@ local lostWrites = false
 if mine and not closing and acked > 0 then
   local sq = select(16, parse(cur[1]))
   if sq > 0 and sq < acked then
+    -- The first to see it tells the others (each process's own entry shows it only to itself,
+    -- at its first refresh after: told by each, a fleet of n would refresh n times over).
+    if not learn and ends <= now then tell('lost') end
     lostWrites, learn = true, true
-    tell('lost')
   end
 end
 if learn and ends < now + lease then
