@@ -22,16 +22,13 @@
 
   Time that passed unobserved (issue 32): includes/leasedGap.lua.
 
-  Lost writes (stop 52): Redis back from a dump older than its state (a restart from its last
-  `save` point, a failover to a replica that lagged) counts each process as its last write
-  *before the dump* left it: a process that gave units back since is counted with them, one that
-  took them is not, and a process whose demand came back was answered as if its old block were
-  its own and the others held nothing (fault campaign, leased seed 130015: 4 at cap 3; the
-  stale-dump test: 4-6 at cap 3, 3 runs in 4). Every entry carries the number of the refresh that
-  wrote it, and a process whose entry carries a number below one Redis already answered it
-  (`acked`) sees writes lost: a learning window of a lease, every process told (`lost`) to
-  report now, and in the window this process keeps what it holds and no more of the block Redis
-  counts for it than it knows it has (`known`), its rate share no more than it sends at.
+  Lost writes (stop 52): Redis back from a dump older than its state (its last `save` point, a
+  replica that lagged) counts each process as its last write before the dump left it: one that
+  gave units back since is counted with them, one that took them is not (fault campaign, leased
+  seed 130015: 4 at cap 3). Each entry carries the number of the refresh that wrote it; a process
+  whose entry carries a number below one Redis answered it (`acked`) sees writes lost: a learning
+  window of a lease, the others told (`lost`) to report now, and this process keeps no more of
+  the block Redis counts for it than it knows it has (`known`), of its rate share than it sends.
 
   A rate (`rate`: `limit:per:burst`, '' for none; layout `leased/1+rate`) is leased the same
   way, as Doorman leases capacity: each process gets a rate share, whole calls per `per` ms
@@ -94,9 +91,8 @@
                          (includes/leasedGap.lua)
   ARGV[32] seq           this refresh's number (each of the process's refreshes of the gate
                          numbered up from 1; an older process sends none: 0), written in its entry
-  ARGV[33] acked         the highest number among its refreshes Redis answered (0: none)
-  ARGV[34] known         its block as it knows it (the last answer's, less what a failed refresh
-                         may have cut): see Lost writes
+  ARGV[33] acked         the highest number among its refreshes Redis answered (0: none);
+           ARGV[34] known, its block as it knows it: see Lost writes
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -264,6 +260,8 @@ if mine and not closing and acked > 0 then
     lostWrites, learn = true, true
   end
 end
+-- The state older than this caller's last answer: the others are told to report now, too.
+if behind and ends <= now then tell('lost') end
 if learn and ends < now + lease then
   ends = now + lease
   redis.call('HSET', M, 'r', ends)

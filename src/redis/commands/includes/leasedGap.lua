@@ -3,7 +3,7 @@
   Redis's clock. Every stored Redis-time timestamp of the gate moves by the gap, as if time had
   stood still; `learn` asks for a recovery window when Redis came back from an outage.
   Uses (leasedRefresh-4.lua): L, M, cap, now, lastRun, ends, walked, seen, elapsed, down,
-  downMs, tol, gapMs; parse and format (leasedEntry). Sets: shift, learn, ends, walked.
+  downMs, tol, gapMs; parse and format (leasedEntry). Sets: shift, learn, behind, ends, walked.
 ]]
 -- Time that passed unobserved (issue 32): Redis away (stopped, unreachable, refusing writes on
 -- OOM, restarted with its data), or its clock stepped. Every stored Redis-time timestamp of the
@@ -26,18 +26,23 @@
 -- had failed for seconds; fault campaign, replica-partition, seed 626: every such return
 -- shifted the fleet's times by the quiet gap, 0.8-1.0 s, holding the rate's moved shares that
 -- much longer).
-local shift, learn = 0, false
+local shift, learn, behind = 0, false, false
 if cap and lastRun > 0 then
   local gap = now - lastRun
   if gap < 0 then
     shift = gap
   elseif gap > tol then
     local late = seen > 0 and now - seen - elapsed or 0
-    local stepped = seen > 0 and ((late > tol and late <= gap + tol) or seen - lastRun > tol)
+    -- (3): the state is older than an answer this caller had: Redis back from a dump older than
+    -- its state (the writes since lost) as well as a step.
+    behind = seen > 0 and seen - lastRun > tol
+    local stepped = seen > 0 and late > tol and late <= gap + tol or behind
     local away = down and gap > gapMs and downMs <= gap + tol
     if stepped or away then shift = gap end
-    -- Back from an outage: a restart may have brought back older data than the processes hold.
-    learn = away
+    -- Back from an outage, or from older data: a restart may have brought back older data than
+    -- the processes hold (stop 52: a process whose own entry is older, refreshing after one whose
+    -- is not, found nobody learning; leasedRefresh-4.lua, Lost writes).
+    learn = away or behind
   end
 end
 if shift ~= 0 then
