@@ -14,6 +14,7 @@ import { Link } from './link.js';
 import type { Applied, Arrival, Call, Run } from './oracle.js';
 import type { Rate, Schedule, Step } from './plan.js';
 import { REDIS_AWAY, reconnectMs, timings } from './plan.js';
+import { answeredSet } from './sets.js';
 
 /** Faults done to the `redis-server` itself (serialized). */
 const REDIS_FAULTS = new Set<string>([...REDIS_AWAY, 'flushall', 'clock-step']);
@@ -75,28 +76,6 @@ export class Pool {
       }),
     );
   }
-}
-
-/**
- * The looser of two caps, or of two rates when one allows as much as the other in every way;
- * of two rates neither of which covers the other, `b` (the value the set asked for).
- */
-function looser(a: unknown, b: unknown): unknown {
-  if (typeof a === 'number' && typeof b === 'number') return Math.max(a, b);
-  const [x, y] = [a as Rate, b as Rate];
-  const covers = (p: Rate, q: Rate) =>
-    p.limit / p.per >= q.limit / q.per && p.burst >= q.burst && p.limit >= q.limit;
-  if (covers(x, y)) return x;
-  if (covers(y, x)) return y;
-  // Neither covers the other (80 per s burst 3, 30 per s burst 9): one that covers both, at the
-  // faster one's `per`. Before, the new one was taken: a set of 30/s burst 9 that Redis refused
-  // (out of memory) judged a fleet rightly at 80/s against 39 (campaign seed 112189).
-  const [fast, slow] = x.limit / x.per >= y.limit / y.per ? [x, y] : [y, x];
-  return {
-    limit: Math.max(fast.limit, Math.ceil((slow.limit * fast.per) / slow.per)),
-    per: fast.per,
-    burst: Math.max(fast.burst, slow.burst),
-  };
 }
 
 /** Waits for a message of `type` carrying `token` (or any, without one); rejects after `ms`. */
@@ -546,7 +525,7 @@ export async function runSchedule(
           ];
           series.push(entry);
           const m = await reply(from.worker, 'set', 5000).catch(() => undefined);
-          if (m?.ok === false && before !== undefined) entry[1] = looser(before, entry[1]);
+          answeredSet(series, entry, m?.ok !== false, before);
         }
         break;
       }

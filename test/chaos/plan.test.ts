@@ -13,6 +13,7 @@ import {
   shrink,
   withSteps,
 } from './plan.js';
+import { answeredSet } from './sets.js';
 
 const config: FleetConfig = {
   mode: 'fifo',
@@ -155,6 +156,26 @@ describe('chaos shrinker', () => {
   it('keeps a schedule whose every step is needed', async () => {
     const { steps } = await shrink([1, 2], async (s) => s.length === 2, 10);
     expect(steps).toEqual([1, 2]);
+  });
+});
+
+describe('chaos fleet: the values a set may have left', () => {
+  it('a set answered after a later one was sent may have run after it: the looser of the two from the later one on (seed 133034); a failed one, the looser of it and the value before', () => {
+    const r = (limit: number, per: number, burst: number) => ({ limit, per, burst });
+    const slow: [number, unknown] = [1792, r(30, 1000, 6)];
+    const series: [number, unknown][] = [[0, r(30, 1000, 1)], slow, [2122, r(5, 500, 1)]];
+    answeredSet(series, slow, true, r(30, 1000, 1));
+    expect(series.map(([, v]) => v)).toEqual([r(30, 1000, 1), r(30, 1000, 6), r(30, 1000, 6)]);
+    const caps: [number, unknown][] = [[0, 8]];
+    const lowered: [number, unknown] = [500, 4];
+    caps.push(lowered);
+    answeredSet(caps, lowered, false, 8);
+    expect(caps.map(([, v]) => v)).toEqual([8, 8]);
+    // Answered before any later set: nothing else moves.
+    const alone: [number, unknown] = [900, 6];
+    caps.push(alone);
+    answeredSet(caps, alone, true, 8);
+    expect(caps.map(([, v]) => v)).toEqual([8, 8, 6]);
   });
 });
 
