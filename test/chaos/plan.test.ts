@@ -13,7 +13,7 @@ import {
   shrink,
   withSteps,
 } from './plan.js';
-import { answeredSet } from './sets.js';
+import { answeredSet, settleRecorded } from './sets.js';
 
 const config: FleetConfig = {
   mode: 'fifo',
@@ -176,6 +176,25 @@ describe('chaos fleet: the values a set may have left', () => {
     caps.push(alone);
     answeredSet(caps, alone, true, 8);
     expect(caps.map(([, v]) => v)).toEqual([8, 8, 6]);
+    // A recorded run judged again: the same, from its steps' starts and ends (twice: the same).
+    const recorded: [number, unknown][] = [
+      [0, r(30, 1000, 1)],
+      [1792, r(30, 1000, 6)],
+    ];
+    recorded.push([2122, r(5, 500, 1)], [3000, r(5, 500, 1)]);
+    const steps = [
+      { at: 1792, end: 2337 },
+      { at: 2122, end: 2125 },
+      { at: 3000, end: 3001 },
+    ];
+    settleRecorded(recorded, steps);
+    settleRecorded(recorded, steps);
+    expect(recorded.map(([, v]) => v)).toEqual([
+      r(30, 1000, 1),
+      r(30, 1000, 6),
+      r(30, 1000, 6),
+      r(5, 500, 1),
+    ]);
   });
 });
 

@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { excusedBy, readKnown } from './known.js';
 import { judge, type Run } from './oracle.js';
 import { Table } from './report.js';
+import { settleRecorded } from './sets.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -25,6 +26,10 @@ for (const file of positionals) {
     const s = run.schedule;
     if (values.seed !== undefined && String(s.seed) !== values.seed) continue;
     if (values.mode !== undefined && s.mode !== values.mode) continue;
+    // Sets overlapping a later one, as the fleet records them since stop 52 (sets.ts).
+    const sets = (kind: string) => run.applied.filter((a) => a.step.kind === kind);
+    settleRecorded(run.rates as [number, unknown][], sets('set-rate'));
+    settleRecorded(run.caps as [number, unknown][], sets('set-limit'));
     const verdict = judge(run);
     const key = `${s.seed} ${s.mode}`;
     const first = !seen.has(key);

@@ -44,3 +44,20 @@ export function answeredSet(
     series[i]![1] = looser(series[i]![1], entry[1]);
   }
 }
+
+/**
+ * A run recorded before `answeredSet` looked at later sets (stop 52): each set's later sets sent
+ * before it was answered (`applied`: its step's start and end) judged as `answeredSet` would.
+ */
+export function settleRecorded(
+  series: [number, unknown][],
+  applied: readonly { at: number; end: number }[],
+): void {
+  for (const a of applied) {
+    const i = series.findIndex(([t]) => t >= a.at - 1 && t <= a.end);
+    if (i < 0) continue;
+    for (let j = i + 1; j < series.length && series[j]![0] < a.end; j++) {
+      series[j]![1] = looser(series[j]![1], series[i]![1]);
+    }
+  }
+}
