@@ -54,10 +54,11 @@ export async function scriptCost(
       for (let i = 0; i < n; i += 500) {
         const args: (string | number)[] = [];
         for (let j = i; j < Math.min(n, i + 500); j++) {
-          // An entry as this release writes it (its 14 fields, leasedEntry.lua): an older
-          // writer's shorter one is parsed by a slower path, which a live fleet leaves at its
-          // first refresh (issue 35: 12 fields here overstated a slice by a fifth).
-          args.push(`p${j.toString(16).padStart(16, '0')}`, `${far} 2 2 3 0 0 0 0 0 0 0 0 0 0`);
+          // An entry as this release writes it (its 14 fields, a lead and its refresh's number
+          // since stop 52, leasedEntry.lua): an older writer's shorter one is parsed by a slower
+          // path, which a live fleet leaves at its first refresh (issue 35: 12 fields here
+          // overstated a slice by a fifth).
+          args.push(`p${j.toString(16).padStart(16, '0')}`, `${far} 2 2 3 0 0 0 0 0 0 0 0 0 0 0 7`);
         }
         await conn.command('HSET', keys[1]!, ...args);
       }
