@@ -40,9 +40,9 @@ export function answeredSet(
   before: unknown,
 ): void {
   if (!ok && before !== undefined) entry[1] = looser(before, entry[1]);
-  for (let i = series.indexOf(entry) + 1; i > 0 && i < series.length; i++) {
-    series[i]![1] = looser(series[i]![1], entry[1]);
-  }
+  const at = series.indexOf(entry);
+  if (at < 0) return;
+  for (let i = at + 1; i < series.length; i++) series[i]![1] = looser(series[i]![1], entry[1]);
 }
 
 /**

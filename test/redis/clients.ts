@@ -1,3 +1,5 @@
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
@@ -119,4 +121,14 @@ export async function untilAsync(done: () => Promise<boolean>, what: string): Pr
     if (performance.now() > deadline) throw new Error(`still not ${what} after 10 s`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/**
+ * SAVEs `server` and keeps its dump in `dir` (the caller's): what a restart from it loads
+ * (`startRedis({ port, args: ['--dir', dir] })`), whatever the server does after.
+ */
+export async function keepDump(server: RedisServer, dir: string): Promise<void> {
+  const [, own] = (await server.command('CONFIG', 'GET', 'dir')) as string[];
+  await server.command('SAVE');
+  copyFileSync(join(own!, 'dump.rdb'), join(dir, 'dump.rdb'));
 }

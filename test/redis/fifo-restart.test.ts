@@ -5,11 +5,12 @@
  * lost state opens a recovery window of a lease (known before this issue, pinned here at the
  * partner). Scenario: fifo-outage-fleet.ts.
  */
-import { copyFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { it } from 'vitest';
 import { describeRedis, startRedis } from '../helpers/redis-server.js';
+import { keepDump } from './clients.js';
 import { faultFor } from './fifo-fleet.js';
 import { FAULT_MS, LEASE_MS, useOutageFleet } from './fifo-outage-fleet.js';
 
@@ -19,10 +20,8 @@ describeRedis('FIFO gates after Redis restarted', () => {
   it('Redis restarted with its data after more than a lease: no excess', async () => {
     await fleet.busy();
     const { redis } = fleet;
-    const [, dir] = (await redis.command('CONFIG', 'GET', 'dir')) as string[];
-    await redis.command('SAVE');
     const kept = mkdtempSync(join(tmpdir(), 'hostgate-rdb-'));
-    copyFileSync(join(dir!, 'dump.rdb'), join(kept, 'dump.rdb'));
+    await keepDump(redis, kept);
     fleet.faultStarts();
     await redis.kill();
     await faultFor(FAULT_MS);

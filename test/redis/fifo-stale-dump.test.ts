@@ -6,13 +6,13 @@
  * FIFO seed 132012, the fleet at 0 for 3.1 s after such a restart. Judged at the partner: how
  * long a caller queued behind the strays waits once the cap comes free.
  */
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { startPartner } from '../helpers/partner.js';
 import { describeRedis, type RedisServer, startRedis } from '../helpers/redis-server.js';
-import { Fleet, untilAsync } from './clients.js';
+import { Fleet, keepDump, untilAsync } from './clients.js';
 
 const HEARTBEAT_MS = 300;
 const TIMEOUT_MS = 300;
@@ -52,9 +52,7 @@ describeRedis('a FIFO gate back from a stale dump', () => {
       await partner.waitForActive(2);
       const strays = Array.from({ length: STRAYS }, () => call(a, '/ok'));
       await untilAsync(async () => (await queuedInRedis()) === STRAYS, "A's tickets queued");
-      const [, own] = (await first.command('CONFIG', 'GET', 'dir')) as string[];
-      await first.command('SAVE');
-      copyFileSync(join(own!, 'dump.rdb'), join(dir, 'dump.rdb'));
+      await keepDump(first, dir);
       // Their deadline passes: withdrawn. A stays alive, listening.
       await Promise.all(strays);
       await untilAsync(async () => (await queuedInRedis()) === 0, "A's tickets withdrawn");

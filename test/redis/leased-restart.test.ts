@@ -3,12 +3,12 @@
  * without it (FLUSHALL) with a newcomer first to run after it: no excess at the partner (it
  * counts its own concurrent requests). Cap 8, 4 processes × 6 callers, lease 3 s.
  */
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, it } from 'vitest';
 import { describeRedis, type RedisServer, startRedis } from '../helpers/redis-server.js';
-import { privateRedis } from './clients.js';
+import { keepDump, privateRedis } from './clients.js';
 import { afterFault, busyFleet, type LeasedFleet } from './leased-fleet.js';
 
 const redis = privateRedis();
@@ -34,9 +34,7 @@ describeRedis('a leased gate when Redis restarts (issue 32)', () => {
       const f = await busyFleet('restarted', () => server);
       fleet = f;
       // Its data as a restart brings it back: saved, and the file kept past the kill.
-      const [, own] = (await first.command('CONFIG', 'GET', 'dir')) as string[];
-      await first.command('SAVE');
-      copyFileSync(join(own!, 'dump.rdb'), join(dir, 'dump.rdb'));
+      await keepDump(first, dir);
       await first.kill();
       await hold(FAULT_MS);
       server = await startRedis({ port: first.port, args: ['--dir', dir] });

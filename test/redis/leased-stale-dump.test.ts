@@ -9,14 +9,14 @@
  * answered as if A's block were still its own and B held nothing: 4-6 at the partner, 3 runs in
  * 4, before stop 52 (commands/leasedRefresh-4.lua, Lost writes).
  */
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { type LeasedSemaphore, type RedisStore, redisStore } from '../../src/redis/index.js';
 import { startPartner } from '../helpers/partner.js';
 import { describeRedis, type RedisServer, startRedis } from '../helpers/redis-server.js';
-import { connectClient, type TestClient, untilAsync } from './clients.js';
+import { connectClient, keepDump, type TestClient, untilAsync } from './clients.js';
 
 const CAP = 3;
 const LEASE_MS = 3000;
@@ -72,9 +72,7 @@ describeRedis('a leased gate back from a stale dump', () => {
       const firstCalls = [call(a), call(a), call(a)];
       await partner.waitForActive(CAP);
       await untilAsync(async () => a.block === CAP, "A's block of the whole cap");
-      const [, own] = (await first.command('CONFIG', 'GET', 'dir')) as string[];
-      await first.command('SAVE');
-      copyFileSync(join(own!, 'dump.rdb'), join(dir, 'dump.rdb'));
+      await keepDump(first, dir);
       // A gives it back and B takes it (written after the dump: lost with the restart).
       partner.release();
       await Promise.all(firstCalls);
