@@ -158,7 +158,21 @@ export class RefreshCalls {
       ++this.#seq,
       this.#acked,
       report.block,
+      this.#overrun(report.rate),
     ];
+  }
+
+  /**
+   * What this process's fallback may grant past what Redis counts for it while Redis is away,
+   * as bits: 1 the cap (`onStoreError: 'local'` with a `localLimit`), 2 the rate ('local' with a
+   * rate: a share of `limit / processes`). Back from an outage, a learning window of what such a
+   * process overran opens (commands/includes/leasedGap.lua); with none, the state is what every
+   * process left, and nothing waits for a lease.
+   */
+  #overrun(rate: readonly (string | number)[]): number {
+    const options = this.store.options;
+    if (options.onStoreError !== 'local') return 0;
+    return (options.localLimit !== undefined ? 1 : 0) + (rate[0] !== '' ? 2 : 0);
   }
 
   /** A clean close: the entry goes (a failure is ignored: the entry lapses with its lease). */

@@ -16,7 +16,11 @@
  *   clean closes parked for a window (`<until ms>:<share>:<slot ms>` items: a replacement asking
  *   for its first share takes one; the level keeps their places meanwhile;
  *   includes/leasedClose.lua), `cs` the latest next slot of a rate share given back (a share
- *   taken from none sends no sooner: includes/leasedShare.lua).
+ *   taken from none sends no sooner: includes/leasedShare.lua), `ri` the run_id of the Redis
+ *   server that last wrote the state (another one is a restart or a failover: a learning window),
+ *   `ll` and `lq` until when a process whose fallback grants past its count (the cap's, the
+ *   rate's) may be live, and `rq` the end of a learning window of the rate alone
+ *   (commands/includes/leasedGap.lua).
  * - `L` blocks, a hash: process id -> `"<expiry ms> <block> <held> <wants> <share> <counted>
  *   <counted until ms> <rate wants> <need> <since ms> <head> <owed> <rate need> <rc>"`, and
  *   ` <lead>` only while a rate hold counts a lead, or ` <lead> <seq>` (the lead 0 if none) from
@@ -35,7 +39,7 @@
  *
  * **Redis-time timestamps** (what a step of Redis's clock moves, and what a test emulating a
  * step must move by the step; the script moves all of them by the gap when it detects one):
- * `M.r`, `M.t`, `M.lr`, `M.ot`, `M.x` (only renewal bookkeeping: the script leaves it), the sinces in
+ * `M.r`, `M.t`, `M.lr`, `M.ot`, `M.rq`, `M.ll`, `M.lq`, `M.x` (only renewal bookkeeping: the script leaves it), the sinces in
  * `M.f` and `M.rf` (the ends in `M.pk` are not moved: a place ending over a window ahead is
  * taken as lapsed, one lapsing early only lets the survivors grow), and in every entry of `L`
  * (closed tails `<id>~<k>` included) field 1, its expiry, field 7, its rate hold's end, and

@@ -17,13 +17,23 @@ export interface TestClient {
   close(): Promise<void>;
 }
 
+/** How a test's client reconnects: `reconnectMs`, a fixed wait (default: the client's backoff). */
+export interface ClientOptions {
+  reconnectMs?: number;
+}
+
 /**
  * A user's client, as a user would make it. Its own error listener: a test that kills Redis
  * must see the store's behaviour, not the client's unhandled 'error' event.
  */
-export async function connectClient(kind: ClientKind, server: RedisServer): Promise<TestClient> {
+export async function connectClient(
+  kind: ClientKind,
+  server: RedisServer,
+  { reconnectMs }: ClientOptions = {},
+): Promise<TestClient> {
   if (kind === 'node-redis') {
-    const client = createClient({ url: server.url });
+    const socket = reconnectMs === undefined ? {} : { reconnectStrategy: () => reconnectMs };
+    const client = createClient({ url: server.url, socket });
     client.on('error', () => {});
     await client.connect();
     return {
@@ -34,7 +44,10 @@ export async function connectClient(kind: ClientKind, server: RedisServer): Prom
       },
     };
   }
-  const client = new Redis(server.port, '127.0.0.1', { lazyConnect: true });
+  const client = new Redis(server.port, '127.0.0.1', {
+    lazyConnect: true,
+    ...(reconnectMs === undefined ? {} : { retryStrategy: () => reconnectMs }),
+  });
   client.on('error', () => {});
   await client.connect();
   return {
@@ -53,15 +66,18 @@ export class Fleet {
     readonly server: () => RedisServer,
   ) {}
 
-  async client(): Promise<TestClient> {
-    const c = await connectClient(this.kind, this.server());
+  async client(options: ClientOptions = {}): Promise<TestClient> {
+    const c = await connectClient(this.kind, this.server(), options);
     this.#clients.push(c);
     return c;
   }
 
   /** A store on a client of its own: in these tests, one store stands for one process. */
-  async store(options: Omit<RedisStoreOptions, 'client'> = {}): Promise<RedisStore> {
-    const { client } = await this.client();
+  async store(
+    options: Omit<RedisStoreOptions, 'client'> = {},
+    clientOptions: ClientOptions = {},
+  ): Promise<RedisStore> {
+    const { client } = await this.client(clientOptions);
     const store = redisStore({ client, prefix: 'test:', commandTimeoutMs: 500, ...options });
     this.#stores.push(store);
     return store;
@@ -74,6 +90,23 @@ export class Fleet {
 }
 
 export { deferred } from '../express/helpers.js';
+
+/**
+ * Calls through a gate to `partner` at `path` (`/held`, `/ok`, …), each call's settled promise
+ * kept in `calls` (a failure is its value: the test awaits them all when it ends).
+ */
+export function caller(partner: { origin: string }, calls: Promise<unknown>[]) {
+  return (gate: { run<T>(fn: () => Promise<T>): Promise<T> }, path: string): Promise<unknown> => {
+    const p = gate
+      .run(async () => {
+        const res = await fetch(`${partner.origin}${path}`);
+        await res.arrayBuffer();
+      })
+      .catch((e: unknown) => e);
+    calls.push(p);
+    return p;
+  };
+}
 
 /** A private redis-server for this test file: started before its tests, killed after them. */
 export function privateRedis(): () => RedisServer {

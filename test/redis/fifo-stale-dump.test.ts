@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { startPartner } from '../helpers/partner.js';
 import { describeRedis, type RedisServer, startRedis } from '../helpers/redis-server.js';
-import { Fleet, keepDump, untilAsync } from './clients.js';
+import { caller, Fleet, keepDump, untilAsync } from './clients.js';
 
 const HEARTBEAT_MS = 300;
 const TIMEOUT_MS = 300;
@@ -35,16 +35,7 @@ describeRedis('a FIFO gate back from a stale dump', () => {
         limit: 2,
         queueTimeout: 10_000,
       });
-      const call = (gate: typeof a, path: string) => {
-        const p = gate
-          .run(async () => {
-            const res = await fetch(`${partner.origin}${path}`);
-            await res.arrayBuffer();
-          })
-          .catch((e: unknown) => e);
-        calls.push(p);
-        return p;
-      };
+      const call = caller(partner, calls);
       const queuedInRedis = async () => Number(await server.command('ZCARD', 'test:{stale}:q'));
       // B holds the cap; A's waiters queue behind it, and are queued when the dump is written.
       call(b, '/held');

@@ -9,7 +9,7 @@ import type { RedisServer } from '../helpers/redis-server.js';
  * stores moved back `ms` (entry expiries, rate hold ends, the recovery window, the walk's and
  * the last run's time), which is what the state looks like after Redis's clock jumped `ms`
  * ahead (a negative `ms`: moved forward, a step back). The fields are the ones src/redis/leased-scripts.ts's
- * header lists: `M.r`, `M.t`, `M.lr`, `M.x`, and in each entry of `L` its expiry (field 1)
+ * header lists: `M.r`, `M.t`, `M.lr`, `M.x`, `M.ot`, `M.ll`, `M.lq`, `M.rq`, and in each entry of `L` its expiry (field 1)
  * and its rate hold's end (field 7, when not 0).
  */
 export async function emulateClockStep(
@@ -19,7 +19,7 @@ export async function emulateClockStep(
 ): Promise<void> {
   const script = `
 local M, L, d = KEYS[1], KEYS[2], tonumber(ARGV[1])
-for _, f in ipairs({'r', 't', 'lr', 'x', 'ot'}) do
+for _, f in ipairs({'r', 't', 'lr', 'x', 'ot', 'll', 'lq', 'rq'}) do
   local v = tonumber(redis.call('HGET', M, f))
   if v then redis.call('HSET', M, f, v - d) end
 end

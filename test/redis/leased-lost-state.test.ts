@@ -6,8 +6,9 @@
  * whole cap again (docs/shared-gates.md).
  */
 import { afterEach, expect, it } from 'vitest';
+import { startPartner } from '../helpers/partner.js';
 import { describeRedis } from '../helpers/redis-server.js';
-import { privateRedis } from './clients.js';
+import { caller, Fleet, privateRedis, untilAsync } from './clients.js';
 import { afterFault, busyFleet, type LeasedFleet, leasedFleet } from './leased-fleet.js';
 
 const redis = privateRedis();
@@ -85,5 +86,60 @@ describeRedis(
       expect(sent).toBeGreaterThanOrEqual(20);
       expect(f.partner.peak).toBeLessThanOrEqual(CAP);
     }, 25_000);
+
+    // Fault campaign, leased seed 134065 (cap 1 over 4 processes under 'reject', Redis out of
+    // memory 2.2 s): the only unit was between processes when it began, and the learning window
+    // that every outage opened let nobody grow for a lease: the partner at 0 for 5.2 s. Back from
+    // an outage of the same server, each process granted within the block Redis counts for it:
+    // no window, unless a process's fallback grants past its count (a localLimit, a rate's).
+    it("a unit between processes when Redis answers OOM past a refresh, under 'reject': it moves when Redis answers, not a lease later (campaign seed 134065)", async () => {
+      const LEASE_MS = 4000;
+      const partner = await startPartner();
+      const fleet = new Fleet('node-redis', redis);
+      const calls: Promise<unknown>[] = [];
+      const call = caller(partner, calls);
+      try {
+        const gate = async () =>
+          (await fleet.store({ commandTimeoutMs: 300, onStoreError: 'reject' })).semaphore({
+            name: 'between',
+            limit: 1,
+            mode: 'leased',
+            leaseMs: LEASE_MS,
+            refreshMs: 750,
+            queueTimeout: 20_000,
+          });
+        const a = await gate();
+        const b = await gate();
+        // A holds the unit at the partner; B waits for it, and Redis knows B wants it.
+        call(a, '/held');
+        await partner.waitForActive(1);
+        call(b, '/ok');
+        const wants = async () => {
+          const entries = (await redis().command('HVALS', 'test:{between}:l')) as string[];
+          return entries.filter((e) => e.split(' ')[3] === '1').length;
+        };
+        await untilAsync(async () => (await wants()) === 2, "both processes' demand in Redis");
+        await redis().command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+        await redis().command('CONFIG', 'SET', 'maxmemory', '1');
+        // A's call ends while Redis refuses writes: A cannot give the unit back until it answers.
+        partner.release();
+        await hold(2000);
+        await redis().command('CONFIG', 'SET', 'maxmemory', '0');
+        const back = performance.now();
+        await partner.waitForArrived(2);
+        const movedMs = performance.now() - back;
+        console.log(
+          `the unit moved ${Math.round(movedMs)} ms after Redis answered (a lease: ${LEASE_MS})`,
+        );
+        // A refresh or two (750 ms) and a handoff; before: the learning window, a lease.
+        expect(movedMs).toBeLessThan(LEASE_MS / 2);
+        expect(partner.peak).toBeLessThanOrEqual(1);
+      } finally {
+        partner.openHeld();
+        await fleet.closeAll();
+        await Promise.all(calls);
+        await partner.close();
+      }
+    }, 20_000);
   },
 );

@@ -93,6 +93,7 @@
                          numbered up from 1; an older process sends none: 0), written in its entry
   ARGV[33] acked         the highest number among its refreshes Redis answered (0: none);
            ARGV[34] known, its block as it knows it: see Lost writes
+  ARGV[35] overrun       its fallback may grant past what Redis counts: 1 the cap, 2 the rate
 
   Signals (issue 35): busy processes refresh on change, not every interval, so Redis tells them
   of a change on the gate's channel (SPUBLISH, in the gate's slot; a hint, never a grant):
@@ -149,8 +150,8 @@ local RATED = rateArg ~= ''
 local LAYOUT = RATED and '{{LEASED_RATE_LAYOUT}}' or '{{LEASED_LAYOUT}}'
 local META_TTL = 2592000000
 -- 'wc': a walk split over refreshes under way (includes/leasedPass.lua).
-local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb',
-  're', 'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx', 'pk', 'ot', 'ns', 'cs')
+local meta = redis.call('HMGET', M, 'v', 'c', 'r', 'x', 't', 'b', 'e', 'n', 'k', 'u', 'rt', 'rb', 're',
+  'lr', 'f', 'o', 'rf', 'wc', 'g', 'lx', 'pk', 'ot', 'ns', 'cs', 'ri', 'll', 'lq', 'rq')
 if meta[1] and meta[1] ~= LAYOUT and not (RATED and meta[1] == '{{LEASED_LAYOUT}}') then
   return redis.error_reply('HOSTGATE_LAYOUT ' .. meta[1])
 end
@@ -261,7 +262,7 @@ if mine and not closing and acked > 0 then
   end
 end
 -- The state older than this caller's last answer: the others are told to report now, too.
-if behind and ends <= now then tell('lost') end
+if (behind or restarted) and ends <= now then tell('lost') end
 if learn and ends < now + lease then
   ends = now + lease
   redis.call('HSET', M, 'r', ends)
@@ -408,7 +409,7 @@ local share, rtarget, rcOwn, counted, untl, lead = 0, 0, 0, 0, 0, 0
 local rslot = 0
 --- @include "includes/leasedShare"
 --- @include "includes/leasedClose"
-if RATED and not recovering and share == 0 and rused == 0 and rwants > 0 and block > held then
+if RATED and not rlearning and share == 0 and rused == 0 and rwants > 0 and block > held then
   -- No share of the rate to send with: units of the cap beyond what it holds would sit idle in
   -- its block while processes with a share wait for them (issue 32, seed 20010: rate 5/500 ms
   -- over 7 processes, the cap's blocks in the two without a share, heads of 3 blocked in those

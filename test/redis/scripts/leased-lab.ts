@@ -75,6 +75,8 @@ export interface RefreshArgs {
   acked: number;
   /** Its block as it knows it. */
   known: number;
+  /** 1: its fallback may grant past what Redis counts ('local' with a localLimit or a rate). */
+  overrun: number;
 }
 
 /** A busy process `pa` of a gate of cap 4 without a rate, as the gate sends them. */
@@ -113,6 +115,7 @@ export const ARGS: RefreshArgs = {
   seq: 0,
   acked: 0,
   known: 0,
+  overrun: 0,
 };
 
 const ORDER: (keyof RefreshArgs)[] = [
@@ -150,6 +153,7 @@ const ORDER: (keyof RefreshArgs)[] = [
   'seq',
   'acked',
   'known',
+  'overrun',
 ];
 
 /** An entry of `L`, as the script reads it (leasedEntry.lua). */
@@ -321,7 +325,7 @@ export function ratedInUse(
   return inUse(cap, { v: LEASED_RATE_LAYOUT, rt: rate, ...extra });
 }
 
-const TIMES = new Set(['r', 't', 'lr', 'x', 'lx', 'ot', 'cs']);
+const TIMES = new Set(['r', 't', 'lr', 'x', 'lx', 'ot', 'cs', 'll', 'lq', 'rq']);
 
 export function formatEntry(entry: Entry): string {
   // A numbered entry writes its lead (0: none) and its counted share before its number.

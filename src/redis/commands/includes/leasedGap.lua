@@ -2,8 +2,9 @@
   Time that passed unobserved (issue 32): a gap since the last run (Redis away) or a step of
   Redis's clock. Every stored Redis-time timestamp of the gate moves by the gap, as if time had
   stood still; `learn` asks for a recovery window when Redis came back from an outage.
-  Uses (leasedRefresh-4.lua): L, M, cap, now, lastRun, ends, walked, seen, elapsed, down,
-  downMs, tol, gapMs; parse and format (leasedEntry). Sets: shift, learn, behind, ends, walked.
+  Uses (leasedRefresh-4.lua): L, M, meta, cap, now, lease, lastRun, ends, walked, seen, elapsed,
+  down, downMs, tol, gapMs; parse and format (leasedEntry). Sets: shift, learn, behind,
+  restarted, rateEnds (a learning window of the rate alone), ends, walked.
 ]]
 -- Time that passed unobserved (issue 32): Redis away (stopped, unreachable, refusing writes on
 -- OOM, restarted with its data), or its clock stepped. Every stored Redis-time timestamp of the
@@ -26,7 +27,38 @@
 -- had failed for seconds; fault campaign, replica-partition, seed 626: every such return
 -- shifted the fleet's times by the quiet gap, 0.8-1.0 s, holding the rate's moved shares that
 -- much longer).
-local shift, learn, behind = 0, false, false
+-- A restart, or a failover to another server: Redis's run_id (INFO server) is not the one the
+-- state was last written under (M.ri), so the state may be older than what the processes hold
+-- (a dump's, a lagging replica's) and nobody grows for a lease (learn), whether or not any
+-- refresh failed meanwhile: a process whose last answer predates the dump, refreshing first,
+-- sees neither its own lost writes nor a state behind its answer (stop 52's open race). Read
+-- once the gate is quiet for 5 ms (a restart is quiet longer), so a busy gate pays nothing.
+local restarted, identified = false, false
+local quiet = lastRun > 0 and now - lastRun or 5
+if cap and (not meta[25] or quiet < 0 or quiet >= 5) then
+  local info = redis.pcall('INFO', 'server')
+  local rid = type(info) == 'string' and string.match(info, 'run_id:(%x+)')
+  if rid then
+    identified = true
+    restarted = meta[25] and rid ~= meta[25]
+    if rid ~= meta[25] then redis.call('HSET', M, 'ri', rid) end
+  end
+end
+-- A process whose fallback may grant past what Redis counts for it while Redis is away
+-- (ARGV[35], bits: 1 the cap's, `onStoreError: 'local'` with a `localLimit`; 2 the rate's,
+-- 'local' with a rate, a share of `limit / processes`) keeps M.ll (the cap's) or M.lq (the
+-- rate's), in Redis ms, at least a lease ahead.
+local overrun, rateOverrun = tonumber(meta[26] or 0) or 0, tonumber(meta[27] or 0) or 0
+local bits = tonumber(ARGV[35] or 0) or 0
+for _, o in ipairs({ { bits % 2 == 1, overrun, 'll' }, { bits >= 2, rateOverrun, 'lq' } }) do
+  if o[1] and o[2] < now + lease then
+    redis.call('HSET', M, o[3], string.format('%d', now + 2 * lease))
+  end
+end
+-- The end of a learning window of the rate alone (M.rq, Redis ms): back from an outage in which
+-- only the rate's fallback sent past its count, the cap's blocks are what Redis counts.
+local rateEnds = tonumber(meta[28] or 0) or 0
+local shift, learn, behind, rateLearn = 0, restarted, false, false
 if cap and lastRun > 0 then
   local gap = now - lastRun
   if gap < 0 then
@@ -38,11 +70,17 @@ if cap and lastRun > 0 then
     behind = seen > 0 and seen - lastRun > tol
     local stepped = seen > 0 and late > tol and late <= gap + tol or behind
     local away = down and gap > gapMs and downMs <= gap + tol
-    if stepped or away then shift = gap end
-    -- Back from an outage, or from older data: a restart may have brought back older data than
-    -- the processes hold (stop 52: a process whose own entry is older, refreshing after one whose
-    -- is not, found nobody learning; leasedRefresh-4.lua, Lost writes).
-    learn = away or behind
+    if stepped or away or restarted then shift = gap end
+    -- Back from older data (above, and leasedRefresh-4.lua, Lost writes). Back from an outage
+    -- of the same server, its state is what the processes left: each granted within the block
+    -- Redis counts for it (a failed refresh shrinks the block to what was held when it left),
+    -- unless a fallback granted past it (M.ll live when the outage began) or the server cannot
+    -- be told (INFO refused): then nobody grows for a lease. A lease after every outage kept a
+    -- unit between processes idle that long (fault campaign, leased seed 134065: cap 1 over 4,
+    -- the partner at 0 for 5.2 s after 2.2 s of OOM).
+    learn = restarted or behind or away and (overrun > lastRun or not identified)
+    -- Only a rate's fallback sent past its count: a window of the rate alone (leasedShare.lua).
+    rateLearn = away and not learn and rateOverrun > lastRun
   end
 end
 if shift ~= 0 then
@@ -61,6 +99,10 @@ if shift ~= 0 then
     redis.call('HSET', L, unpack(moved, i, math.min(#moved, i + 999)))
   end
   if ends > 0 then ends = ends + shift end
+  if rateEnds > 0 then
+    rateEnds = rateEnds + shift
+    redis.call('HSET', M, 'rq', rateEnds)
+  end
   if walked > 0 then walked = walked + shift end
   -- A walk split over refreshes kept heads' sinces of before: it starts again.
   meta[18] = nil
@@ -84,4 +126,8 @@ if shift ~= 0 then
       redis.call('HSET', M, field, meta[i])
     end
   end
+end
+if rateLearn then
+  rateEnds = now + lease
+  redis.call('HSET', M, 'rq', rateEnds)
 end

@@ -2,15 +2,16 @@
   The rate share of this refresh (a gate with a rate): the fair target, grown slowly, within what
   the others' counted shares leave; a self-cut process kept at what it sends; the hold a cut
   keeps counted (countedOf), and room left for its edge.
-  Uses (leasedRefresh-4.lua): RATED, recovering, lostWrites, closing, selfcut, proc, now, n, rused, rwants,
+  Uses (leasedRefresh-4.lua): RATED, recovering, rateEnds, lostWrites, closing, selfcut, proc, now, n, rused, rwants,
   rneed, since, holdMs, cap, rlimit, rper, rlevel, rtop, rmet, rsum, rbefore, ownShare, ownCounted,
   ownUntil, ownLead, rlead, rleadMs, meta[21] (M.pk), meta[24] (M.cs); burstOf, edgeOf, countedOf (leasedCounted),
   floorMet (leasedFloor), parked.
   Sets: share, rtarget, rsum, rcOwn, counted, untl and lead (the entry's rate hold); takes a parked
   place (M.pk), and rslot (ms until the closed process's next slot, or a share's given back:
-  M.cs, from rleadMs).
+  M.cs, from rleadMs); rlearning (a learning window of the cap and rate, or of the rate alone).
 ]]
-if RATED and not recovering and not closing and ownShare == 0 and rwants > 0
+local rlearning = recovering or rateEnds > now
+if RATED and not rlearning and not closing and ownShare == 0 and rwants > 0
   and (meta[21] or '') ~= '' then
   -- Its first share: it takes the place of a share a clean close parked (the walk's level kept
   -- it), the oldest one, and goes on from that process's pace: its first call no sooner than
@@ -28,7 +29,7 @@ if RATED then
   -- Its costliest head's need, if its floor was met at the walk: a burst share below the head's
   -- cost - 1 never sends it (issue 32: the cost stall, a fleet of such processes at 0).
   local rfloor = 0
-  if recovering then
+  if rlearning then
     -- Learning (leasedRefresh-4.lua): nobody grows; a process keeps what it sends, and the
     -- share Redis still counts for it (as the cap's block), whatever it wants now. Kept at what
     -- it sent, a share lowered in the window stayed there until its end: back from an outage
@@ -51,14 +52,14 @@ if RATED then
   -- than processes, one that holds none asks for no rate, src/redis/leased-rate-share.ts, and
   -- a unit's new holder took a refresh per doubling to reach the rate).
   local grow = rtarget
-  if not recovering then
+  if not rlearning then
     local split = math.floor(rlimit / math.max(1, math.min(n, cap)))
     grow = math.min(rtarget, math.max(1, 2 * ownShare, split, rfloor))
   end
   local rothers = rsum - rbefore
   local avail = rlimit - rothers
   share = math.max(0, math.min(grow, avail))
-  if selfcut and not closing and not recovering and rused > share and rused <= math.min(avail, ownShare) then
+  if selfcut and not closing and not rlearning and rused > share and rused <= math.min(avail, ownShare) then
     -- Not cut here: the process sends at rused until this answer reaches it, so a cut made here
     -- would count rused a command timeout longer. It is answered its target below its share,
     -- cuts itself at once and says so in a refresh right away, and is counted at the cut then.
