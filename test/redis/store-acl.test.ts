@@ -92,6 +92,25 @@ for (const kind of CLIENT_KINDS) {
     beforeAll(async () => {
       await redis().command(...setUser('hostgate'));
       await redis().command(...setUser('nochannels', (w) => w.startsWith('&')));
+      await redis().command(...setUser('noinfo', (w) => w === '+info'));
+    });
+
+    // The leased script reads INFO server's run_id to tell a restart (includes/leasedGap.lua);
+    // refused, it cannot, and works as before it: every outage opens a learning window.
+    it('a user without +info runs a leased gate: granted, the server left unnamed (M.ri)', async () => {
+      const [a, b] = [await userStore(kind, 'noinfo'), await userStore(kind, 'noinfo')];
+      const options = {
+        name: 'noinfo',
+        limit: 2,
+        mode: 'leased',
+        leaseMs: 3000,
+        queueTimeout: 5000,
+      } as const;
+      // One process after the other (a first use grants no second process for a refresh).
+      for (const gate of [a.semaphore(options), b.semaphore(options)])
+        (await gate.acquire()).release();
+      expect(a.degraded || b.degraded).toBe(false);
+      expect(await redis().command('HEXISTS', `${PREFIX}{noinfo}:m`, 'ri')).toBe(0);
     });
 
     it('the documented user (no script|load) shares the cap with pushed wake-ups', async () => {
