@@ -164,9 +164,11 @@ export const BOUNDS = {
       return length + leaseMs + c + tickMs;
     }
     // Redis paused or refusing writes, every link slowed: the connections stay, and a gap is
-    // frozen time in both modes (the leased learning window keeps every block and share), so
-    // the fleet is back within a refresh or heartbeat, one that timed out in the fault, and a
-    // command timeout. Until stop 51 a lease more was allowed, and a leased fleet with a rate
+    // frozen time in both modes (a leased fleet opens no learning window unless a fallback
+    // granted past its count, and the window keeps every block and share), so the fleet is
+    // back within a refresh or heartbeat, one that timed out in the fault, and a command
+    // timeout (leased seed 134065, before stop 53: every outage opened the window, and a unit
+    // between processes when it began stayed idle for a lease). Until stop 51 a lease more was allowed, and a leased fleet with a rate
     // that sent nothing for that lease after Redis answered passed (the window's ratchet, seed
     // 117042: 3.2 s at 0 after the fault, lease 3 s).
     if (REDIS_AWAY.has(kind) || slowAll(a.step)) return length + c + 2 * tickMs;
