@@ -245,6 +245,30 @@ export function judge(run: Run): Verdict {
   const { tickMs } = timings(config);
   const c = config.commandTimeoutMs;
   const callMax = config.callMs[1];
+  /**
+   * A restart's lease without grants (or learning window) begins when Redis answers again: a
+   * Redis-away fault (or another restart) begun before the fleet's first refresh after it could
+   * run holds it off until that fault ends, so the restart counts as lasting until then. Seed
+   * 139018 (leased, `--faults redis-restart-stale,client-pause,debug-sleep,redis-restart-empty`):
+   * Redis restarted empty for 567 ms and a `CLIENT PAUSE` of 4.7 s began while it was down; the
+   * fleet's first refresh came after the pause and opened the lease, judged 1.3 s past the
+   * restart's bound from its own end (the same on 94f0ea2, before stop 53).
+   */
+  const restartedUntil = (a: Applied): Applied => {
+    if (!a.step.kind.startsWith('redis-restart')) return a;
+    let end = a.end;
+    for (let longer = true; longer; ) {
+      longer = false;
+      for (const b of run.applied) {
+        const away = REDIS_AWAY.has(b.step.kind) || b.step.kind.startsWith('redis-restart');
+        if (away && b.at <= end + c + tickMs && b.end > end) {
+          end = b.end;
+          longer = true;
+        }
+      }
+    }
+    return end === a.end ? a : { ...a, end };
+  };
   const violations: Violation[] = [];
   const verdict: Verdict = {
     violations,
@@ -256,7 +280,7 @@ export function judge(run: Run): Verdict {
   };
   const deadlines = run.applied.map((a) => ({
     a,
-    until: a.at + BOUNDS.recoverMs(a, config, valueAt(run.caps, a.at, config.cap)),
+    until: a.at + BOUNDS.recoverMs(restartedUntil(a), config, valueAt(run.caps, a.at, config.cap)),
   }));
   /** Faults that explain something at `t`: begun, and not recovered `extra` ms before. */
   const kindsAt = (t: number, extra = BOUNDS.idleMs + BOUNDS.slackMs + callMax) => {
