@@ -32,12 +32,14 @@
 -- (a dump's, a lagging replica's) and nobody grows for a lease (learn), whether or not any
 -- refresh failed meanwhile: a process whose last answer predates the dump, refreshing first,
 -- sees neither its own lost writes nor a state behind its answer (stop 52's open race). Read
--- once the gate is quiet for 5 ms (a restart is quiet longer), so a busy gate pays nothing.
+-- once the gate is quiet for 5 ms (a restart is quiet longer), so a busy gate pays nothing;
+-- else 2.6 µs of Redis CPU (INFO 2.3 µs; a plain find, not a pattern over the text: 3.9 µs).
 local restarted, identified = false, false
 local quiet = lastRun > 0 and now - lastRun or 5
 if cap and (not meta[25] or quiet < 0 or quiet >= 5) then
   local info = redis.pcall('INFO', 'server')
-  local rid = type(info) == 'string' and string.match(info, 'run_id:(%x+)')
+  local at = type(info) == 'string' and string.find(info, 'run_id:', 1, true)
+  local rid = at and string.match(info, '^%x+', at + 7)
   if rid then
     identified = true
     restarted = meta[25] and rid ~= meta[25]
