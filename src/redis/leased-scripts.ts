@@ -39,7 +39,9 @@
  *
  * **Redis-time timestamps** (what a step of Redis's clock moves, and what a test emulating a
  * step must move by the step; the script moves all of them by the gap when it detects one):
- * `M.r`, `M.t`, `M.lr`, `M.ot`, `M.rq`, `M.ll`, `M.lq`, `M.x` (only renewal bookkeeping: the script leaves it), the sinces in
+ * `M.r`, `M.t`, `M.lr`, `M.ot`, `M.rq`, `M.x` (only renewal bookkeeping: the script leaves it),
+ * `M.ll` and `M.lq` (the script leaves them too: each is compared only with `M.lr`, both as they
+ * were before the gap, and rewritten a lease ahead by the next refresh of its kind), the sinces in
  * `M.f` and `M.rf` (the ends in `M.pk` are not moved: a place ending over a window ahead is
  * taken as lapsed, one lapsing early only lets the survivors grow), and in every entry of `L`
  * (closed tails `<id>~<k>` included) field 1, its expiry, field 7, its rate hold's end, and

@@ -52,10 +52,11 @@ end
 -- rate's), in Redis ms, at least a lease ahead.
 local overrun, rateOverrun = tonumber(meta[26] or 0) or 0, tonumber(meta[27] or 0) or 0
 local bits = tonumber(ARGV[35] or 0) or 0
-for _, o in ipairs({ { bits % 2 == 1, overrun, 'll' }, { bits >= 2, rateOverrun, 'lq' } }) do
-  if o[1] and o[2] < now + lease then
-    redis.call('HSET', M, o[3], string.format('%d', now + 2 * lease))
-  end
+if bits % 2 == 1 and overrun < now + lease then
+  redis.call('HSET', M, 'll', string.format('%d', now + 2 * lease))
+end
+if bits >= 2 and rateOverrun < now + lease then
+  redis.call('HSET', M, 'lq', string.format('%d', now + 2 * lease))
 end
 -- The end of a learning window of the rate alone (M.rq, Redis ms): back from an outage in which
 -- only the rate's fallback sent past its count, the cap's blocks are what Redis counts.
